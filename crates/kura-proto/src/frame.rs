@@ -1,0 +1,225 @@
+//! Framing: finds one whole request at the front of a read buffer and parses
+//! it. "Need more bytes" is the cheap [`Frame::Incomplete`] value; a bad
+//! request is a [`Frame::Error`] carrying memcached's reply and how many
+//! bytes to drop so the connection stays in step.
+
+use crate::error::Error;
+use crate::request::Request;
+use crate::tokens::Tokens;
+use crate::{meta, text};
+
+/// Longest key the text protocols accept.
+pub const KEY_MAX_LENGTH: usize = 250;
+
+/// A request line with no newline within this many bytes closes the
+/// connection, unless it is a `get`/`gets` (memcached's rule).
+pub const MAX_LINE_WITHOUT_NEWLINE: usize = 2048;
+
+/// Server limits the parser needs to frame requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The item size limit (`-I`), in bytes.
+    pub item_size_max: usize,
+    /// Whether CAS is enabled (it costs 8 bytes per item in memcached's
+    /// accounting, which kura reproduces for the item size limit).
+    pub cas_enabled: bool,
+    /// Longest multi-get line accepted before the connection is closed.
+    pub max_get_line: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            item_size_max: 1024 * 1024,
+            cas_enabled: true,
+            max_get_line: 1024 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// memcached's item size test: its item header (48 bytes), the key and
+    /// a NUL, the data with its `\r\n`, 8 bytes of CAS when enabled and 4
+    /// bytes of client flags when nonzero must fit in `item_size_max`.
+    pub fn too_large(&self, key_len: usize, flags: u32, data_len: usize) -> bool {
+        let total = 48
+            + key_len
+            + 1
+            + data_len.saturating_add(2)
+            + if self.cas_enabled { 8 } else { 0 }
+            + if flags != 0 { 4 } else { 0 };
+        total > self.item_size_max
+    }
+}
+
+/// The outcome of looking for one request at the front of a buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// More bytes are needed. `needed` is the total length of the frame when
+    /// already known (a storage command waiting for its data), else 0.
+    Incomplete { needed: usize },
+    /// A request occupying the first `len` bytes. For a storage request
+    /// whose data is [`Data::TooLarge`](crate::Data), `len` covers the
+    /// request line only and the `len + 2` payload bytes that follow must
+    /// be discarded as they arrive.
+    Request { request: Request<'a>, len: usize },
+    /// A bad request occupying the first `len` bytes; afterwards `swallow`
+    /// more bytes (a payload that may not have arrived yet) are discarded.
+    /// The reply is [`Error::as_bytes`], unless `quiet` (a `noreply`
+    /// request, whose errors memcached does not send either).
+    Error {
+        error: Error,
+        len: usize,
+        swallow: usize,
+        quiet: bool,
+    },
+    /// A garbage line with no newline: close the connection.
+    Close,
+}
+
+/// What a command parser found after the request line.
+pub(crate) enum Parsed<'a> {
+    /// A request whose frame ends with the line.
+    Line(Request<'a>),
+    /// A request that carries a data block of `data_len` bytes (plus `\r\n`).
+    WithData(DataRequest<'a>),
+    /// A bad request; the payload of `swallow` bytes after the line is
+    /// dropped, and the reply is suppressed when `quiet`.
+    Error {
+        error: Error,
+        swallow: usize,
+        quiet: bool,
+    },
+}
+
+/// A storage request whose data block has yet to be framed; its `data`
+/// field is filled in once the block is here.
+pub(crate) struct DataRequest<'a> {
+    pub request: Request<'a>,
+    pub data_len: usize,
+    pub too_large: bool,
+    pub quiet_errors: bool,
+}
+
+impl<'a> DataRequest<'a> {
+    fn with_data(mut self, data: crate::Data<'a>) -> Request<'a> {
+        match &mut self.request {
+            Request::Store(s) => s.data = data,
+            Request::MetaSet(s) => s.data = data,
+            _ => {}
+        }
+        self.request
+    }
+}
+
+pub(crate) fn err<'a>(error: Error) -> Parsed<'a> {
+    Parsed::Error {
+        error,
+        swallow: 0,
+        quiet: false,
+    }
+}
+
+/// Finds and parses the request at the front of `buf`.
+pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Frame<'a> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
+            return if is_multiget_prefix(buf) && buf.len() <= limits.max_get_line {
+                Frame::Incomplete { needed: 0 }
+            } else {
+                Frame::Close
+            };
+        }
+        return Frame::Incomplete { needed: 0 };
+    };
+    let line_len = nl + 1;
+    let mut line = &buf[..nl];
+    if line.len() > 1 && line[line.len() - 1] == b'\r' {
+        line = &line[..line.len() - 1];
+    }
+    let tokens = Tokens::new(line);
+    let parsed = dispatch(line, &tokens, limits);
+    match parsed {
+        Parsed::Line(request) => Frame::Request {
+            request,
+            len: line_len,
+        },
+        Parsed::Error {
+            error,
+            swallow,
+            quiet,
+        } => Frame::Error {
+            error,
+            len: line_len,
+            swallow,
+            quiet,
+        },
+        Parsed::WithData(d) => {
+            if d.too_large {
+                let len = d.data_len;
+                return Frame::Request {
+                    request: d.with_data(crate::Data::TooLarge { len }),
+                    len: line_len,
+                };
+            }
+            let total = line_len + d.data_len + 2;
+            if buf.len() < total {
+                return Frame::Incomplete { needed: total };
+            }
+            if &buf[total - 2..total] != b"\r\n" {
+                return Frame::Error {
+                    error: Error::BadDataChunk,
+                    len: total,
+                    swallow: 0,
+                    quiet: d.quiet_errors,
+                };
+            }
+            let data = &buf[line_len..line_len + d.data_len];
+            Frame::Request {
+                request: d.with_data(crate::Data::Bytes(data)),
+                len: total,
+            }
+        }
+    }
+}
+
+fn dispatch<'a>(line: &'a [u8], t: &Tokens<'a>, limits: &Limits) -> Parsed<'a> {
+    let cmd = t.get(0);
+    if t.is_empty() || cmd.len() < 2 {
+        return err(Error::UnknownCommand);
+    }
+    if cmd[0] == b'm' && cmd.len() == 2 {
+        return meta::parse(cmd[1], line, t, limits);
+    }
+    text::parse(cmd, line, t, limits)
+}
+
+fn is_multiget_prefix(buf: &[u8]) -> bool {
+    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+    let rest = &buf[spaces..];
+    spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+/// Byte offset of `part` (a subslice of `whole`) within `whole`.
+pub(crate) fn offset_in(whole: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
+}
+
+/// The part of `line` after token `i` ends (empty past the last token).
+pub(crate) fn after_token<'a>(line: &'a [u8], t: &Tokens<'a>, i: usize) -> &'a [u8] {
+    if i >= t.len() {
+        return t.rest();
+    }
+    let tok = t.get(i);
+    let end = offset_in(line, tok) + tok.len();
+    &line[end.min(line.len())..]
+}
+
+/// A key the text protocols accept: at most 250 bytes, no control bytes.
+pub(crate) fn valid_key(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= KEY_MAX_LENGTH && !key.iter().any(|&b| b < 0x20 || b == 0x7f)
+}

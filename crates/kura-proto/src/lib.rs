@@ -1,0 +1,30 @@
+//! memcached's wire formats, with no I/O: the text protocol and the meta
+//! commands, parsed from and composed into byte buffers. The server, the
+//! proxy and the client share this one parser.
+//!
+//! [`parse`] looks at the front of a read buffer and returns a [`Frame`]:
+//! a whole [`Request`] and its length, a cheap [`Frame::Incomplete`] when
+//! more bytes are needed, or a [`Frame::Error`] carrying memcached's exact
+//! error reply and how many bytes to skip. [`reply`] composes responses.
+//!
+//! ```
+//! use kura_proto::{parse, Frame, Limits, Request};
+//! let frame = parse(b"get a b\r\n", &Limits::default());
+//! let Frame::Request { request: Request::Get(get), len } = frame else { panic!() };
+//! assert_eq!(len, 9);
+//! assert_eq!(get.keys().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
+//! ```
+
+mod error;
+mod frame;
+mod meta;
+pub mod number;
+pub mod reply;
+mod request;
+mod text;
+pub mod tokens;
+
+pub use error::Error;
+pub use frame::{parse, Frame, Limits, KEY_MAX_LENGTH, MAX_LINE_WITHOUT_NEWLINE};
+pub use meta::MAX_OPAQUE_LENGTH;
+pub use request::*;

@@ -1,0 +1,309 @@
+//! The requests of memcached's text and meta protocols, as parsed values
+//! borrowed from the read buffer. One command model serves every consumer:
+//! the server executes these, a client or proxy composes them.
+
+use std::borrow::Cow;
+
+use crate::tokens::words;
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// `get`, `gets`, `gat`, `gats` (and memcached's ancient `bget`).
+    Get(Get<'a>),
+    /// `set`, `add`, `replace`, `append`, `prepend`, `cas`.
+    Store(Store<'a>),
+    /// `delete <key> [0] [noreply]`.
+    Delete(Delete<'a>),
+    /// `incr`/`decr`.
+    Arith(Arith<'a>),
+    /// `touch <key> <exptime> [noreply]`.
+    Touch(Touch<'a>),
+    /// `flush_all [delay] [noreply]`.
+    FlushAll(FlushAll),
+    /// `version`.
+    Version,
+    /// `verbosity <level> [noreply]`; `level` is `None` when unparsable.
+    Verbosity { level: Option<u32>, noreply: bool },
+    /// `quit`.
+    Quit,
+    /// `shutdown [graceful]`.
+    Shutdown(ShutdownMode),
+    /// `stats [group [args...]]`.
+    Stats(Stats<'a>),
+    /// `cache_memlimit <megabytes> [noreply]`; `None` when unparsable.
+    CacheMemlimit {
+        megabytes: Option<u32>,
+        noreply: bool,
+    },
+    /// `mg`.
+    MetaGet(MetaGet<'a>),
+    /// `ms`.
+    MetaSet(MetaSet<'a>),
+    /// `md`.
+    MetaDelete(MetaDelete<'a>),
+    /// `ma`.
+    MetaArith(MetaArith<'a>),
+    /// `me`.
+    MetaDebug(MetaDebug<'a>),
+    /// `mn`.
+    MetaNoop,
+}
+
+impl Request<'_> {
+    /// Whether a successful reply to this request is suppressed.
+    pub fn is_quiet(&self) -> bool {
+        match self {
+            Request::Store(s) => s.noreply,
+            Request::Delete(d) => d.noreply,
+            Request::Arith(a) => a.noreply,
+            Request::Touch(t) => t.noreply,
+            Request::FlushAll(f) => f.noreply,
+            Request::Verbosity { noreply, .. } => *noreply,
+            Request::CacheMemlimit { noreply, .. } => *noreply,
+            Request::MetaGet(m) => m.flags.quiet,
+            Request::MetaSet(m) => m.flags.quiet,
+            Request::MetaDelete(m) => m.flags.quiet,
+            Request::MetaArith(m) => m.flags.quiet,
+            _ => false,
+        }
+    }
+}
+
+/// A retrieval: `get`/`gets` (no touch) or `gat`/`gats` (with `touch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Get<'a> {
+    /// Return CAS values (`gets`, `gats`).
+    pub cas: bool,
+    /// New exptime for `gat`/`gats`.
+    pub touch: Option<i32>,
+    keys: &'a [u8],
+}
+
+impl<'a> Get<'a> {
+    /// Builds a retrieval over space-separated `keys`.
+    pub fn new(cas: bool, touch: Option<i32>, keys: &'a [u8]) -> Self {
+        Get { cas, touch, keys }
+    }
+
+    /// The keys, in request order.
+    pub fn keys(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        words(self.keys)
+    }
+}
+
+/// Which storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreMode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+/// The payload of a storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Data<'a> {
+    /// The data block, without its `\r\n`.
+    Bytes(&'a [u8]),
+    /// The announced payload is larger than the server's item size limit;
+    /// the server replies with an error and discards `len + 2` bytes that
+    /// follow the request line (see [`Frame::Request`](crate::Frame)).
+    TooLarge { len: usize },
+}
+
+/// `set`/`add`/`replace`/`append`/`prepend`/`cas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store<'a> {
+    pub mode: StoreMode,
+    /// The CAS unique of a `cas` command.
+    pub cas: Option<u64>,
+    pub key: &'a [u8],
+    pub flags: u32,
+    pub exptime: i32,
+    pub data: Data<'a>,
+    pub noreply: bool,
+}
+
+/// `delete`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delete<'a> {
+    pub key: &'a [u8],
+    pub noreply: bool,
+}
+
+/// `incr`/`decr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arith<'a> {
+    pub key: &'a [u8],
+    pub incr: bool,
+    pub delta: u64,
+    pub noreply: bool,
+}
+
+/// `touch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch<'a> {
+    pub key: &'a [u8],
+    pub exptime: i32,
+    pub noreply: bool,
+}
+
+/// The delay argument of `flush_all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushDelay {
+    /// No delay given: flush now.
+    Now,
+    /// A delay (or absolute time) in memcached exptime form.
+    Exptime(i32),
+    /// The argument was not a number.
+    Invalid,
+}
+
+/// `flush_all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushAll {
+    pub delay: FlushDelay,
+    pub noreply: bool,
+}
+
+/// How `shutdown` was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Immediate,
+    Graceful,
+    Invalid,
+}
+
+/// `stats` and its groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats<'a> {
+    args: &'a [u8],
+}
+
+impl<'a> Stats<'a> {
+    /// Builds a stats request from the text after `stats`.
+    pub fn new(args: &'a [u8]) -> Self {
+        Stats { args }
+    }
+
+    /// The group name (`settings`, `items`, ...), if any.
+    pub fn group(&self) -> Option<&'a [u8]> {
+        words(self.args).next()
+    }
+
+    /// The arguments after the group name.
+    pub fn args(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        words(self.args).skip(1)
+    }
+}
+
+/// A meta command's key: as sent, or decoded from base64 with the `b` flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaKey<'a> {
+    /// The key bytes used for the lookup.
+    pub bytes: Cow<'a, [u8]>,
+    /// True when the key was sent base64-encoded (`b`).
+    pub binary: bool,
+}
+
+/// Flags shared by all meta commands, parsed once (memcached parses every
+/// flag for every meta command and ignores those that do not apply).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetaFlags<'a> {
+    raw: &'a [u8],
+    /// `q`: suppress the nominal reply.
+    pub quiet: bool,
+    /// `v`: return the value.
+    pub value: bool,
+    /// `u`: do not bump in the LRU.
+    pub no_bump: bool,
+    /// `N(ttl)`: vivify on miss.
+    pub vivify: Option<i32>,
+    /// `T(ttl)`: new TTL.
+    pub ttl: Option<i32>,
+    /// `R(ttl)`: win the recache token when the remaining TTL is below this.
+    pub recache: Option<i32>,
+    /// `F(flags)`: client flags for `ms`.
+    pub client_flags: Option<u32>,
+    /// `C(cas)`: compare CAS.
+    pub compare_cas: Option<u64>,
+    /// `E(cas)`: use this as the item's new CAS value.
+    pub explicit_cas: Option<u64>,
+    /// `M(mode)`: mode switch.
+    pub mode: Option<u8>,
+    /// `D(delta)` for `ma` (default 1).
+    pub delta: Option<u64>,
+    /// `J(initial)` for `ma` (default 0).
+    pub initial: Option<u64>,
+    /// `I`: invalidate (mark stale).
+    pub invalidate: bool,
+    /// `x`: on `md`, drop the value but keep the item.
+    pub remove_value: bool,
+}
+
+/// One flag token as it appears in a meta request, for building a reply in
+/// request order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaFlag<'a> {
+    /// The flag character.
+    pub code: u8,
+    /// The token after the flag character.
+    pub token: &'a [u8],
+}
+
+impl<'a> MetaFlags<'a> {
+    pub(crate) fn with_raw(raw: &'a [u8]) -> Self {
+        MetaFlags {
+            raw,
+            ..Default::default()
+        }
+    }
+
+    /// The flags in request order.
+    pub fn iter(&self) -> impl Iterator<Item = MetaFlag<'a>> + 'a {
+        words(self.raw).map(|w| MetaFlag {
+            code: w[0],
+            token: &w[1..],
+        })
+    }
+}
+
+/// `mg <key> <flags>*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaGet<'a> {
+    pub key: MetaKey<'a>,
+    pub flags: MetaFlags<'a>,
+}
+
+/// `ms <key> <datalen> <flags>*` with its data block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaSet<'a> {
+    pub key: MetaKey<'a>,
+    /// The mode from `M` (set when absent); the CAS to compare is in `flags`.
+    pub mode: StoreMode,
+    pub data: Data<'a>,
+    pub flags: MetaFlags<'a>,
+}
+
+/// `md <key> <flags>*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaDelete<'a> {
+    pub key: MetaKey<'a>,
+    pub flags: MetaFlags<'a>,
+}
+
+/// `ma <key> <flags>*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaArith<'a> {
+    pub key: MetaKey<'a>,
+    pub incr: bool,
+    pub flags: MetaFlags<'a>,
+}
+
+/// `me <key> [b]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaDebug<'a> {
+    pub key: MetaKey<'a>,
+}

@@ -1,0 +1,204 @@
+//! The classic text commands: retrieval, storage, delete, incr/decr, touch,
+//! flush_all and the administrative commands. Token-count rules and error
+//! replies follow memcached 1.6's `proto_text.c` so that kura answers a
+//! malformed line exactly as memcached does.
+
+use crate::error::Error;
+use crate::frame::{after_token, err, valid_key, DataRequest, Limits, Parsed};
+use crate::number::{parse_i32, parse_u32, parse_u64};
+use crate::request::*;
+use crate::tokens::Tokens;
+
+pub(crate) fn parse<'a>(
+    cmd: &'a [u8],
+    line: &'a [u8],
+    t: &Tokens<'a>,
+    limits: &Limits,
+) -> Parsed<'a> {
+    let n = t.len();
+    match cmd {
+        b"get" | b"bget" => retrieval(line, t, false, false),
+        b"gets" => retrieval(line, t, true, false),
+        b"gat" => retrieval(line, t, false, true),
+        b"gats" => retrieval(line, t, true, true),
+        b"set" => storage(t, StoreMode::Set, false, limits),
+        b"add" => storage(t, StoreMode::Add, false, limits),
+        b"replace" => storage(t, StoreMode::Replace, false, limits),
+        b"append" => storage(t, StoreMode::Append, false, limits),
+        b"prepend" => storage(t, StoreMode::Prepend, false, limits),
+        b"cas" => storage(t, StoreMode::Set, true, limits),
+        b"delete" => delete(t),
+        b"incr" => arith(t, true),
+        b"decr" => arith(t, false),
+        b"touch" => touch(t),
+        b"flush_all" => flush_all(t),
+        b"version" => Parsed::Line(Request::Version),
+        b"quit" => Parsed::Line(Request::Quit),
+        b"verbosity" if n == 2 || n == 3 => Parsed::Line(Request::Verbosity {
+            level: parse_u32(t.get(1)),
+            noreply: t.noreply(),
+        }),
+        b"cache_memlimit" if n == 2 || n == 3 => Parsed::Line(Request::CacheMemlimit {
+            megabytes: parse_u32(t.get(1)),
+            noreply: t.noreply(),
+        }),
+        b"shutdown" => Parsed::Line(Request::Shutdown(match (n, t.get(1)) {
+            (1, _) => ShutdownMode::Immediate,
+            (2, b"graceful") => ShutdownMode::Graceful,
+            _ => ShutdownMode::Invalid,
+        })),
+        b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
+        _ => err(Error::UnknownCommand),
+    }
+}
+
+fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
+    Parsed::Error {
+        error,
+        swallow: 0,
+        quiet: noreply,
+    }
+}
+
+fn retrieval<'a>(line: &'a [u8], t: &Tokens<'a>, cas: bool, touch: bool) -> Parsed<'a> {
+    if t.len() < 2 {
+        return err(Error::UnknownCommand);
+    }
+    let (exptime, keys_after) = if touch {
+        match parse_i32(t.get(1)) {
+            Some(e) => (Some(e), 1),
+            None => return err(Error::InvalidExptime),
+        }
+    } else {
+        (None, 0)
+    };
+    let keys = after_token(line, t, keys_after);
+    let get = Get::new(cas, exptime, keys);
+    if get.keys().any(|k| !valid_key(k)) {
+        return err(Error::BadFormat);
+    }
+    Parsed::Line(Request::Get(get))
+}
+
+fn storage<'a>(t: &Tokens<'a>, mode: StoreMode, with_cas: bool, limits: &Limits) -> Parsed<'a> {
+    let n = t.len();
+    let expected = if with_cas { 6 } else { 5 };
+    if n != expected && n != expected + 1 {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    let key = t.get(1);
+    if !valid_key(key) {
+        return quiet(Error::BadFormat, noreply);
+    }
+    let (Some(flags), Some(exptime), Some(len)) = (
+        parse_u32(t.get(2)),
+        parse_i32(t.get(3)),
+        parse_i32(t.get(4)),
+    ) else {
+        return quiet(Error::BadFormat, noreply);
+    };
+    let cas = if with_cas {
+        match parse_u64(t.get(5)) {
+            Some(c) => Some(c),
+            None => return quiet(Error::BadFormat, noreply),
+        }
+    } else {
+        None
+    };
+    let Ok(data_len) = usize::try_from(len) else {
+        return quiet(Error::BadFormat, noreply);
+    };
+    Parsed::WithData(DataRequest {
+        request: Request::Store(Store {
+            mode,
+            cas,
+            key,
+            flags,
+            exptime,
+            data: Data::Bytes(&[]),
+            noreply,
+        }),
+        data_len,
+        too_large: limits.too_large(key.len(), flags, data_len),
+        quiet_errors: noreply,
+    })
+}
+
+fn delete<'a>(t: &Tokens<'a>) -> Parsed<'a> {
+    let n = t.len();
+    if !(2..=4).contains(&n) {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    if n > 2 {
+        let hold_is_zero = t.get(2) == b"0";
+        let valid = (n == 3 && (hold_is_zero || noreply)) || (n == 4 && hold_is_zero && noreply);
+        if !valid {
+            return quiet(Error::DeleteUsage, noreply);
+        }
+    }
+    let key = t.get(1);
+    if !valid_key(key) {
+        return quiet(Error::BadFormat, noreply);
+    }
+    Parsed::Line(Request::Delete(Delete { key, noreply }))
+}
+
+fn arith<'a>(t: &Tokens<'a>, incr: bool) -> Parsed<'a> {
+    let n = t.len();
+    if n != 3 && n != 4 {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    let key = t.get(1);
+    if !valid_key(key) {
+        return quiet(Error::BadFormat, noreply);
+    }
+    let Some(delta) = parse_u64(t.get(2)) else {
+        return quiet(Error::InvalidDeltaArgument, noreply);
+    };
+    Parsed::Line(Request::Arith(Arith {
+        key,
+        incr,
+        delta,
+        noreply,
+    }))
+}
+
+fn touch<'a>(t: &Tokens<'a>) -> Parsed<'a> {
+    let n = t.len();
+    if n != 3 && n != 4 {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    let key = t.get(1);
+    if !valid_key(key) {
+        return quiet(Error::BadFormat, noreply);
+    }
+    let Some(exptime) = parse_i32(t.get(2)) else {
+        return quiet(Error::InvalidExptime, noreply);
+    };
+    Parsed::Line(Request::Touch(Touch {
+        key,
+        exptime,
+        noreply,
+    }))
+}
+
+fn flush_all<'a>(t: &Tokens<'a>) -> Parsed<'a> {
+    let n = t.len();
+    if !(1..=3).contains(&n) {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    let delay = if n == if noreply { 2 } else { 1 } {
+        FlushDelay::Now
+    } else {
+        match parse_i32(t.get(1)) {
+            Some(e) => FlushDelay::Exptime(e),
+            None => FlushDelay::Invalid,
+        }
+    };
+    Parsed::Line(Request::FlushAll(FlushAll { delay, noreply }))
+}

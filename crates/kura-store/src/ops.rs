@@ -1,0 +1,473 @@
+//! The operations of the store, each carried out on one shard under its
+//! lock: lookups (get, gat, touch, meta get), stores (set, add, replace,
+//! append, prepend, cas), arithmetic and deletes. The request and outcome
+//! types are the store's public API; the store never formats protocol
+//! replies, it reports what happened.
+
+use crate::expiry::{is_expired, Expiry};
+use crate::item::Item;
+use crate::shard::{Shard, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+
+/// What a lookup may do besides reading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GetOptions {
+    /// Set a new expiry on a hit (`gat`, `touch`, meta `T`).
+    pub touch: Option<Expiry>,
+    /// Do not bump the entry, mark it fetched or note the access (meta `u`).
+    pub no_bump: bool,
+    /// On a miss, create an empty entry with this expiry (meta `N`).
+    pub vivify: Option<Expiry>,
+    /// Win the recache token when the entry expires before this (meta `R`).
+    pub recache: Option<Expiry>,
+}
+
+/// A hit: the item handle and its metadata. Fields describing the entry
+/// "before" are as they were before this lookup changed them.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub item: Item,
+    pub cas: u64,
+    /// Unix deadline after this lookup (0 = never).
+    pub exptime: u32,
+    /// Unix deadline before this lookup.
+    pub exptime_before: u32,
+    /// Unix time of the last bumping access before this one.
+    pub last_access: u32,
+    /// Whether the entry had been fetched before this lookup.
+    pub fetched: bool,
+    /// The entry is stale (invalidated); meta `X`.
+    pub stale: bool,
+    /// This client won the recache token; meta `W`.
+    pub won: bool,
+    /// Another client already holds the recache token; meta `Z`.
+    pub token_sent: bool,
+    /// The entry was created by this lookup (vivify).
+    pub created: bool,
+    /// The entry was stored with a binary (base64) key.
+    pub binary_key: bool,
+}
+
+/// Which storage command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SetMode {
+    /// Store unconditionally (or compare-and-swap when a CAS is given).
+    #[default]
+    Set,
+    /// Store only if absent.
+    Add,
+    /// Store only if present (or compare-and-swap when a CAS is given).
+    Replace,
+    /// Add to the end of an existing value.
+    Append,
+    /// Add to the front of an existing value.
+    Prepend,
+}
+
+/// A storage request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetRequest<'a> {
+    pub mode: SetMode,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub expiry: Option<Expiry>,
+    /// Compare this CAS unique before storing.
+    pub cas: Option<u64>,
+    /// With `cas`: a CAS older than the item's still stores, marking it
+    /// stale (meta `I`).
+    pub invalidate: bool,
+    /// Give the item this CAS unique instead of a fresh one (meta `E`).
+    pub new_cas: Option<u64>,
+    /// The key was sent base64-encoded (meta `b`).
+    pub binary_key: bool,
+}
+
+impl<'a> SetRequest<'a> {
+    /// A plain `set` of `value` under `key`, never expiring.
+    pub fn new(key: &'a [u8], value: &'a [u8]) -> Self {
+        SetRequest {
+            key,
+            value,
+            ..Default::default()
+        }
+    }
+}
+
+/// What a storage request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// Stored, with the item's new CAS unique.
+    Stored { cas: u64 },
+    /// The condition of add/replace/append/prepend was not met.
+    NotStored,
+    /// The CAS did not match.
+    Exists,
+    /// A CAS was given but the key is absent.
+    NotFound,
+    /// The item does not fit in memory (or eviction is off and it is full).
+    NoMemory,
+}
+
+/// An `incr`/`decr` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArithRequest {
+    pub incr: bool,
+    pub delta: u64,
+    pub cas: Option<u64>,
+    /// On a miss, create the entry with this initial value and expiry.
+    pub vivify: Option<(u64, Expiry)>,
+    /// On success, set this expiry.
+    pub touch: Option<Expiry>,
+    pub new_cas: Option<u64>,
+}
+
+impl ArithRequest {
+    /// `incr` (or `decr`) by `delta`.
+    pub fn new(incr: bool, delta: u64) -> Self {
+        ArithRequest {
+            incr,
+            delta,
+            cas: None,
+            vivify: None,
+            touch: None,
+            new_cas: None,
+        }
+    }
+}
+
+/// What an `incr`/`decr` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOutcome {
+    Updated {
+        value: u64,
+        cas: u64,
+        exptime: u32,
+        exptime_before: u32,
+        created: bool,
+    },
+    NotFound,
+    NonNumeric,
+    Exists,
+    NoMemory,
+}
+
+/// How to delete.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteRequest {
+    /// Only if the CAS matches.
+    pub cas: Option<u64>,
+    /// Mark stale and bump the CAS instead of removing (meta `I`).
+    pub invalidate: bool,
+    /// With `invalidate`: new expiry.
+    pub touch: Option<Expiry>,
+    /// Keep the entry but drop its value (meta `x`), with these client flags.
+    pub remove_value: Option<u32>,
+    pub new_cas: Option<u64>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// Parses a stored value as memcached's `incr` does (`strtoull`: optional
+/// leading whitespace and sign, digits, then whitespace or the end).
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let mut i = v.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let negative = matches!(v.get(i), Some(b'-'));
+    if matches!(v.get(i), Some(b'+') | Some(b'-')) {
+        i += 1;
+    }
+    let start = i;
+    let mut n: u64 = 0;
+    while let Some(d) = v.get(i).filter(|d| d.is_ascii_digit()) {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        i += 1;
+    }
+    if i == start || v.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    if negative {
+        let wrapped = n.wrapping_neg();
+        return ((wrapped as i64) >= 0).then_some(wrapped);
+    }
+    Some(n)
+}
+
+impl Shard {
+    /// The CAS unique for a new version: the client's explicit one (meta
+    /// `E`) or a fresh one.
+    fn assign_cas(&mut self, explicit: Option<u64>) -> u64 {
+        match explicit {
+            Some(c) => {
+                self.observe_cas(c);
+                c
+            }
+            None => self.next_cas(),
+        }
+    }
+
+    pub(crate) fn get(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        opts: &GetOptions,
+        now: u32,
+    ) -> Option<Hit> {
+        let (idx, created) = match self.find_live(hash, key, now) {
+            Some(idx) => (idx, false),
+            None => {
+                let expiry = opts.vivify?;
+                let cas = self.next_cas();
+                let item = Item::new(key, 0, b"");
+                (
+                    self.link(hash, item, expiry.deadline(now), cas, 0, now)?,
+                    true,
+                )
+            }
+        };
+        let exptime_before = self.slot(idx).exptime;
+        if let Some(t) = opts.touch {
+            self.set_exptime(idx, t.deadline(now));
+        }
+        let slot = self.slot(idx);
+        let (bits, last_access) = (slot.bits, slot.last_access);
+        let mut exptime = slot.exptime;
+        let token_sent = bits & TOKEN_SENT != 0;
+        let stale = bits & STALE != 0;
+        let mut won = false;
+        if created {
+            won = true;
+        } else if let Some(r) = opts.recache {
+            won = !token_sent && exptime != 0 && exptime < r.deadline(now);
+        }
+        if stale && !token_sent {
+            won = true;
+        }
+        if created {
+            exptime = self.slot(idx).exptime;
+        }
+        if won {
+            self.slot_mut(idx).bits |= TOKEN_SENT;
+        }
+        if !opts.no_bump {
+            self.bump(idx, now);
+        }
+        let slot = self.slot(idx);
+        Some(Hit {
+            item: self.item(idx).clone(),
+            cas: slot.cas,
+            exptime,
+            exptime_before,
+            last_access,
+            fetched: bits & FETCHED != 0,
+            stale,
+            won,
+            token_sent,
+            created,
+            binary_key: bits & KEY_BINARY != 0,
+        })
+    }
+
+    /// Stores `item` (already built for set/add/replace/cas; `None` for
+    /// append/prepend, which build it here from the old value).
+    pub(crate) fn set(
+        &mut self,
+        hash: u64,
+        req: &SetRequest<'_>,
+        item: Option<Item>,
+        now: u32,
+    ) -> SetOutcome {
+        let existing = self.find_live(hash, req.key, now);
+        let deadline = req.expiry.unwrap_or(Expiry::Never).deadline(now);
+        let key_bits = if req.binary_key { KEY_BINARY } else { 0 };
+        let mut bits = key_bits;
+        let mut exptime = deadline;
+        let mut item = item;
+        match existing {
+            None => match (req.mode, req.cas) {
+                (SetMode::Set, None) | (SetMode::Add, _) => {}
+                (SetMode::Set | SetMode::Replace, Some(_)) => return SetOutcome::NotFound,
+                (SetMode::Replace | SetMode::Append | SetMode::Prepend, _) => {
+                    return SetOutcome::NotStored
+                }
+            },
+            Some(idx) => match req.mode {
+                SetMode::Add => {
+                    self.bump(idx, now);
+                    return SetOutcome::NotStored;
+                }
+                SetMode::Set | SetMode::Replace => {
+                    let slot = self.slot(idx);
+                    if let Some(want) = req.cas.filter(|&c| c != slot.cas) {
+                        if !(req.invalidate && want < slot.cas) {
+                            return SetOutcome::Exists;
+                        }
+                        // A stale write: keeps the TTL and the token state.
+                        exptime = slot.exptime;
+                        bits |= STALE | (slot.bits & TOKEN_SENT);
+                    }
+                }
+                SetMode::Append | SetMode::Prepend => {
+                    let slot = self.slot(idx);
+                    if req.cas.is_some_and(|c| c != 0 && c != slot.cas) {
+                        return SetOutcome::Exists;
+                    }
+                    exptime = slot.exptime;
+                    bits = slot.bits & (KEY_BINARY | FETCHED);
+                    let old = self.item(idx);
+                    let parts: [&[u8]; 2] = if req.mode == SetMode::Append {
+                        [old.value(), req.value]
+                    } else {
+                        [req.value, old.value()]
+                    };
+                    item = Some(Item::from_parts(req.key, old.flags(), &parts));
+                }
+            },
+        }
+        let item = item.unwrap_or_else(|| Item::new(req.key, req.flags, req.value));
+        let cas = self.assign_cas(req.new_cas);
+        let linked = match existing {
+            Some(idx) => self.replace(hash, idx, item, exptime, cas, bits, now),
+            None => self.link(hash, item, exptime, cas, bits, now),
+        };
+        match linked {
+            Some(_) => SetOutcome::Stored { cas },
+            None => SetOutcome::NoMemory,
+        }
+    }
+
+    pub(crate) fn arith(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        req: &ArithRequest,
+        now: u32,
+    ) -> ArithOutcome {
+        let Some(idx) = self.find_live(hash, key, now) else {
+            let Some((initial, expiry)) = req.vivify else {
+                return ArithOutcome::NotFound;
+            };
+            let mut digits = itoa::Buffer::new();
+            let item = Item::new(key, 0, digits.format(initial).as_bytes());
+            let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
+            let exptime = expiry.deadline(now);
+            return match self.link(hash, item, exptime, cas, 0, now) {
+                Some(_) => ArithOutcome::Updated {
+                    value: initial,
+                    cas,
+                    exptime,
+                    exptime_before: exptime,
+                    created: true,
+                },
+                None => ArithOutcome::NoMemory,
+            };
+        };
+        let slot = self.slot(idx);
+        if req.cas.is_some_and(|c| c != slot.cas) {
+            return ArithOutcome::Exists;
+        }
+        let (exptime_before, bits) = (slot.exptime, slot.bits);
+        let old = self.item(idx);
+        let Some(current) = parse_counter(old.value()) else {
+            return ArithOutcome::NonNumeric;
+        };
+        let value = if req.incr {
+            current.wrapping_add(req.delta)
+        } else {
+            current.saturating_sub(req.delta)
+        };
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(value).as_bytes();
+        // memcached rewrites a counter in place when the new number is not
+        // longer, padding with spaces to the old length.
+        let pad = old.value().len().saturating_sub(digits.len());
+        let spaces = [b' '; 20];
+        let padding: &[u8] = if pad <= spaces.len() {
+            &spaces[..pad]
+        } else {
+            &[]
+        };
+        let item = Item::from_parts(key, old.flags(), &[digits, padding]);
+        let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
+        let cas = self.assign_cas(req.new_cas);
+        match self.replace(hash, idx, item, exptime, cas, bits, now) {
+            Some(idx) => {
+                self.bump(idx, now);
+                ArithOutcome::Updated {
+                    value,
+                    cas,
+                    exptime,
+                    exptime_before,
+                    created: false,
+                }
+            }
+            None => ArithOutcome::NoMemory,
+        }
+    }
+
+    pub(crate) fn delete(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        req: &DeleteRequest,
+        now: u32,
+    ) -> DeleteOutcome {
+        let Some(idx) = self.find_live(hash, key, now) else {
+            return DeleteOutcome::NotFound;
+        };
+        let (cas_now, exptime, bits) = {
+            let slot = self.slot(idx);
+            (slot.cas, slot.exptime, slot.bits)
+        };
+        if req.cas.is_some_and(|c| c != cas_now) {
+            return DeleteOutcome::Exists;
+        }
+        if req.invalidate {
+            let cas = self.assign_cas(req.new_cas);
+            if let Some(t) = req.touch {
+                self.set_exptime(idx, t.deadline(now));
+            }
+            let slot = self.slot_mut(idx);
+            slot.bits = (slot.bits | STALE) & !TOKEN_SENT;
+            slot.cas = cas;
+            return DeleteOutcome::Deleted;
+        }
+        if let Some(flags) = req.remove_value {
+            let cas = self.assign_cas(req.new_cas);
+            let item = Item::new(key, flags, b"");
+            self.replace(hash, idx, item, exptime, cas, bits, now);
+            return DeleteOutcome::Deleted;
+        }
+        self.unlink(hash, idx);
+        DeleteOutcome::Deleted
+    }
+
+    /// Whether an entry is present and not expired (no side effects).
+    pub(crate) fn contains(&self, hash: u64, key: &[u8], now: u32) -> bool {
+        self.find(hash, key)
+            .is_some_and(|idx| !is_expired(self.slot(idx).exptime, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_counter;
+
+    #[test]
+    fn counters_parse_like_strtoull() {
+        assert_eq!(parse_counter(b"12"), Some(12));
+        assert_eq!(parse_counter(b"9 "), Some(9));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"1 2"), Some(1));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"-1"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"abc"), None);
+        assert_eq!(parse_counter(b"12a"), None);
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+    }
+}

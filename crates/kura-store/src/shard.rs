@@ -1,0 +1,361 @@
+//! One shard: a hash index over slot numbers, the slots holding entries, an
+//! eviction policy and a byte budget, all behind the shard's lock. The
+//! operations in `ops.rs` are built from the few primitives here: find,
+//! link, unlink and make room.
+
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+use crate::eviction::{EvictionPolicy, Policy};
+use crate::expiry::is_expired;
+use crate::item::Item;
+
+/// The entry was stored with a base64 (binary) key through the meta protocol.
+pub(crate) const KEY_BINARY: u8 = 1;
+/// The entry has been read since it was stored.
+pub(crate) const FETCHED: u8 = 2;
+/// The entry was invalidated (`md ... I`) and is served as stale.
+pub(crate) const STALE: u8 = 4;
+/// A client has been handed the recache token (`W`) for this entry.
+pub(crate) const TOKEN_SENT: u8 = 8;
+
+/// One entry's slot. Free slots have no item.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub item: Option<Item>,
+    pub cas: u64,
+    /// Unix deadline, 0 for never.
+    pub exptime: u32,
+    /// Unix time of the last access that bumped the entry.
+    pub last_access: u32,
+    pub bits: u8,
+}
+
+/// Bookkeeping bytes charged per entry beyond the item's own allocation: the
+/// slot, the index entry and the eviction policy's per-entry state.
+pub(crate) const ENTRY_OVERHEAD: usize = std::mem::size_of::<Slot>() + 16;
+
+/// The bytes an entry holding `item` is charged against the memory limit.
+pub(crate) fn charge(item: &Item) -> usize {
+    item.heap_size() + ENTRY_OVERHEAD
+}
+
+/// Counters kept under the shard lock and summed for `stats`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ShardStats {
+    pub total_items: u64,
+    pub evictions: u64,
+    pub evicted_nonzero: u64,
+    pub evicted_unfetched: u64,
+    pub reclaimed: u64,
+    pub expired_unfetched: u64,
+    pub crawler_reclaimed: u64,
+    pub get_expired: u64,
+    pub out_of_memory: u64,
+}
+
+pub(crate) struct Shard {
+    table: HashTable<u32>,
+    pub(crate) slots: Vec<Slot>,
+    free: Vec<u32>,
+    policy: Policy,
+    hasher: FixedState,
+    /// Bytes charged for the entries linked now.
+    pub(crate) used: usize,
+    pub(crate) limit: usize,
+    /// Whether to evict when full (`false`: fail stores instead, like `-M`).
+    evict: bool,
+    /// Entries with a nonzero exptime, so eviction only looks for expired
+    /// entries when there can be some.
+    with_ttl: usize,
+    cas_next: u64,
+    cas_index: u64,
+    cas_shift: u32,
+    cas_enabled: bool,
+    pub(crate) flush_epoch: u32,
+    pub(crate) stats: ShardStats,
+    reap_cursor: usize,
+}
+
+impl Shard {
+    pub(crate) fn new(
+        policy: Policy,
+        hasher: FixedState,
+        limit: usize,
+        evict: bool,
+        index: usize,
+        shard_bits: u32,
+        cas_enabled: bool,
+    ) -> Shard {
+        Shard {
+            table: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            policy,
+            hasher,
+            used: 0,
+            limit,
+            evict,
+            with_ttl: 0,
+            cas_next: 1,
+            cas_index: index as u64,
+            cas_shift: shard_bits,
+            cas_enabled,
+            flush_epoch: 0,
+            stats: ShardStats::default(),
+            reap_cursor: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// A fresh CAS unique: unique across shards because the low bits are
+    /// the shard number.
+    pub(crate) fn next_cas(&mut self) -> u64 {
+        if !self.cas_enabled {
+            return 0;
+        }
+        let cas = (self.cas_next << self.cas_shift) | self.cas_index;
+        self.cas_next += 1;
+        cas
+    }
+
+    /// Makes sure later CAS uniques are above `cas` (after an explicit `E`).
+    pub(crate) fn observe_cas(&mut self, cas: u64) {
+        let seq = cas >> self.cas_shift;
+        if seq >= self.cas_next {
+            self.cas_next = seq.saturating_add(1);
+        }
+    }
+
+    pub(crate) fn slot(&self, idx: u32) -> &Slot {
+        &self.slots[idx as usize]
+    }
+
+    pub(crate) fn slot_mut(&mut self, idx: u32) -> &mut Slot {
+        &mut self.slots[idx as usize]
+    }
+
+    pub(crate) fn item(&self, idx: u32) -> &Item {
+        // A slot found through the index always holds an item.
+        self.slots[idx as usize]
+            .item
+            .as_ref()
+            .expect("indexed slot holds an item")
+    }
+
+    pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let slots = &self.slots;
+        self.table
+            .find(hash, |&i| {
+                slots[i as usize].item.as_ref().map(|it| it.key()) == Some(key)
+            })
+            .copied()
+    }
+
+    /// Finds a live entry; an expired one found on the way is unlinked.
+    pub(crate) fn find_live(&mut self, hash: u64, key: &[u8], now: u32) -> Option<u32> {
+        let idx = self.find(hash, key)?;
+        let slot = &self.slots[idx as usize];
+        if is_expired(slot.exptime, now) {
+            self.stats.get_expired += 1;
+            if slot.bits & FETCHED == 0 {
+                self.stats.expired_unfetched += 1;
+            }
+            self.unlink(hash, idx);
+            return None;
+        }
+        Some(idx)
+    }
+
+    /// Unlinks entry `idx` (whose key hashes to `hash`) and returns its item.
+    pub(crate) fn unlink(&mut self, hash: u64, idx: u32) -> Option<Item> {
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx) {
+            entry.remove();
+        }
+        self.policy.remove(idx);
+        let slot = &mut self.slots[idx as usize];
+        let item = slot.item.take();
+        if let Some(it) = &item {
+            self.used -= charge(it);
+        }
+        if slot.exptime != 0 {
+            self.with_ttl -= 1;
+        }
+        *slot = Slot::default();
+        self.free.push(idx);
+        item
+    }
+
+    fn hash_of(&self, idx: u32) -> u64 {
+        self.hasher.hash_one(self.item(idx).key())
+    }
+
+    /// Evicts or reclaims until `need` more bytes fit. Fails when the entry
+    /// cannot fit at all, or when eviction is off and reclaiming expired
+    /// entries is not enough.
+    fn make_room(&mut self, need: usize, now: u32) -> bool {
+        if need > self.limit {
+            return false;
+        }
+        while self.used + need > self.limit {
+            if self.with_ttl > 0 && self.reap(now, 8).1 > 0 {
+                continue;
+            }
+            let Some(victim) = self.policy.victim() else {
+                return false;
+            };
+            let slot = &self.slots[victim as usize];
+            let fetched = slot.bits & FETCHED != 0;
+            if is_expired(slot.exptime, now) {
+                self.stats.reclaimed += 1;
+                if !fetched {
+                    self.stats.expired_unfetched += 1;
+                }
+            } else if self.evict {
+                self.stats.evictions += 1;
+                if slot.exptime != 0 {
+                    self.stats.evicted_nonzero += 1;
+                }
+                if !fetched {
+                    self.stats.evicted_unfetched += 1;
+                }
+            } else {
+                return false;
+            }
+            let hash = self.hash_of(victim);
+            self.unlink(hash, victim);
+        }
+        true
+    }
+
+    /// Links a new entry for `item`, whose key must not be linked already.
+    /// Returns the slot, or `None` when there is no room for it.
+    pub(crate) fn link(
+        &mut self,
+        hash: u64,
+        item: Item,
+        exptime: u32,
+        cas: u64,
+        bits: u8,
+        now: u32,
+    ) -> Option<u32> {
+        let need = charge(&item);
+        if !self.make_room(need, now) {
+            self.stats.out_of_memory += 1;
+            return None;
+        }
+        let slot = Slot {
+            item: Some(item),
+            cas,
+            exptime,
+            last_access: now,
+            bits,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 entries per shard")
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.table.insert_unique(hash, idx, |&i| {
+            hasher.hash_one(
+                slots[i as usize]
+                    .item
+                    .as_ref()
+                    .map(|it| it.key())
+                    .unwrap_or_default(),
+            )
+        });
+        self.policy.insert(idx);
+        self.used += need;
+        if exptime != 0 {
+            self.with_ttl += 1;
+        }
+        self.stats.total_items += 1;
+        Some(idx)
+    }
+
+    /// Replaces the entry at `idx` with a new item (same key), keeping the
+    /// entry's place in the index. Returns the new slot, or `None` (and the
+    /// old entry is gone) when the new item does not fit.
+    pub(crate) fn replace(
+        &mut self,
+        hash: u64,
+        idx: u32,
+        item: Item,
+        exptime: u32,
+        cas: u64,
+        bits: u8,
+        now: u32,
+    ) -> Option<u32> {
+        self.unlink(hash, idx);
+        self.link(hash, item, exptime, cas, bits, now)
+    }
+
+    /// Changes an entry's deadline.
+    pub(crate) fn set_exptime(&mut self, idx: u32, exptime: u32) {
+        let slot = &mut self.slots[idx as usize];
+        match (slot.exptime != 0, exptime != 0) {
+            (false, true) => self.with_ttl += 1,
+            (true, false) => self.with_ttl -= 1,
+            _ => {}
+        }
+        slot.exptime = exptime;
+    }
+
+    /// Records a read of entry `idx`: moves it up the eviction order, marks
+    /// it fetched and notes the access time.
+    pub(crate) fn bump(&mut self, idx: u32, now: u32) {
+        self.policy.touch(idx);
+        let slot = &mut self.slots[idx as usize];
+        slot.bits |= FETCHED;
+        slot.last_access = now;
+    }
+
+    /// Drops every entry.
+    pub(crate) fn clear(&mut self) {
+        self.table.clear();
+        self.slots.clear();
+        self.free.clear();
+        self.policy.clear();
+        self.used = 0;
+        self.with_ttl = 0;
+        self.reap_cursor = 0;
+    }
+
+    /// Scans up to `budget` slots from the reaper's cursor and unlinks the
+    /// expired entries. Returns (slots scanned, entries removed); the cursor
+    /// wraps to 0 after the last slot, when the scan count is short.
+    pub(crate) fn reap(&mut self, now: u32, budget: usize) -> (usize, usize) {
+        let mut scanned = 0;
+        let mut removed = 0;
+        while scanned < budget && self.reap_cursor < self.slots.len() {
+            let idx = self.reap_cursor as u32;
+            self.reap_cursor += 1;
+            scanned += 1;
+            let slot = &self.slots[idx as usize];
+            if slot.item.is_some() && is_expired(slot.exptime, now) {
+                if slot.bits & FETCHED == 0 {
+                    self.stats.expired_unfetched += 1;
+                }
+                self.stats.crawler_reclaimed += 1;
+                let hash = self.hash_of(idx);
+                self.unlink(hash, idx);
+                removed += 1;
+            }
+        }
+        if self.reap_cursor >= self.slots.len() {
+            self.reap_cursor = 0;
+        }
+        (scanned, removed)
+    }
+}

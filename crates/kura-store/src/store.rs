@@ -1,0 +1,362 @@
+//! [`Store`]: the sharded cache. A key's hash picks its shard; each shard has
+//! its own lock, eviction order and share of the memory limit, so threads
+//! working on different keys rarely wait for each other (seed 001's
+//! HashLruCache). `flush_all` with a delay is applied lazily: every shard
+//! checks the flush state when it is locked and drops its entries once the
+//! flush time has passed, before doing anything else.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use foldhash::fast::{FixedState, RandomState};
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::clock::Clock;
+use crate::eviction::{EvictionKind, Policy};
+use crate::expiry::Expiry;
+use crate::item::Item;
+use crate::ops::{
+    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
+    SetRequest,
+};
+use crate::shard::{Shard, ShardStats};
+
+/// How a [`Store`] is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The memory limit in bytes, counting keys, values and per-entry
+    /// bookkeeping. Default 64 MiB (memcached's `-m 64`).
+    pub capacity: usize,
+    /// Number of shards, rounded up to a power of two; 0 picks
+    /// [`default_shards`] for the machine's parallelism.
+    pub shards: usize,
+    /// The eviction policy of every shard.
+    pub eviction: EvictionKind,
+    /// Evict when full (default). When false, a store that does not fit
+    /// fails with [`SetOutcome::NoMemory`] (memcached's `-M`).
+    pub evict: bool,
+    /// Give items CAS uniques (default). When false every CAS is 0 (`-C`).
+    pub cas: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            capacity: 64 * 1024 * 1024,
+            shards: 0,
+            eviction: EvictionKind::Lru,
+            evict: true,
+            cas: true,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The default configuration with a memory limit of `bytes`.
+    pub fn with_capacity(bytes: usize) -> Self {
+        StoreConfig {
+            capacity: bytes,
+            ..Default::default()
+        }
+    }
+}
+
+/// Shards for `threads` threads: four per thread, as a power of two, so
+/// that two threads rarely want the same lock.
+pub fn default_shards(threads: usize) -> usize {
+    (threads.max(1) * 4).next_power_of_two().min(1024)
+}
+
+/// Totals over all shards, for `stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub bytes: u64,
+    pub limit_maxbytes: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub evicted_nonzero: u64,
+    pub evicted_unfetched: u64,
+    pub reclaimed: u64,
+    pub expired_unfetched: u64,
+    pub crawler_reclaimed: u64,
+    pub get_expired: u64,
+    pub out_of_memory: u64,
+    pub shards: u64,
+}
+
+/// A shard and its lock, on a cache line of its own.
+#[repr(align(128))]
+struct ShardCell(Mutex<Shard>);
+
+/// The embeddable cache: safe to share between threads (`Arc<Store>`).
+pub struct Store {
+    shards: Box<[ShardCell]>,
+    shard_mask: u64,
+    hasher: FixedState,
+    clock: Clock,
+    /// `epoch << 32 | deadline` of the newest flush.
+    flush: AtomicU64,
+    flush_lock: Mutex<()>,
+    capacity: AtomicU64,
+    config: StoreConfig,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(StoreConfig::default())
+    }
+}
+
+impl Store {
+    /// Builds a store.
+    pub fn new(config: StoreConfig) -> Store {
+        let n = if config.shards == 0 {
+            default_shards(std::thread::available_parallelism().map_or(1, |p| p.get()))
+        } else {
+            config.shards.next_power_of_two()
+        };
+        let bits = n.trailing_zeros();
+        // A random seed keeps an attacker from choosing colliding keys.
+        let hasher = FixedState::with_seed(RandomState::default().hash_one(0xc0ffee_u64));
+        let per_shard = config.capacity / n;
+        let shards = (0..n)
+            .map(|i| {
+                ShardCell(Mutex::new(Shard::new(
+                    Policy::new(config.eviction),
+                    hasher,
+                    per_shard,
+                    config.evict,
+                    i,
+                    bits,
+                    config.cas,
+                )))
+            })
+            .collect();
+        Store {
+            shards,
+            shard_mask: (n - 1) as u64,
+            hasher,
+            clock: Clock::new(),
+            flush: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+            capacity: AtomicU64::new(config.capacity as u64),
+            config,
+        }
+    }
+
+    /// The configuration the store was built with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The current time in Unix seconds, as the store sees it.
+    pub fn now(&self) -> u32 {
+        self.clock.now()
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Locks the shard owning `key`, applying a due flush first.
+    fn shard(&self, key: &[u8]) -> (MutexGuard<'_, Shard>, u64, u32) {
+        let hash = self.hasher.hash_one(key);
+        let idx = ((hash >> 32) & self.shard_mask) as usize;
+        let now = self.clock.now();
+        let mut shard = self.shards[idx].0.lock();
+        self.sync_flush(&mut shard, now);
+        (shard, hash, now)
+    }
+
+    fn sync_flush(&self, shard: &mut Shard, now: u32) {
+        let state = self.flush.load(Ordering::Acquire);
+        let (epoch, deadline) = ((state >> 32) as u32, state as u32);
+        if epoch != shard.flush_epoch && now >= deadline {
+            shard.clear();
+            shard.flush_epoch = epoch;
+        }
+    }
+
+    /// Looks up `key`, bumping it in the eviction order.
+    pub fn get(&self, key: &[u8]) -> Option<Item> {
+        self.get_with(key, &GetOptions::default()).map(|h| h.item)
+    }
+
+    /// Looks up `key` with the given options (touch, vivify, recache...).
+    pub fn get_with(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
+        let (mut shard, hash, now) = self.shard(key);
+        shard.get(hash, key, opts, now)
+    }
+
+    /// Whether `key` is present, without bumping it.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let (shard, hash, now) = self.shard(key);
+        shard.contains(hash, key, now)
+    }
+
+    /// Stores `value` under `key` (a plain set), returning the outcome.
+    pub fn insert(&self, key: &[u8], value: &[u8], expiry: Expiry) -> SetOutcome {
+        self.set(&SetRequest {
+            expiry: Some(expiry),
+            ..SetRequest::new(key, value)
+        })
+    }
+
+    /// Carries out a storage request.
+    pub fn set(&self, req: &SetRequest<'_>) -> SetOutcome {
+        // Build the item before taking the lock; append and prepend need
+        // the old value and build theirs under it.
+        let item = match req.mode {
+            SetMode::Append | SetMode::Prepend => None,
+            _ => Some(Item::new(req.key, req.flags, req.value)),
+        };
+        let (mut shard, hash, now) = self.shard(req.key);
+        shard.set(hash, req, item, now)
+    }
+
+    /// Sets a new expiry on `key`; false when it is absent.
+    pub fn touch(&self, key: &[u8], expiry: Expiry) -> bool {
+        let opts = GetOptions {
+            touch: Some(expiry),
+            ..Default::default()
+        };
+        self.get_with(key, &opts).is_some()
+    }
+
+    /// `incr`/`decr` with memcached's semantics.
+    pub fn arith(&self, key: &[u8], req: &ArithRequest) -> ArithOutcome {
+        let (mut shard, hash, now) = self.shard(key);
+        shard.arith(hash, key, req, now)
+    }
+
+    /// Removes `key`; false when it was absent.
+    pub fn delete(&self, key: &[u8]) -> bool {
+        self.delete_with(key, &DeleteRequest::default()) == DeleteOutcome::Deleted
+    }
+
+    /// A conditional or invalidating delete.
+    pub fn delete_with(&self, key: &[u8], req: &DeleteRequest) -> DeleteOutcome {
+        let (mut shard, hash, now) = self.shard(key);
+        shard.delete(hash, key, req, now)
+    }
+
+    /// Drops every entry now, or at `at` (a delayed `flush_all`): entries
+    /// stored after that point survive. A new flush replaces a pending one.
+    pub fn flush(&self, at: Option<Expiry>) {
+        let _serial = self.flush_lock.lock();
+        let now = self.clock.now();
+        // Finish a flush that is due before a new one replaces it.
+        self.sync_all(now);
+        let deadline = match at.map(|e| e.deadline(now)) {
+            None | Some(0) => 0,
+            Some(d) if d <= now => 0,
+            Some(d) => d,
+        };
+        let epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32 + 1;
+        self.flush.store(
+            (u64::from(epoch) << 32) | u64::from(deadline),
+            Ordering::Release,
+        );
+        if deadline == 0 {
+            self.sync_all(now);
+        }
+    }
+
+    fn sync_all(&self, now: u32) {
+        for cell in self.shards.iter() {
+            self.sync_flush(&mut cell.0.lock(), now);
+        }
+    }
+
+    /// Number of entries (including expired ones not yet reclaimed).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|c| c.0.lock().len()).sum()
+    }
+
+    /// True when the store holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The memory limit in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Relaxed) as usize
+    }
+
+    /// Changes the memory limit; shards over their new share evict on their
+    /// next store.
+    pub fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes as u64, Ordering::Relaxed);
+        let per_shard = bytes / self.shards.len();
+        for cell in self.shards.iter() {
+            cell.0.lock().limit = per_shard;
+        }
+    }
+
+    /// One pass of the reaper over every shard: unlinks expired entries,
+    /// locking each shard for at most `batch` slots at a time. Returns the
+    /// number of entries removed.
+    pub fn reap(&self, batch: usize) -> usize {
+        let mut removed = 0;
+        for cell in self.shards.iter() {
+            loop {
+                let now = self.clock.now();
+                let mut shard = cell.0.lock();
+                self.sync_flush(&mut shard, now);
+                let (scanned, gone) = shard.reap(now, batch.max(1));
+                removed += gone;
+                if scanned < batch.max(1) {
+                    break;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Totals for `stats`.
+    pub fn stats(&self) -> StoreStats {
+        let mut s = StoreStats {
+            limit_maxbytes: self.capacity() as u64,
+            shards: self.shards.len() as u64,
+            ..Default::default()
+        };
+        for cell in self.shards.iter() {
+            let shard = cell.0.lock();
+            let st = shard.stats;
+            s.curr_items += shard.len() as u64;
+            s.bytes += shard.used as u64;
+            s.total_items += st.total_items;
+            s.evictions += st.evictions;
+            s.evicted_nonzero += st.evicted_nonzero;
+            s.evicted_unfetched += st.evicted_unfetched;
+            s.reclaimed += st.reclaimed;
+            s.expired_unfetched += st.expired_unfetched;
+            s.crawler_reclaimed += st.crawler_reclaimed;
+            s.get_expired += st.get_expired;
+            s.out_of_memory += st.out_of_memory;
+        }
+        s
+    }
+
+    /// Zeroes the counters (`stats reset`); items and bytes are kept.
+    pub fn reset_stats(&self) {
+        for cell in self.shards.iter() {
+            cell.0.lock().stats = ShardStats::default();
+        }
+    }
+}
