@@ -1,1 +1,22 @@
+//! kura-server: the network server behind `kura server`, a drop-in
+//! replacement for memcached 1.6 speaking the text and meta protocols over
+//! TCP, Unix sockets and UDP.
+//!
+//! A request flows: [`conn`] reads bytes into a per-connection buffer,
+//! `kura_proto::parse` frames one request at a time, [`exec::Session`] runs
+//! it against the [`kura_store::Store`] and appends the reply to one output
+//! buffer, and the connection writes every reply of the batch at once.
 
+pub mod cli;
+pub mod config;
+mod conn;
+pub mod exec;
+pub mod metrics;
+mod server;
+pub mod shared;
+mod udp;
+
+pub use cli::{ProcessOptions, ServerArgs};
+pub use config::{Protocol, ServerConfig};
+pub use server::{Server, ServerHandle};
+pub use shared::{Shared, VERSION};

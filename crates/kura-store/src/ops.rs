@@ -330,13 +330,22 @@ impl Shard {
         }
         let item = item.unwrap_or_else(|| Item::new(req.key, req.flags, req.value));
         let cas = self.assign_cas(req.new_cas);
-        let linked = match existing {
-            Some(idx) => self.replace(hash, idx, item, exptime, cas, bits, now),
-            None => self.link(hash, item, exptime, cas, bits, now),
+        let stored = match existing {
+            Some(idx) => {
+                let done = self.replace(idx, item, exptime, cas, bits, now);
+                if !done && req.mode == SetMode::Set {
+                    // Like memcached: a failed set must not leave the old
+                    // value to be served as if it were current.
+                    self.unlink(hash, idx);
+                }
+                done
+            }
+            None => self.link(hash, item, exptime, cas, bits, now).is_some(),
         };
-        match linked {
-            Some(_) => SetOutcome::Stored { cas },
-            None => SetOutcome::NoMemory,
+        if stored {
+            SetOutcome::Stored { cas }
+        } else {
+            SetOutcome::NoMemory
         }
     }
 
@@ -394,18 +403,16 @@ impl Shard {
         let item = Item::from_parts(key, old.flags(), &[digits, padding]);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
-        match self.replace(hash, idx, item, exptime, cas, bits, now) {
-            Some(idx) => {
-                self.bump(idx, now);
-                ArithOutcome::Updated {
-                    value,
-                    cas,
-                    exptime,
-                    exptime_before,
-                    created: false,
-                }
-            }
-            None => ArithOutcome::NoMemory,
+        if !self.replace(idx, item, exptime, cas, bits, now) {
+            return ArithOutcome::NoMemory;
+        }
+        self.bump(idx, now);
+        ArithOutcome::Updated {
+            value,
+            cas,
+            exptime,
+            exptime_before,
+            created: false,
         }
     }
 
@@ -439,7 +446,8 @@ impl Shard {
         if let Some(flags) = req.remove_value {
             let cas = self.assign_cas(req.new_cas);
             let item = Item::new(key, flags, b"");
-            self.replace(hash, idx, item, exptime, cas, bits, now);
+            // An empty item is never larger than the one it replaces.
+            self.replace(idx, item, exptime, cas, bits, now);
             return DeleteOutcome::Deleted;
         }
         self.unlink(hash, idx);

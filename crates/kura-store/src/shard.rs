@@ -197,7 +197,7 @@ impl Shard {
     /// Evicts or reclaims until `need` more bytes fit. Fails when the entry
     /// cannot fit at all, or when eviction is off and reclaiming expired
     /// entries is not enough.
-    fn make_room(&mut self, need: usize, now: u32) -> bool {
+    fn make_room(&mut self, need: usize, now: u32, keep: Option<u32>) -> bool {
         if need > self.limit {
             return false;
         }
@@ -205,7 +205,7 @@ impl Shard {
             if self.with_ttl > 0 && self.reap(now, 8).1 > 0 {
                 continue;
             }
-            let Some(victim) = self.policy.victim() else {
+            let Some(victim) = self.policy.victim().filter(|&v| Some(v) != keep) else {
                 return false;
             };
             let slot = &self.slots[victim as usize];
@@ -244,7 +244,7 @@ impl Shard {
         now: u32,
     ) -> Option<u32> {
         let need = charge(&item);
-        if !self.make_room(need, now) {
+        if !self.make_room(need, now, None) {
             self.stats.out_of_memory += 1;
             return None;
         }
@@ -284,21 +284,35 @@ impl Shard {
         Some(idx)
     }
 
-    /// Replaces the entry at `idx` with a new item (same key), keeping the
-    /// entry's place in the index. Returns the new slot, or `None` (and the
-    /// old entry is gone) when the new item does not fit.
+    /// Replaces the item of entry `idx` with a new one for the same key, in
+    /// place. When the new item does not fit, nothing changes and `false`
+    /// is returned.
     pub(crate) fn replace(
         &mut self,
-        hash: u64,
         idx: u32,
         item: Item,
         exptime: u32,
         cas: u64,
         bits: u8,
         now: u32,
-    ) -> Option<u32> {
-        self.unlink(hash, idx);
-        self.link(hash, item, exptime, cas, bits, now)
+    ) -> bool {
+        let old = charge(self.item(idx));
+        let need = charge(&item);
+        // Make the entry the most recent so room is made from the others.
+        self.policy.touch(idx);
+        if need > old && !self.make_room(need - old, now, Some(idx)) {
+            self.stats.out_of_memory += 1;
+            return false;
+        }
+        self.used = self.used + need - old;
+        self.stats.total_items += 1;
+        self.set_exptime(idx, exptime);
+        let slot = &mut self.slots[idx as usize];
+        slot.item = Some(item);
+        slot.cas = cas;
+        slot.bits = bits;
+        slot.last_access = now;
+        true
     }
 
     /// Changes an entry's deadline.

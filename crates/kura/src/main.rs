@@ -1,1 +1,88 @@
-fn main() {}
+//! `kura`: the command-line entry point. `kura server` runs the
+//! memcached-compatible server.
+
+mod process;
+
+use clap::{Parser, Subcommand};
+use kura_server::{Server, ServerArgs};
+
+#[derive(Parser)]
+#[command(
+    name = "kura",
+    version,
+    about = "kura (蔵): a caching toolkit for busy web backends"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the memcached-compatible cache server (memcached's flags).
+    Server(ServerArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => run_server(args),
+    };
+    if let Err(e) = result {
+        eprintln!("kura: {e:#}");
+        std::process::exit(64);
+    }
+}
+
+fn init_logging(verbosity: u8) {
+    let level = match verbosity {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    let (config, opts, warnings) = args.into_config()?;
+    config.validate()?;
+    if opts.daemonize {
+        process::daemonize()?;
+    }
+    init_logging(config.verbosity);
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    process::raise_fd_limit(config.max_connections);
+    if opts.enable_coredumps {
+        process::enable_coredumps();
+    }
+    if opts.lock_memory {
+        process::lock_memory();
+    }
+    let server = Server::bind(config.clone())?;
+    if let Some(user) = &config.user {
+        process::switch_user(user)?;
+    }
+    if let Some(path) = &config.pidfile {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", path.display()))?;
+    }
+    if let Some(addr) = server.local_addr() {
+        tracing::info!("kura {} serving memcached on {addr}", kura_server::VERSION);
+    }
+    let handle = server.start()?;
+    process::wait_for_stop(handle.shared());
+    handle.shutdown();
+    handle.join();
+    if let Some(path) = &config.pidfile {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! `kura server`'s command line: memcached's flags with memcached's
+//! meanings, plus kura's own long options. Flags override `--config`.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args};
+
+use crate::config::{Protocol, ServerConfig};
+
+/// memcached `-o` sub-options that tune memcached internals kura does not
+/// have (slab allocator, segmented LRU maintainer, extstore...). They are
+/// accepted so existing command lines keep working, and ignored with a
+/// warning.
+const IGNORED_SUBOPTIONS: &[&str] = &[
+    "maxconns_fast",
+    "no_maxconns_fast",
+    "hashpower",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_crawler",
+    "no_lru_crawler",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "read_buf_mem_limit",
+    "resp_obj_mem_limit",
+    "lru_maintainer",
+    "no_lru_maintainer",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "temp_lru",
+    "slab_chunk_max",
+    "slab_reassign",
+    "slab_automove",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "slab_automove_freeratio",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "track_sizes",
+    "no_hashexpand",
+    "modern",
+    "no_modern",
+    "inline_ascii_resp",
+    "no_inline_ascii_resp",
+    "sock_cookie_id",
+    "drop_privileges",
+    "no_drop_privileges",
+    "large_memory_pages",
+    "meta_response_old",
+];
+
+/// The flags of `kura server`.
+#[derive(Debug, Clone, Default, Args)]
+#[command(
+    after_help = "kura listens on 127.0.0.1 unless -l says otherwise, and serves UDP only when -U names a port."
+)]
+pub struct ServerArgs {
+    /// TCP port to listen on (default: 11211)
+    #[arg(short = 'p', long = "port", value_name = "num")]
+    pub port: Option<u16>,
+    /// UDP port to listen on (default: 0, off)
+    #[arg(short = 'U', long = "udp-port", value_name = "num")]
+    pub udp_port: Option<u16>,
+    /// UNIX socket to listen on (disables network support)
+    #[arg(short = 's', long = "unix-socket", value_name = "file")]
+    pub unix_socket: Option<PathBuf>,
+    /// access mask for UNIX socket, in octal (default: 700)
+    #[arg(short = 'a', long = "unix-mask", value_name = "mask")]
+    pub unix_mask: Option<String>,
+    /// enable ascii "shutdown" command
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
+    /// interface to listen on (default: 127.0.0.1); repeat or separate with
+    /// commas for several, each `addr` or `addr:port`
+    #[arg(short = 'l', long = "listen", value_name = "addr")]
+    pub listen: Vec<String>,
+    /// run as a daemon
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// maximize core file limit
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub enable_coredumps: bool,
+    /// assume identity of <username> (only when run as root)
+    #[arg(short = 'u', long = "user", value_name = "user")]
+    pub user: Option<String>,
+    /// item memory in megabytes (default: 64)
+    #[arg(short = 'm', long = "memory-limit", value_name = "num")]
+    pub memory_limit: Option<u64>,
+    /// return error on memory exhausted instead of evicting
+    #[arg(short = 'M', long = "disable-evictions")]
+    pub disable_evictions: bool,
+    /// max simultaneous connections (default: 1024)
+    #[arg(short = 'c', long = "conn-limit", value_name = "num")]
+    pub conn_limit: Option<usize>,
+    /// lock down all paged memory
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// verbose (print errors/warnings); -vv also prints client commands
+    /// and responses; -vvv internal state transitions
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    pub verbose: u8,
+    /// save PID in <file>
+    #[arg(short = 'P', long = "pidfile", value_name = "file")]
+    pub pidfile: Option<PathBuf>,
+    /// chunk size growth factor (accepted for compatibility; kura has no slabs)
+    #[arg(short = 'f', long = "slab-growth-factor", value_name = "num")]
+    pub slab_growth_factor: Option<f64>,
+    /// min space used for key+value+flags (accepted for compatibility)
+    #[arg(short = 'n', long = "slab-min-size", value_name = "bytes")]
+    pub slab_min_size: Option<u64>,
+    /// try to use large memory pages (accepted for compatibility)
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub enable_largepages: bool,
+    /// delimiter between key prefixes and IDs for per-prefix stats
+    /// (accepted for compatibility; kura has no per-prefix stats)
+    #[arg(short = 'D', value_name = "char")]
+    pub prefix_delimiter: Option<String>,
+    /// number of threads to use (default: 4)
+    #[arg(short = 't', long = "threads", value_name = "num")]
+    pub threads: Option<usize>,
+    /// maximum number of requests per event, limits the requests processed
+    /// per connection to prevent starvation (default: 20)
+    #[arg(short = 'R', long = "max-reqs-per-event", value_name = "num")]
+    pub max_reqs_per_event: Option<u32>,
+    /// disable use of CAS
+    #[arg(short = 'C', long = "disable-cas")]
+    pub disable_cas: bool,
+    /// set the backlog queue limit (default: 1024)
+    #[arg(short = 'b', long = "listen-backlog", value_name = "num")]
+    pub listen_backlog: Option<u32>,
+    /// protocol - one of ascii, binary, or auto (default: auto-negotiate)
+    #[arg(short = 'B', long = "protocol", value_name = "name")]
+    pub protocol: Option<String>,
+    /// adjusts max item size (default: 1m, min: 1k, max: 1024m)
+    #[arg(short = 'I', long = "max-item-size", value_name = "num")]
+    pub max_item_size: Option<String>,
+    /// disable flush_all command
+    #[arg(short = 'F', long = "disable-flush-all")]
+    pub disable_flush_all: bool,
+    /// disable stats cachedump and lru_crawler metadump (kura has neither)
+    #[arg(short = 'X', long = "disable-dumping")]
+    pub disable_dumping: bool,
+    /// disable watch commands (kura has none)
+    #[arg(short = 'W', long = "disable-watch")]
+    pub disable_watch: bool,
+    /// turn on SASL authentication
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub enable_sasl: bool,
+    /// enable ASCII protocol authentication with user:pass lines from <file>
+    #[arg(short = 'Y', long = "auth-file", value_name = "file")]
+    pub auth_file: Option<PathBuf>,
+    /// enable TLS/SSL
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
+    /// comma separated list of extended options: idle_timeout=<secs> closes
+    /// idle connections; memcached's tuning options for its slab allocator
+    /// and LRU maintainer are accepted and ignored
+    #[arg(short = 'o', long = "extended", value_name = "opts")]
+    pub extended: Vec<String>,
+    /// read settings from a TOML file (flags given here win)
+    #[arg(long = "config", value_name = "file")]
+    pub config: Option<PathBuf>,
+    /// number of store shards, a power of two (default: 4 per thread)
+    #[arg(long = "shards", value_name = "num")]
+    pub shards: Option<usize>,
+    /// eviction policy: lru (default)
+    #[arg(long = "eviction", value_name = "policy")]
+    pub eviction: Option<String>,
+}
+
+/// A command line that cannot be turned into settings.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("Illegal suboption \"{0}\"")]
+    IllegalSuboption(String),
+    #[error("invalid value for -o {0}: {1}")]
+    BadSuboption(String, String),
+    #[error(
+        "invalid max item size '{0}': expected a number of bytes with an optional k or m suffix"
+    )]
+    BadItemSize(String),
+    #[error("invalid unix socket mask '{0}': expected an octal number")]
+    BadMask(String),
+    #[error("{0}")]
+    Protocol(String),
+    #[error("{0} is not available yet in kura")]
+    Unsupported(&'static str),
+    #[error("cannot read config file {0}: {1}")]
+    ConfigRead(PathBuf, std::io::Error),
+    #[error("invalid config file {0}: {1}")]
+    ConfigParse(PathBuf, toml::de::Error),
+}
+
+/// Parses `-I` values: bytes, or with a `k`/`m` suffix.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let (digits, unit) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1024),
+        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// What the process should do besides serving (applied by the binary
+/// before and after the server binds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessOptions {
+    pub daemonize: bool,
+    pub enable_coredumps: bool,
+    pub lock_memory: bool,
+}
+
+impl ServerArgs {
+    /// The settings these flags ask for, on top of `--config` if given,
+    /// and the warnings to log once logging is up.
+    ///
+    /// # Errors
+    /// A flag, sub-option or config file that cannot be used.
+    pub fn into_config(self) -> Result<(ServerConfig, ProcessOptions, Vec<String>), CliError> {
+        let mut c = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| CliError::ConfigRead(path.clone(), e))?;
+                toml::from_str(&text).map_err(|e| CliError::ConfigParse(path.clone(), e))?
+            }
+            None => ServerConfig::default(),
+        };
+        let mut warnings = Vec::new();
+        if self.enable_sasl {
+            return Err(CliError::Unsupported("SASL authentication (-S)"));
+        }
+        if self.auth_file.is_some() {
+            return Err(CliError::Unsupported("ASCII authentication (-Y)"));
+        }
+        if self.enable_ssl {
+            return Err(CliError::Unsupported("TLS (-Z)"));
+        }
+        if let Some(v) = self.port {
+            c.port = v;
+        }
+        if let Some(v) = self.udp_port {
+            c.udp_port = v;
+        }
+        if let Some(v) = self.unix_socket {
+            c.unix_socket = Some(v);
+        }
+        if let Some(m) = self.unix_mask {
+            c.unix_mask = u32::from_str_radix(&m, 8).map_err(|_| CliError::BadMask(m))?;
+        }
+        c.enable_shutdown |= self.enable_shutdown;
+        if !self.listen.is_empty() {
+            c.listen = self
+                .listen
+                .iter()
+                .flat_map(|l| l.split(','))
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(v) = self.user {
+            c.user = Some(v);
+        }
+        if let Some(v) = self.memory_limit {
+            c.memory_limit = v;
+        }
+        c.disable_evictions |= self.disable_evictions;
+        if let Some(v) = self.conn_limit {
+            c.max_connections = v;
+        }
+        c.verbosity = c.verbosity.max(self.verbose);
+        if let Some(v) = self.pidfile {
+            c.pidfile = Some(v);
+        }
+        if let Some(v) = self.threads {
+            c.threads = v;
+        }
+        if let Some(v) = self.max_reqs_per_event {
+            c.reqs_per_event = v;
+        }
+        c.disable_cas |= self.disable_cas;
+        if let Some(v) = self.listen_backlog {
+            c.backlog = v;
+        }
+        if let Some(p) = self.protocol {
+            c.protocol = p.parse::<Protocol>().map_err(CliError::Protocol)?;
+        }
+        if let Some(s) = self.max_item_size {
+            c.item_size_max = parse_size(&s).ok_or(CliError::BadItemSize(s))?;
+        }
+        c.disable_flush_all |= self.disable_flush_all;
+        if let Some(v) = self.shards {
+            c.shards = v;
+        }
+        if let Some(v) = self.eviction {
+            c.eviction = v;
+        }
+        for (flag, given) in [
+            ("-f", self.slab_growth_factor.is_some()),
+            ("-n", self.slab_min_size.is_some()),
+            ("-L", self.enable_largepages),
+            ("-D", self.prefix_delimiter.is_some()),
+        ] {
+            if given {
+                warnings.push(format!(
+                    "{flag} tunes memcached's slab allocator or prefix stats; kura ignores it"
+                ));
+            }
+        }
+        for opt in self
+            .extended
+            .iter()
+            .flat_map(|o| o.split(','))
+            .filter(|o| !o.is_empty())
+        {
+            let (name, value) = opt.split_once('=').unwrap_or((opt, ""));
+            match name {
+                "idle_timeout" => {
+                    c.idle_timeout = value
+                        .parse()
+                        .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
+                }
+                n if n.starts_with("ssl_") => return Err(CliError::Unsupported("TLS (-o ssl_*)")),
+                n if n.starts_with("ext_") => {
+                    return Err(CliError::Unsupported("external storage (-o ext_*)"))
+                }
+                n if IGNORED_SUBOPTIONS.contains(&n) => {
+                    warnings.push(format!("-o {n} tunes memcached internals; kura ignores it"));
+                }
+                other => return Err(CliError::IllegalSuboption(other.to_string())),
+            }
+        }
+        let process = ProcessOptions {
+            daemonize: self.daemon,
+            enable_coredumps: self.enable_coredumps,
+            lock_memory: self.lock_memory,
+        };
+        Ok((c, process, warnings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: ServerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServerConfig, String> {
+        let cmd = Cmd::try_parse_from(std::iter::once("kura").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cmd.args
+            .into_config()
+            .map(|(c, _, _)| c)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn memcached_flags() {
+        let c = parse(&[
+            "-p",
+            "22122",
+            "-m",
+            "128",
+            "-c",
+            "10",
+            "-t",
+            "2",
+            "-vv",
+            "-A",
+            "-I",
+            "2m",
+            "-l",
+            "0.0.0.0,::1",
+        ])
+        .unwrap();
+        assert_eq!(c.port, 22122);
+        assert_eq!(c.memory_limit, 128);
+        assert_eq!(c.max_connections, 10);
+        assert_eq!(c.threads, 2);
+        assert_eq!(c.verbosity, 2);
+        assert!(c.enable_shutdown);
+        assert_eq!(c.item_size_max, 2 * 1024 * 1024);
+        assert_eq!(c.listen, vec!["0.0.0.0", "::1"]);
+    }
+
+    #[test]
+    fn extended_options() {
+        let c = parse(&["-o", "idle_timeout=5,modern", "-o", "hashpower=20"]).unwrap();
+        assert_eq!(c.idle_timeout, 5);
+        let e = parse(&["-o", "bogus"]).unwrap_err();
+        assert!(e.contains("Illegal suboption \"bogus\""), "{e}");
+        assert!(parse(&["-o", "idle_timeout=x"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(parse(&["-p", "99999"]).is_err());
+        assert!(parse(&["-B", "foo"]).is_err());
+        assert!(parse(&["-I", "1g"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("512k"), Some(512 * 1024));
+        assert_eq!(parse_size("1m"), Some(1024 * 1024));
+        assert_eq!(parse_size("x"), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! The server's settings. Command-line flags (memcached's) and a TOML file
+//! (`--config`) both fill this one struct; the defaults are memcached's,
+//! except that kura listens on 127.0.0.1 unless told otherwise.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// memcached's defaults, which are kura's.
+pub mod defaults {
+    pub const PORT: u16 = 11211;
+    pub const LISTEN: &str = "127.0.0.1";
+    pub const MEMORY_LIMIT_MB: u64 = 64;
+    pub const MAX_CONNECTIONS: usize = 1024;
+    pub const THREADS: usize = 4;
+    pub const ITEM_SIZE_MAX: usize = 1024 * 1024;
+    pub const BACKLOG: u32 = 1024;
+    pub const REQS_PER_EVENT: u32 = 20;
+    pub const UNIX_MASK: u32 = 0o700;
+}
+
+/// Which protocols a connection may speak (`-B`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Detect per connection from the first byte.
+    #[default]
+    Auto,
+    /// Text and meta commands only.
+    Ascii,
+    /// Binary protocol only.
+    Binary,
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Protocol::Auto),
+            "ascii" => Ok(Protocol::Ascii),
+            "binary" => Ok(Protocol::Binary),
+            other => Err(format!(
+                "invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"
+            )),
+        }
+    }
+}
+
+impl Protocol {
+    /// The name `stats settings` reports, as memcached does.
+    pub fn stats_name(self) -> &'static str {
+        match self {
+            Protocol::Auto => "auto-negotiate",
+            Protocol::Ascii => "ascii",
+            Protocol::Binary => "binary",
+        }
+    }
+}
+
+/// Everything `kura server` can be told.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// TCP port (`-p`); 0 picks a free port.
+    pub port: u16,
+    /// Addresses to listen on (`-l`), each `host` or `host:port`.
+    pub listen: Vec<String>,
+    /// UDP port (`-U`); 0 is off.
+    pub udp_port: u16,
+    /// Unix socket path (`-s`); replaces the TCP listeners.
+    pub unix_socket: Option<PathBuf>,
+    /// Permissions of the Unix socket (`-a`), octal.
+    pub unix_mask: u32,
+    /// Item memory in megabytes (`-m`).
+    pub memory_limit: u64,
+    /// Simultaneous connections (`-c`).
+    pub max_connections: usize,
+    /// Worker threads (`-t`).
+    pub threads: usize,
+    /// Largest item in bytes (`-I`).
+    pub item_size_max: usize,
+    /// 0 quiet, 1 warnings and errors, 2 commands, 3 internals (`-v`).
+    pub verbosity: u8,
+    /// Allow the `shutdown` command (`-A`).
+    pub enable_shutdown: bool,
+    /// Refuse `flush_all` (`-F`).
+    pub disable_flush_all: bool,
+    /// No CAS uniques (`-C`).
+    pub disable_cas: bool,
+    /// Fail stores with out-of-memory instead of evicting (`-M`).
+    pub disable_evictions: bool,
+    /// Protocols accepted (`-B`).
+    pub protocol: Protocol,
+    /// User to switch to when started as root (`-u`).
+    pub user: Option<String>,
+    /// File to write the process id to (`-P`).
+    pub pidfile: Option<PathBuf>,
+    /// Listen backlog (`-b`).
+    pub backlog: u32,
+    /// Requests served per connection before yielding to others (`-R`).
+    pub reqs_per_event: u32,
+    /// Close connections idle this many seconds; 0 never (`-o idle_timeout`).
+    pub idle_timeout: u64,
+    /// Store shards; 0 picks four per thread.
+    pub shards: usize,
+    /// Eviction policy of the store.
+    pub eviction: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            port: defaults::PORT,
+            listen: vec![defaults::LISTEN.to_string()],
+            udp_port: 0,
+            unix_socket: None,
+            unix_mask: defaults::UNIX_MASK,
+            memory_limit: defaults::MEMORY_LIMIT_MB,
+            max_connections: defaults::MAX_CONNECTIONS,
+            threads: defaults::THREADS,
+            item_size_max: defaults::ITEM_SIZE_MAX,
+            verbosity: 0,
+            enable_shutdown: false,
+            disable_flush_all: false,
+            disable_cas: false,
+            disable_evictions: false,
+            protocol: Protocol::Auto,
+            user: None,
+            pidfile: None,
+            backlog: defaults::BACKLOG,
+            reqs_per_event: defaults::REQS_PER_EVENT,
+            idle_timeout: 0,
+            shards: 0,
+            eviction: "lru".to_string(),
+        }
+    }
+}
+
+/// A setting that cannot work, with memcached's wording where it has one.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("Item max size cannot be less than 1024 bytes.")]
+    ItemSizeTooSmall,
+    #[error("Cannot set item size limit higher than 1 GB.")]
+    ItemSizeTooLarge,
+    #[error("Cannot set item size limit higher than 1/2 of memory max.")]
+    ItemSizeOverHalfMemory,
+    #[error("Number of threads must be greater than 0")]
+    NoThreads,
+    #[error("Maximum connections must be greater than 0")]
+    NoConnections,
+    #[error("memory limit must be at least 1 megabyte")]
+    NoMemory,
+    #[error("no listen address given")]
+    NoListener,
+    #[error("{0}")]
+    Eviction(String),
+    #[error("the binary protocol is not available yet; use -B ascii or -B auto")]
+    BinaryUnsupported,
+}
+
+impl ServerConfig {
+    /// Checks the settings against each other.
+    ///
+    /// # Errors
+    /// The first setting that cannot work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.item_size_max < 1024 {
+            return Err(ConfigError::ItemSizeTooSmall);
+        }
+        if self.item_size_max > 1024 * 1024 * 1024 {
+            return Err(ConfigError::ItemSizeTooLarge);
+        }
+        if self.memory_limit == 0 {
+            return Err(ConfigError::NoMemory);
+        }
+        if self.item_size_max as u64 > self.memory_bytes() / 2 {
+            return Err(ConfigError::ItemSizeOverHalfMemory);
+        }
+        if self.threads == 0 {
+            return Err(ConfigError::NoThreads);
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::NoConnections);
+        }
+        if self.listen.is_empty() && self.unix_socket.is_none() {
+            return Err(ConfigError::NoListener);
+        }
+        if self.protocol == Protocol::Binary {
+            return Err(ConfigError::BinaryUnsupported);
+        }
+        self.eviction
+            .parse::<kura_store::EvictionKind>()
+            .map_err(ConfigError::Eviction)?;
+        Ok(())
+    }
+
+    /// The memory limit in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_limit.saturating_mul(1024 * 1024)
+    }
+
+    /// The store configuration these settings ask for.
+    pub fn store_config(&self) -> kura_store::StoreConfig {
+        kura_store::StoreConfig {
+            capacity: usize::try_from(self.memory_bytes()).unwrap_or(usize::MAX),
+            shards: if self.shards == 0 {
+                kura_store::default_shards(self.threads)
+            } else {
+                self.shards
+            },
+            eviction: self.eviction.parse().unwrap_or_default(),
+            evict: !self.disable_evictions,
+            cas: !self.disable_cas,
+        }
+    }
+
+    /// The framing limits of the protocol parser.
+    pub fn limits(&self) -> kura_proto::Limits {
+        kura_proto::Limits {
+            item_size_max: self.item_size_max,
+            cas_enabled: !self.disable_cas,
+            max_get_line: self.item_size_max.max(64 * 1024),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        ServerConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn item_size_must_fit_in_half_the_memory() {
+        let c = ServerConfig {
+            memory_limit: 1,
+            ..Default::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::ItemSizeOverHalfMemory));
+    }
+
+    #[test]
+    fn toml_uses_the_same_names() {
+        let c: ServerConfig =
+            toml::from_str("port = 22122\nthreads = 2\nlisten = [\"0.0.0.0\"]").unwrap();
+        assert_eq!(c.port, 22122);
+        assert_eq!(c.threads, 2);
+        assert_eq!(c.listen, vec!["0.0.0.0"]);
+        assert!(toml::from_str::<ServerConfig>("bogus = 1").is_err());
+    }
+}

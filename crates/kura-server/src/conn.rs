@@ -1,0 +1,225 @@
+//! The connection loop: read, frame and execute every request that is
+//! buffered, then send all their replies with one write. Buffers are
+//! bounded: the read buffer holds at most one request (a line of at most
+//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes), and
+//! replies are written out once they pass a high-water mark, so a client
+//! that never reads stalls only itself.
+
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use kura_proto::{parse, Frame};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::exec::{Next, Session};
+use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
+use crate::shared::{RunState, Shared};
+
+/// Bytes asked of each read.
+const READ_CHUNK: usize = 16 * 1024;
+/// Pending replies are written out once they exceed this.
+const OUT_HIGH_WATER: usize = 256 * 1024;
+/// Buffers grown past this by one large request are released afterwards.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// What ends a connection.
+enum End {
+    Eof,
+    Quit,
+    Stopping,
+    Garbage,
+    Idle,
+    Io,
+}
+
+/// Serves one connection until the client leaves, quits, misbehaves, or the
+/// server stops.
+pub(crate) async fn serve<S>(mut stream: S, shared: &Shared, stats: &ThreadStats, conn: ConnGuard)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let end = run(&mut stream, shared, stats, &conn).await;
+    conn.info.set_state(ConnState::Closing);
+    let why = match end {
+        End::Eof => "client closed",
+        End::Quit => "quit",
+        End::Stopping => "server stopping",
+        End::Garbage => "line too long without newline",
+        End::Idle => "idle timeout",
+        End::Io => "i/o error",
+    };
+    if shared.verbosity() >= 2 {
+        tracing::debug!(conn = %conn.info.addr, why, "connection closed");
+    }
+    let _ = stream.shutdown().await;
+}
+
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<RunState>) {
+    let _ = rx.wait_for(|s| *s == RunState::Stopping).await;
+}
+
+async fn run<S>(stream: &mut S, shared: &Shared, stats: &ThreadStats, conn: &ConnGuard) -> End
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut rx = shared.watch();
+    let mut session = Session::new(shared, stats);
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut swallow = 0usize;
+    let idle = match shared.config.idle_timeout {
+        0 => None,
+        s => Some(Duration::from_secs(s)),
+    };
+    let per_event = shared.config.reqs_per_event.max(1) as usize;
+    let mut first = true;
+    loop {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        conn.info.set_state(ConnState::Waiting);
+        let read = async {
+            match idle {
+                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut rbuf))
+                    .await
+                    .ok(),
+                None => Some(stream.read_buf(&mut rbuf).await),
+            }
+        };
+        let n = tokio::select! {
+            biased;
+            _ = stopped(&mut rx) => return End::Stopping,
+            r = read => match r {
+                None => return End::Idle,
+                Some(Ok(0)) => return End::Eof,
+                Some(Ok(n)) => n,
+                Some(Err(_)) => return End::Io,
+            },
+        };
+        add(&stats.bytes_read, n as u64);
+        if first {
+            first = false;
+            if rbuf.first() == Some(&0x80) {
+                tracing::warn!(conn = %conn.info.addr, "binary protocol request refused: kura serves text and meta only");
+                return End::Garbage;
+            }
+        }
+        if swallow > 0 {
+            let k = swallow.min(rbuf.len());
+            rbuf.advance(k);
+            swallow -= k;
+            if swallow > 0 {
+                conn.info.set_state(ConnState::Swallow);
+                continue;
+            }
+        }
+        conn.info.set_state(ConnState::ParseCmd);
+        conn.info.set_last_cmd(shared.store.now());
+        let mut pos = 0;
+        let mut served = 0;
+        let mut end = None;
+        while pos < rbuf.len() {
+            let (len, next) = match parse(&rbuf[pos..], &shared.limits) {
+                Frame::Incomplete { needed } => {
+                    let have = rbuf.len() - pos;
+                    if needed > have {
+                        rbuf.reserve(needed - have);
+                    }
+                    break;
+                }
+                Frame::Close => {
+                    end = Some(End::Garbage);
+                    break;
+                }
+                Frame::Request { request, len } => {
+                    if shared.verbosity() >= 2 {
+                        log_request(&conn.info.addr, &rbuf[pos..pos + len]);
+                    }
+                    (len, session.execute(&request))
+                }
+                Frame::Error {
+                    error,
+                    len,
+                    swallow,
+                    quiet,
+                } => {
+                    if !quiet {
+                        session.out.extend_from_slice(error.as_bytes());
+                    }
+                    let next = if swallow > 0 {
+                        Next::Swallow(swallow)
+                    } else {
+                        Next::Continue
+                    };
+                    (len, next)
+                }
+            };
+            pos += len;
+            match next {
+                Next::Continue => {}
+                Next::Swallow(n) => {
+                    let k = n.min(rbuf.len() - pos);
+                    pos += k;
+                    swallow = n - k;
+                }
+                Next::Close => {
+                    end = Some(End::Quit);
+                    break;
+                }
+            }
+            served += 1;
+            if session.out.len() > OUT_HIGH_WATER
+                && !flush(stream, &mut session.out, stats, &mut rx, conn).await
+            {
+                return End::Io;
+            }
+            if served % per_event == 0 {
+                incr(&stats.conn_yields);
+                tokio::task::yield_now().await;
+            }
+        }
+        rbuf.advance(pos.min(rbuf.len()));
+        if !flush(stream, &mut session.out, stats, &mut rx, conn).await {
+            return End::Io;
+        }
+        if let Some(end) = end {
+            return end;
+        }
+        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
+            rbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        if session.out.capacity() > KEEP_CAPACITY * 4 {
+            session.out = Vec::with_capacity(READ_CHUNK);
+        }
+    }
+}
+
+/// Writes out pending replies; false if the connection is gone or the
+/// server stopped while the client was not reading.
+async fn flush<S>(
+    stream: &mut S,
+    out: &mut Vec<u8>,
+    stats: &ThreadStats,
+    rx: &mut tokio::sync::watch::Receiver<RunState>,
+    conn: &ConnGuard,
+) -> bool
+where
+    S: AsyncWrite + Unpin,
+{
+    if out.is_empty() {
+        return true;
+    }
+    conn.info.set_state(ConnState::Write);
+    let ok = tokio::select! {
+        biased;
+        r = stream.write_all(out) => r.is_ok(),
+        _ = stopped(rx) => false,
+    };
+    add(&stats.bytes_written, out.len() as u64);
+    out.clear();
+    ok
+}
+
+fn log_request(addr: &str, frame: &[u8]) {
+    let line = frame.split(|&b| b == b'\n').next().unwrap_or_default();
+    tracing::debug!("<{addr} {}", String::from_utf8_lossy(line).trim_end());
+}

@@ -1,0 +1,75 @@
+//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`.
+
+use std::sync::atomic::Ordering;
+
+use kura_proto::{reply, FlushAll, FlushDelay, ShutdownMode};
+
+use super::{expiry, Next, Session};
+use crate::metrics::incr;
+use crate::shared::VERSION;
+
+/// memcached caps `verbosity` at this level.
+const MAX_VERBOSITY: u32 = 2;
+
+pub(super) fn flush_all(s: &mut Session<'_>, f: &FlushAll) {
+    incr(&s.stats.cmd_flush);
+    if s.shared.config.disable_flush_all {
+        s.reply(f.noreply, reply::FLUSH_DISABLED);
+        return;
+    }
+    match f.delay {
+        FlushDelay::Invalid => {
+            s.reply(f.noreply, b"CLIENT_ERROR invalid exptime argument\r\n");
+            return;
+        }
+        FlushDelay::Exptime(e) if e > 0 => s.store().flush(Some(expiry(e))),
+        FlushDelay::Now | FlushDelay::Exptime(_) => s.store().flush(None),
+    }
+    s.reply(f.noreply, reply::OK);
+}
+
+pub(super) fn version(s: &mut Session<'_>) {
+    s.out.extend_from_slice(b"VERSION ");
+    s.out.extend_from_slice(VERSION.as_bytes());
+    s.out.extend_from_slice(b"\r\n");
+}
+
+pub(super) fn verbosity(s: &mut Session<'_>, level: Option<u32>, noreply: bool) {
+    match level {
+        Some(l) => {
+            let l = l.min(MAX_VERBOSITY) as u8;
+            s.shared.verbosity.store(l, Ordering::Relaxed);
+            s.reply(noreply, reply::OK);
+        }
+        None => s.reply(noreply, kura_proto::Error::BadFormat.as_bytes()),
+    }
+}
+
+pub(super) fn shutdown(s: &mut Session<'_>, mode: ShutdownMode) -> Next {
+    if !s.shared.config.enable_shutdown {
+        s.out.extend_from_slice(reply::SHUTDOWN_DISABLED);
+        return Next::Continue;
+    }
+    if mode == ShutdownMode::Invalid {
+        s.out.extend_from_slice(reply::SHUTDOWN_INVALID);
+        return Next::Continue;
+    }
+    tracing::info!(?mode, "shutdown requested by a client");
+    s.shared.shutdown();
+    Next::Close
+}
+
+pub(super) fn memlimit(s: &mut Session<'_>, megabytes: Option<u32>, noreply: bool) {
+    let line: &[u8] = match megabytes {
+        None => b"ERROR\r\n",
+        Some(m) if m < 8 => b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+        Some(m) if m > 1_000_000_000 => {
+            b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+        }
+        Some(m) => {
+            s.store().set_capacity(m as usize * 1024 * 1024);
+            reply::OK
+        }
+    };
+    s.reply(noreply, line);
+}

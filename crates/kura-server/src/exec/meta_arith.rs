@@ -1,0 +1,96 @@
+//! `ma`: incr/decr by `D` (default 1), optionally creating the counter on a
+//! miss (`N` with initial value `J`), returning the value (`v`), CAS or TTL.
+
+use kura_proto::{reply, MetaArith};
+use kura_store::{ArithOutcome, ArithRequest};
+
+use super::{expiry, ttl_remaining, Session};
+use crate::metrics::incr;
+
+pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
+    let f = &m.flags;
+    incr(&s.stats.cmd_meta);
+    let req = ArithRequest {
+        incr: m.incr,
+        delta: f.delta.unwrap_or(1),
+        cas: f.compare_cas,
+        vivify: f.vivify.map(|n| (f.initial.unwrap_or(0), expiry(n))),
+        touch: f.ttl.map(expiry),
+        new_cas: f.explicit_cas,
+    };
+    let outcome = s.store().arith(&m.key.bytes, &req);
+    let (hits, misses) = if m.incr {
+        (&s.stats.incr_hits, &s.stats.incr_misses)
+    } else {
+        (&s.stats.decr_hits, &s.stats.decr_misses)
+    };
+    let now = s.store().now();
+    let o = &mut s.out;
+    match outcome {
+        ArithOutcome::Updated {
+            value,
+            cas,
+            exptime,
+            exptime_before,
+            created,
+        } => {
+            incr(hits);
+            if f.quiet {
+                return;
+            }
+            let mut digits = itoa_buf(value);
+            if f.value {
+                o.extend_from_slice(b"VA ");
+                reply::put_u64(o, digits.len() as u64);
+            } else {
+                o.extend_from_slice(b"HD");
+            }
+            let mut ttl = if created { exptime } else { exptime_before };
+            for fl in f.iter() {
+                match fl.code {
+                    b'c' => reply::meta_num(o, b'c', cas),
+                    b't' => reply::meta_signed(o, b't', ttl_remaining(ttl, now)),
+                    b'T' => ttl = exptime,
+                    b'O' => reply::meta_opaque(o, fl.token),
+                    b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
+                    _ => {}
+                }
+            }
+            if f.value {
+                o.extend_from_slice(b"\r\n");
+                o.append(&mut digits);
+            }
+        }
+        ArithOutcome::NonNumeric => {
+            o.extend_from_slice(reply::NON_NUMERIC);
+            return;
+        }
+        ArithOutcome::NoMemory => {
+            o.extend_from_slice(b"SERVER_ERROR out of memory\r\n");
+            return;
+        }
+        ArithOutcome::NotFound | ArithOutcome::Exists => {
+            let code: &[u8] = if outcome == ArithOutcome::NotFound {
+                incr(misses);
+                b"NF"
+            } else {
+                b"EX"
+            };
+            o.extend_from_slice(code);
+            for fl in f.iter() {
+                match fl.code {
+                    b'O' => reply::meta_opaque(o, fl.token),
+                    b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
+                    _ => {}
+                }
+            }
+        }
+    }
+    o.extend_from_slice(b"\r\n");
+}
+
+fn itoa_buf(v: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(20);
+    reply::put_u64(&mut out, v);
+    out
+}

@@ -1,0 +1,94 @@
+//! `mg`: a lookup whose flags choose what comes back (value, CAS, flags,
+//! TTL, size, key, opaque...) and what happens to the item (touch, vivify
+//! on miss, recache token). Return flags come back in request order, then
+//! memcached's Z, X and W markers.
+
+use kura_proto::{reply, MetaGet};
+use kura_store::GetOptions;
+
+use super::{expiry, ttl_remaining, Session};
+use crate::metrics::incr;
+
+pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
+    let f = &m.flags;
+    incr(&s.stats.cmd_meta);
+    let opts = GetOptions {
+        touch: f.ttl.map(expiry),
+        no_bump: f.no_bump,
+        vivify: f.vivify.map(expiry),
+        recache: f.recache.map(expiry),
+    };
+    let touching = opts.touch.is_some();
+    let hit = s.store().get_with(&m.key.bytes, &opts);
+    let st = s.stats;
+    if touching {
+        incr(&st.cmd_touch);
+    } else {
+        incr(&st.cmd_get);
+    }
+    let Some(hit) = hit else {
+        incr(if touching {
+            &st.touch_misses
+        } else {
+            &st.get_misses
+        });
+        if f.quiet {
+            return;
+        }
+        s.out.extend_from_slice(b"EN");
+        for fl in f.iter() {
+            match fl.code {
+                b'O' => reply::meta_opaque(&mut s.out, fl.token),
+                b'k' => reply::meta_key(&mut s.out, &m.key.bytes, m.key.binary),
+                _ => {}
+            }
+        }
+        s.out.extend_from_slice(b"\r\n");
+        return;
+    };
+    incr(if touching {
+        &st.touch_hits
+    } else {
+        &st.get_hits
+    });
+    let now = s.store().now();
+    let value = hit.item.value();
+    let o = &mut s.out;
+    if f.value {
+        o.extend_from_slice(b"VA ");
+        reply::put_u64(o, value.len() as u64);
+    } else {
+        o.extend_from_slice(b"HD");
+    }
+    // A `t` before `T` reports the TTL as it was.
+    let mut exptime = hit.exptime_before;
+    for fl in f.iter() {
+        match fl.code {
+            b'T' => exptime = hit.exptime,
+            b'N' if hit.created => exptime = hit.exptime,
+            b's' => reply::meta_num(o, b's', value.len() as u64),
+            b't' => reply::meta_signed(o, b't', ttl_remaining(exptime, now)),
+            b'c' => reply::meta_num(o, b'c', hit.cas),
+            b'f' => reply::meta_num(o, b'f', u64::from(hit.item.flags())),
+            b'l' => reply::meta_num(o, b'l', u64::from(now.saturating_sub(hit.last_access))),
+            b'h' => reply::meta_num(o, b'h', u64::from(hit.fetched)),
+            b'O' => reply::meta_opaque(o, fl.token),
+            b'k' => reply::meta_key(o, hit.item.key(), hit.binary_key),
+            _ => {}
+        }
+    }
+    if hit.token_sent {
+        reply::meta_char(o, b'Z');
+    }
+    if hit.stale {
+        reply::meta_char(o, b'X');
+    }
+    if hit.won {
+        reply::meta_char(o, b'W');
+    }
+    o.extend_from_slice(b"\r\n");
+    if f.value {
+        o.extend_from_slice(value);
+        o.extend_from_slice(b"\r\n");
+    }
+}

@@ -1,0 +1,68 @@
+//! `ms`: a store whose mode (`M`), CAS (`C`, `E`), invalidation (`I`),
+//! flags (`F`) and TTL (`T`) come from flags. `q` hides only `HD`.
+
+use kura_proto::{reply, Data, MetaSet, StoreMode};
+use kura_store::{SetMode, SetOutcome, SetRequest};
+
+use super::storage::{count_cas, set_mode, too_large};
+use super::{expiry, Next, Session};
+use crate::metrics::incr;
+
+pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
+    let f = &m.flags;
+    incr(&s.stats.cmd_meta);
+    let value = match m.data {
+        Data::TooLarge { len } => {
+            // memcached drops the old value whatever the mode.
+            let next = too_large(s, &m.key.bytes, true, len);
+            s.out.extend_from_slice(reply::TOO_LARGE);
+            return next;
+        }
+        Data::Bytes(v) => v,
+    };
+    incr(&s.stats.cmd_set);
+    let mode = set_mode(m.mode);
+    let cas_mode = f.compare_cas.is_some() && matches!(mode, SetMode::Set | SetMode::Replace);
+    let outcome = s.store().set(&SetRequest {
+        mode,
+        key: &m.key.bytes,
+        value,
+        flags: f.client_flags.unwrap_or(0),
+        expiry: Some(expiry(f.ttl.unwrap_or(0))),
+        cas: f.compare_cas,
+        invalidate: f.invalidate && cas_mode,
+        new_cas: f.explicit_cas,
+        binary_key: m.key.binary,
+    });
+    if cas_mode || (f.compare_cas.is_some() && m.mode != StoreMode::Add) {
+        count_cas(s, outcome);
+    }
+    let (code, cas): (&[u8], u64) = match outcome {
+        SetOutcome::Stored { cas } => {
+            if f.quiet {
+                return Next::Continue;
+            }
+            (b"HD", cas)
+        }
+        SetOutcome::NotStored => (b"NS", 0),
+        SetOutcome::Exists => (b"EX", 0),
+        SetOutcome::NotFound => (b"NF", 0),
+        SetOutcome::NoMemory => {
+            incr(&s.stats.store_no_memory);
+            s.out.extend_from_slice(reply::OUT_OF_MEMORY);
+            return Next::Continue;
+        }
+    };
+    let o = &mut s.out;
+    o.extend_from_slice(code);
+    for fl in f.iter() {
+        match fl.code {
+            b'O' => reply::meta_opaque(o, fl.token),
+            b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
+            b'c' => reply::meta_num(o, b'c', cas),
+            _ => {}
+        }
+    }
+    o.extend_from_slice(b"\r\n");
+    Next::Continue
+}

@@ -1,0 +1,104 @@
+//! Executing requests. [`Session`] holds what one connection needs to run
+//! commands: the shared state, its thread's counters and the output buffer
+//! every reply of a read batch is appended to. One module per command
+//! family carries out the request against the store and composes the reply.
+
+mod admin;
+mod arith;
+mod delete;
+mod get;
+mod meta_arith;
+mod meta_debug;
+mod meta_delete;
+mod meta_get;
+mod meta_set;
+mod stats;
+mod storage;
+mod touch;
+
+use kura_proto::{reply, Request};
+use kura_store::{Expiry, Store};
+
+use crate::metrics::ThreadStats;
+use crate::shared::Shared;
+
+/// What the connection does after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Go on with the next request.
+    Continue,
+    /// Drop this many payload bytes that follow (a too-large value).
+    Swallow(usize),
+    /// Send what is pending, then close (`quit`).
+    Close,
+}
+
+/// A connection's view of the server while it executes requests.
+pub struct Session<'a> {
+    pub shared: &'a Shared,
+    pub stats: &'a ThreadStats,
+    pub out: Vec<u8>,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(shared: &'a Shared, stats: &'a ThreadStats) -> Self {
+        Session {
+            shared,
+            stats,
+            out: Vec::with_capacity(16 * 1024),
+        }
+    }
+
+    pub fn store(&self) -> &'a Store {
+        &self.shared.store
+    }
+
+    /// Appends `bytes` unless the request asked for no reply.
+    pub fn reply(&mut self, quiet: bool, bytes: &[u8]) {
+        if !quiet {
+            self.out.extend_from_slice(bytes);
+        }
+    }
+
+    /// Runs one request, appending its reply to `self.out`.
+    pub fn execute(&mut self, req: &Request<'_>) -> Next {
+        match req {
+            Request::Get(g) => get::run(self, g),
+            Request::Store(s) => return storage::run(self, s),
+            Request::Delete(d) => delete::run(self, d),
+            Request::Arith(a) => arith::run(self, a),
+            Request::Touch(t) => touch::run(self, t),
+            Request::FlushAll(f) => admin::flush_all(self, f),
+            Request::Version => admin::version(self),
+            Request::Verbosity { level, noreply } => admin::verbosity(self, *level, *noreply),
+            Request::Quit => return Next::Close,
+            Request::Shutdown(mode) => return admin::shutdown(self, *mode),
+            Request::Stats(s) => stats::run(self, s),
+            Request::CacheMemlimit { megabytes, noreply } => {
+                admin::memlimit(self, *megabytes, *noreply)
+            }
+            Request::MetaGet(m) => meta_get::run(self, m),
+            Request::MetaSet(m) => return meta_set::run(self, m),
+            Request::MetaDelete(m) => meta_delete::run(self, m),
+            Request::MetaArith(m) => meta_arith::run(self, m),
+            Request::MetaDebug(m) => meta_debug::run(self, m),
+            Request::MetaNoop => self.out.extend_from_slice(reply::MN),
+        }
+        Next::Continue
+    }
+}
+
+/// memcached's exptime field as an expiry.
+pub(crate) fn expiry(exptime: i32) -> Expiry {
+    Expiry::from_exptime(i64::from(exptime))
+}
+
+/// Seconds left before `deadline` (0 = never, reported as -1), the way
+/// meta commands report TTLs.
+pub(crate) fn ttl_remaining(deadline: u32, now: u32) -> i64 {
+    if deadline == 0 {
+        -1
+    } else {
+        i64::from(deadline.saturating_sub(now))
+    }
+}

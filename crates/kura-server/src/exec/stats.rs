@@ -1,0 +1,220 @@
+//! `stats` and its groups, with memcached's names for every figure that
+//! applies to kura (so dashboards and exporters keep working), in
+//! memcached's order. kura has no slab classes: `stats items` and `stats
+//! slabs` report everything as class 1.
+
+use kura_proto::{reply, Stats};
+
+use super::Session;
+
+fn rusage() -> (String, String) {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0;
+    let fmt = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
+    if ok {
+        (fmt(ru.ru_utime), fmt(ru.ru_stime))
+    } else {
+        ("0.000000".into(), "0.000000".into())
+    }
+}
+
+fn general(s: &mut Session<'_>) {
+    let sh = s.shared;
+    let now = sh.store.now();
+    let t = sh.totals();
+    let st = sh.store.stats();
+    let (user, system) = rusage();
+    let curr = sh.counters.curr.load(std::sync::atomic::Ordering::Relaxed);
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let o = &mut s.out;
+    reply::stat(o, "pid", sh.pid);
+    reply::stat(o, "uptime", now.saturating_sub(sh.started));
+    reply::stat(o, "time", now);
+    reply::stat(o, "version", crate::shared::VERSION);
+    reply::stat(o, "pointer_size", usize::BITS);
+    reply::stat(o, "rusage_user", user);
+    reply::stat(o, "rusage_system", system);
+    reply::stat(o, "max_connections", sh.config.max_connections);
+    reply::stat(o, "curr_connections", curr);
+    reply::stat(o, "total_connections", load(&sh.counters.total));
+    reply::stat(o, "rejected_connections", load(&sh.counters.rejected));
+    reply::stat(o, "connection_structures", curr);
+    reply::stat(o, "cmd_get", t.cmd_get);
+    reply::stat(o, "cmd_set", t.cmd_set);
+    reply::stat(o, "cmd_flush", t.cmd_flush);
+    reply::stat(o, "cmd_touch", t.cmd_touch);
+    reply::stat(o, "cmd_meta", t.cmd_meta);
+    reply::stat(o, "get_hits", t.get_hits);
+    reply::stat(o, "get_misses", t.get_misses);
+    reply::stat(o, "get_expired", st.get_expired);
+    reply::stat(o, "get_flushed", 0);
+    reply::stat(o, "delete_misses", t.delete_misses);
+    reply::stat(o, "delete_hits", t.delete_hits);
+    reply::stat(o, "incr_misses", t.incr_misses);
+    reply::stat(o, "incr_hits", t.incr_hits);
+    reply::stat(o, "decr_misses", t.decr_misses);
+    reply::stat(o, "decr_hits", t.decr_hits);
+    reply::stat(o, "cas_misses", t.cas_misses);
+    reply::stat(o, "cas_hits", t.cas_hits);
+    reply::stat(o, "cas_badval", t.cas_badval);
+    reply::stat(o, "touch_hits", t.touch_hits);
+    reply::stat(o, "touch_misses", t.touch_misses);
+    reply::stat(o, "store_too_large", t.store_too_large);
+    reply::stat(o, "store_no_memory", t.store_no_memory);
+    reply::stat(o, "auth_cmds", t.auth_cmds);
+    reply::stat(o, "auth_errors", t.auth_errors);
+    reply::stat(o, "bytes_read", t.bytes_read);
+    reply::stat(o, "bytes_written", t.bytes_written);
+    reply::stat(o, "limit_maxbytes", st.limit_maxbytes);
+    reply::stat(o, "accepting_conns", u8::from(!sh.is_stopping()));
+    reply::stat(o, "listen_disabled_num", 0);
+    reply::stat(o, "time_in_listen_disabled_us", 0);
+    reply::stat(o, "threads", sh.config.threads);
+    reply::stat(o, "conn_yields", t.conn_yields);
+    reply::stat(o, "bytes", st.bytes);
+    reply::stat(o, "curr_items", st.curr_items);
+    reply::stat(o, "total_items", st.total_items);
+    reply::stat(o, "expired_unfetched", st.expired_unfetched);
+    reply::stat(o, "evicted_unfetched", st.evicted_unfetched);
+    reply::stat(o, "evictions", st.evictions);
+    reply::stat(o, "reclaimed", st.reclaimed);
+    reply::stat(o, "crawler_reclaimed", st.crawler_reclaimed);
+    reply::stat(o, "store_shards", st.shards);
+}
+
+fn settings(s: &mut Session<'_>) {
+    let c = &s.shared.config;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let o = &mut s.out;
+    reply::stat(o, "maxbytes", c.memory_bytes());
+    reply::stat(o, "maxconns", c.max_connections);
+    reply::stat(o, "tcpport", c.port);
+    reply::stat(o, "udpport", c.udp_port);
+    reply::stat(o, "inter", c.listen.join(","));
+    reply::stat(o, "verbosity", s.shared.verbosity());
+    reply::stat(
+        o,
+        "evictions",
+        if c.disable_evictions { "off" } else { "on" },
+    );
+    reply::stat(
+        o,
+        "domain_socket",
+        c.unix_socket
+            .as_ref()
+            .map_or("NULL".to_string(), |p| p.display().to_string()),
+    );
+    reply::stat(o, "umask", format!("{:o}", c.unix_mask));
+    reply::stat(o, "shutdown_command", yes_no(c.enable_shutdown));
+    reply::stat(o, "num_threads", c.threads);
+    reply::stat(o, "reqs_per_event", c.reqs_per_event);
+    reply::stat(o, "cas_enabled", yes_no(!c.disable_cas));
+    reply::stat(o, "tcp_backlog", c.backlog);
+    reply::stat(o, "binding_protocol", c.protocol.stats_name());
+    reply::stat(o, "auth_enabled_sasl", "no");
+    reply::stat(o, "auth_enabled_ascii", "no");
+    reply::stat(o, "item_size_max", c.item_size_max);
+    reply::stat(o, "maxconns_fast", "yes");
+    reply::stat(o, "flush_enabled", yes_no(!c.disable_flush_all));
+    reply::stat(o, "idle_timeout", c.idle_timeout);
+    reply::stat(o, "ssl_enabled", "no");
+    reply::stat(o, "store_shards", s.shared.store.shard_count());
+    reply::stat(o, "eviction_policy", &c.eviction);
+}
+
+fn items(s: &mut Session<'_>) {
+    let st = s.shared.store.stats();
+    if st.curr_items == 0 {
+        return;
+    }
+    let o = &mut s.out;
+    reply::stat(o, "items:1:number", st.curr_items);
+    reply::stat(o, "items:1:mem_requested", st.bytes);
+    reply::stat(o, "items:1:evicted", st.evictions);
+    reply::stat(o, "items:1:evicted_nonzero", st.evicted_nonzero);
+    reply::stat(o, "items:1:outofmemory", st.out_of_memory);
+    reply::stat(o, "items:1:reclaimed", st.reclaimed);
+    reply::stat(o, "items:1:expired_unfetched", st.expired_unfetched);
+    reply::stat(o, "items:1:evicted_unfetched", st.evicted_unfetched);
+    reply::stat(o, "items:1:crawler_reclaimed", st.crawler_reclaimed);
+}
+
+fn slabs(s: &mut Session<'_>) {
+    let st = s.shared.store.stats();
+    let t = s.shared.totals();
+    let o = &mut s.out;
+    if st.curr_items > 0 {
+        reply::stat(o, "1:used_chunks", st.curr_items);
+        reply::stat(o, "1:get_hits", t.get_hits);
+        reply::stat(o, "1:cmd_set", t.cmd_set);
+        reply::stat(o, "1:delete_hits", t.delete_hits);
+        reply::stat(o, "1:incr_hits", t.incr_hits);
+        reply::stat(o, "1:decr_hits", t.decr_hits);
+        reply::stat(o, "1:cas_hits", t.cas_hits);
+        reply::stat(o, "1:cas_badval", t.cas_badval);
+        reply::stat(o, "1:touch_hits", t.touch_hits);
+    }
+    reply::stat(o, "active_slabs", u8::from(st.curr_items > 0));
+    reply::stat(o, "total_malloced", st.bytes);
+}
+
+fn conns(s: &mut Session<'_>) {
+    let now = s.shared.store.now();
+    for (id, addr, listen, state, last) in s.shared.conns.snapshot() {
+        reply::stat(&mut s.out, &format!("{id}:addr"), addr);
+        reply::stat(&mut s.out, &format!("{id}:listen_addr"), listen);
+        reply::stat(&mut s.out, &format!("{id}:state"), state);
+        reply::stat(
+            &mut s.out,
+            &format!("{id}:secs_since_last_cmd"),
+            now.saturating_sub(last),
+        );
+    }
+}
+
+fn reset(s: &mut Session<'_>) {
+    for t in &s.shared.thread_stats {
+        t.reset();
+    }
+    s.shared.store.reset_stats();
+    let c = &s.shared.counters;
+    c.total.store(0, std::sync::atomic::Ordering::Relaxed);
+    c.rejected.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(super) fn run(s: &mut Session<'_>, req: &Stats<'_>) {
+    match req.group() {
+        None => general(s),
+        Some(b"settings") => settings(s),
+        Some(b"items") => items(s),
+        Some(b"slabs") => slabs(s),
+        Some(b"conns") => conns(s),
+        Some(b"sizes") => reply::stat(&mut s.out, "sizes_status", "disabled"),
+        Some(b"reset") => {
+            reset(s);
+            s.out.extend_from_slice(reply::RESET);
+            return;
+        }
+        Some(b"detail") => {
+            let msg: &[u8] = match req.args().next() {
+                Some(b"on" | b"off" | b"dump") => {
+                    b"CLIENT_ERROR kura does not keep per-prefix stats\r\n"
+                }
+                _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+            };
+            s.out.extend_from_slice(msg);
+            return;
+        }
+        Some(b"cachedump") => {
+            s.out
+                .extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
+            return;
+        }
+        Some(_) => {
+            s.out.extend_from_slice(b"ERROR\r\n");
+            return;
+        }
+    }
+    s.out.extend_from_slice(reply::END);
+}

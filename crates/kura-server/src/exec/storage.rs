@@ -1,0 +1,74 @@
+//! `set`, `add`, `replace`, `append`, `prepend`, `cas`.
+
+use kura_proto::{reply, Data, Store as StoreCmd, StoreMode};
+use kura_store::{SetMode, SetOutcome, SetRequest};
+
+use super::{expiry, Next, Session};
+use crate::metrics::incr;
+
+pub(crate) fn set_mode(m: StoreMode) -> SetMode {
+    match m {
+        StoreMode::Set => SetMode::Set,
+        StoreMode::Add => SetMode::Add,
+        StoreMode::Replace => SetMode::Replace,
+        StoreMode::Append => SetMode::Append,
+        StoreMode::Prepend => SetMode::Prepend,
+    }
+}
+
+/// Counts a too-large store and, like memcached, drops the old value of a
+/// plain set so it is not served as current. Returns the bytes to swallow.
+pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, len: usize) -> Next {
+    incr(&s.stats.store_too_large);
+    incr(&s.stats.cmd_set);
+    if drop_old {
+        s.store().delete(key);
+    }
+    Next::Swallow(len + 2)
+}
+
+/// Counts the outcome of a CAS-checked store.
+pub(crate) fn count_cas(s: &Session<'_>, outcome: SetOutcome) {
+    match outcome {
+        SetOutcome::Stored { .. } => incr(&s.stats.cas_hits),
+        SetOutcome::Exists => incr(&s.stats.cas_badval),
+        SetOutcome::NotFound => incr(&s.stats.cas_misses),
+        _ => {}
+    }
+}
+
+pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
+    let value = match c.data {
+        Data::TooLarge { len } => {
+            let next = too_large(s, c.key, c.mode == StoreMode::Set, len);
+            s.reply(c.noreply, reply::TOO_LARGE);
+            return next;
+        }
+        Data::Bytes(v) => v,
+    };
+    incr(&s.stats.cmd_set);
+    let outcome = s.store().set(&SetRequest {
+        mode: set_mode(c.mode),
+        key: c.key,
+        value,
+        flags: c.flags,
+        expiry: Some(expiry(c.exptime)),
+        cas: c.cas,
+        ..Default::default()
+    });
+    if c.cas.is_some() {
+        count_cas(s, outcome);
+    }
+    let line = match outcome {
+        SetOutcome::Stored { .. } => reply::STORED,
+        SetOutcome::NotStored => reply::NOT_STORED,
+        SetOutcome::Exists => reply::EXISTS,
+        SetOutcome::NotFound => reply::NOT_FOUND,
+        SetOutcome::NoMemory => {
+            incr(&s.stats.store_no_memory);
+            reply::OUT_OF_MEMORY
+        }
+    };
+    s.reply(c.noreply, line);
+    Next::Continue
+}

@@ -1,0 +1,417 @@
+//! Binding and running a server. Threads: one acceptor (accepting TCP and
+//! Unix connections, serving UDP), `-t` workers each running its own
+//! single-threaded event loop with its connections pinned to it (handed out
+//! round-robin, like memcached's), and the store's reaper.
+
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use kura_store::{Reaper, Store};
+use tokio::sync::mpsc;
+
+use crate::config::ServerConfig;
+use crate::conn;
+use crate::metrics::ConnGuard;
+use crate::shared::{RunState, Shared};
+use crate::udp;
+
+/// How often the reaper sweeps for expired items.
+const REAP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A connection on its way to a worker.
+enum Incoming {
+    Tcp(std::net::TcpStream, ConnGuard),
+    Unix(std::os::unix::net::UnixStream, ConnGuard),
+}
+
+/// A bound server, not yet serving.
+pub struct Server {
+    shared: Arc<Shared>,
+    tcp: Vec<TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+    udp: Vec<UdpSocket>,
+}
+
+/// Splits `host` or `host:port` (IPv6 as `[::1]:port` or bare `::1`).
+fn host_port(addr: &str, default_port: u16) -> (String, u16) {
+    if let Some(rest) = addr.strip_prefix('[') {
+        if let Some((host, port)) = rest.split_once("]:") {
+            return (host.to_string(), port.parse().unwrap_or(default_port));
+        }
+        return (rest.trim_end_matches(']').to_string(), default_port);
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => {
+            (host.to_string(), port.parse().unwrap_or(default_port))
+        }
+        _ => (addr.to_string(), default_port),
+    }
+}
+
+fn resolve(addr: &str, port: u16) -> anyhow::Result<Vec<SocketAddr>> {
+    let (host, port) = host_port(addr, port);
+    let addrs: Vec<SocketAddr> = (host.as_str(), port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve listen address {addr}"))?
+        .collect();
+    if addrs.is_empty() {
+        bail!("listen address {addr} resolves to nothing");
+    }
+    Ok(addrs)
+}
+
+fn bind_tcp(addr: SocketAddr, backlog: u32) -> anyhow::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("failed to listen on TCP {addr}"))?;
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+impl Server {
+    /// Checks the settings and binds every listener.
+    ///
+    /// # Errors
+    /// Invalid settings, or an address that cannot be bound.
+    pub fn bind(config: ServerConfig) -> anyhow::Result<Server> {
+        config.validate()?;
+        let store = Arc::new(Store::new(config.store_config()));
+        Server::bind_with_store(config, store)
+    }
+
+    /// Like [`Server::bind`], serving an existing store.
+    ///
+    /// # Errors
+    /// Invalid settings, or an address that cannot be bound.
+    pub fn bind_with_store(config: ServerConfig, store: Arc<Store>) -> anyhow::Result<Server> {
+        config.validate()?;
+        let mut tcp = Vec::new();
+        let mut udp = Vec::new();
+        let mut unix = None;
+        if let Some(path) = &config.unix_socket {
+            let _ = std::fs::remove_file(path);
+            let listener = UnixListener::bind(path)
+                .with_context(|| format!("failed to listen on unix socket {}", path.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.unix_mask))?;
+            listener.set_nonblocking(true)?;
+            unix = Some((listener, path.clone()));
+        } else {
+            let mut port = config.port;
+            for addr in &config.listen {
+                for sa in resolve(addr, port)? {
+                    let l = bind_tcp(sa, config.backlog)?;
+                    // With port 0, later listeners share the first's port.
+                    if port == 0 {
+                        port = l.local_addr()?.port();
+                    }
+                    tcp.push(l);
+                }
+            }
+            if config.udp_port != 0 {
+                for addr in &config.listen {
+                    let (host, _) = host_port(addr, config.udp_port);
+                    for sa in resolve(&host, config.udp_port)? {
+                        let s = UdpSocket::bind(sa)
+                            .with_context(|| format!("failed to listen on UDP {sa}"))?;
+                        s.set_nonblocking(true)?;
+                        udp.push(s);
+                    }
+                }
+            }
+        }
+        Ok(Server {
+            shared: Arc::new(Shared::new(config, store)),
+            tcp,
+            unix,
+            udp,
+        })
+    }
+
+    /// The first TCP address served.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.first().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The first UDP address served.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp.first().and_then(|s| s.local_addr().ok())
+    }
+
+    /// The shared state (store, settings, counters).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Starts the threads and serves until [`ServerHandle::shutdown`].
+    ///
+    /// # Errors
+    /// A thread or event loop that cannot be created.
+    pub fn start(self) -> anyhow::Result<ServerHandle> {
+        let shared = self.shared;
+        let reaper = Reaper::spawn(&shared.store, REAP_INTERVAL);
+        let mut threads = Vec::new();
+        let mut senders = Vec::new();
+        for i in 0..shared.config.threads {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.push(tx);
+            let shared = shared.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("kura-worker-{i}"))
+                .spawn(move || worker(i, shared, rx))?;
+            threads.push(t);
+        }
+        let acceptor = {
+            let shared = shared.clone();
+            let (tcp, unix, udp) = (self.tcp, self.unix, self.udp);
+            std::thread::Builder::new()
+                .name("kura-acceptor".into())
+                .spawn(move || acceptor(shared, tcp, unix, udp, senders))?
+        };
+        threads.push(acceptor);
+        Ok(ServerHandle {
+            shared,
+            threads,
+            _reaper: reaper,
+        })
+    }
+}
+
+/// A running server.
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    _reaper: Reaper,
+}
+
+impl ServerHandle {
+    /// The shared state (store, settings, counters).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops accepting, lets connections finish what they have read, and
+    /// closes them.
+    pub fn shutdown(&self) {
+        self.shared.shutdown();
+    }
+
+    /// Waits until every thread has finished (after a shutdown).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("worker {index}: cannot start event loop: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let stats = shared.thread_stats[index].clone();
+    local.block_on(&rt, async move {
+        while let Some(incoming) = rx.recv().await {
+            let shared = shared.clone();
+            let stats = stats.clone();
+            tokio::task::spawn_local(async move {
+                match incoming {
+                    Incoming::Tcp(s, guard) => {
+                        let _ = s.set_nodelay(true);
+                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                            conn::serve(s, &shared, &stats, guard).await;
+                        }
+                    }
+                    Incoming::Unix(s, guard) => {
+                        if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                            conn::serve(s, &shared, &stats, guard).await;
+                        }
+                    }
+                }
+                shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+    });
+    // The acceptor is gone; let the open connections finish.
+    rt.block_on(local);
+}
+
+/// Hands out connections round-robin and enforces `-c`.
+struct Dispatch {
+    shared: Arc<Shared>,
+    senders: Vec<mpsc::UnboundedSender<Incoming>>,
+    next: usize,
+}
+
+impl Dispatch {
+    /// Admits a connection, or refuses it as memcached does when at the limit.
+    fn admit(
+        &mut self,
+        id: u64,
+        peer: String,
+        local: String,
+        reject: impl FnOnce(),
+    ) -> Option<ConnGuard> {
+        let c = &self.shared.counters;
+        if c.curr.load(Ordering::Relaxed) >= self.shared.config.max_connections as u64 {
+            c.rejected.fetch_add(1, Ordering::Relaxed);
+            reject();
+            return None;
+        }
+        c.curr.fetch_add(1, Ordering::Relaxed);
+        c.total.fetch_add(1, Ordering::Relaxed);
+        Some(
+            self.shared
+                .conns
+                .register(id, peer, local, self.shared.store.now()),
+        )
+    }
+
+    fn send(&mut self, incoming: Incoming) {
+        let i = self.next % self.senders.len();
+        self.next = self.next.wrapping_add(1);
+        if self.senders[i].send(incoming).is_err() {
+            self.shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn acceptor(
+    shared: Arc<Shared>,
+    tcp: Vec<TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+    udp: Vec<UdpSocket>,
+    senders: Vec<mpsc::UnboundedSender<Incoming>>,
+) {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("acceptor: cannot start event loop: {e}");
+            shared.shutdown();
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let unix_path = unix.as_ref().map(|(_, p)| p.clone());
+    local.block_on(&rt, async move {
+        let dispatch = std::rc::Rc::new(std::cell::RefCell::new(Dispatch {
+            shared: shared.clone(),
+            senders,
+            next: 0,
+        }));
+        for sock in udp {
+            if let Ok(sock) = tokio::net::UdpSocket::from_std(sock) {
+                let stats = shared.thread_stats[shared.config.threads].clone();
+                tokio::task::spawn_local(udp::serve(sock, shared.clone(), stats));
+            }
+        }
+        for l in tcp {
+            let Ok(l) = tokio::net::TcpListener::from_std(l) else {
+                continue;
+            };
+            let dispatch = dispatch.clone();
+            let shared = shared.clone();
+            tokio::task::spawn_local(async move {
+                let mut rx = shared.watch();
+                let local_addr = l
+                    .local_addr()
+                    .map(|a| format!("tcp:{a}"))
+                    .unwrap_or_default();
+                loop {
+                    let accepted = tokio::select! {
+                        _ = rx.wait_for(|s| *s == RunState::Stopping) => break,
+                        r = l.accept() => r,
+                    };
+                    match accepted {
+                        Ok((stream, peer)) => {
+                            let Ok(std) = stream.into_std() else { continue };
+                            use std::os::fd::AsRawFd;
+                            let id = std.as_raw_fd() as u64;
+                            let mut d = dispatch.borrow_mut();
+                            let admitted =
+                                d.admit(id, format!("tcp:{peer}"), local_addr.clone(), || {
+                                    use std::io::Write;
+                                    let _ = (&std).write(kura_proto::reply::TOO_MANY_CONNECTIONS);
+                                });
+                            if let Some(guard) = admitted {
+                                d.send(Incoming::Tcp(std, guard));
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!("accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                }
+            });
+        }
+        if let Some((l, path)) = unix {
+            if let Ok(l) = tokio::net::UnixListener::from_std(l) {
+                let dispatch = dispatch.clone();
+                let shared = shared.clone();
+                tokio::task::spawn_local(async move {
+                    let mut rx = shared.watch();
+                    let local_addr = format!("unix:{}", path.display());
+                    loop {
+                        let accepted = tokio::select! {
+                            _ = rx.wait_for(|s| *s == RunState::Stopping) => break,
+                            r = l.accept() => r,
+                        };
+                        match accepted {
+                            Ok((stream, _)) => {
+                                let Ok(std) = stream.into_std() else { continue };
+                                use std::os::fd::AsRawFd;
+                                let id = std.as_raw_fd() as u64;
+                                let mut d = dispatch.borrow_mut();
+                                let admitted =
+                                    d.admit(id, local_addr.clone(), local_addr.clone(), || {
+                                        use std::io::Write;
+                                        let _ =
+                                            (&std).write(kura_proto::reply::TOO_MANY_CONNECTIONS);
+                                    });
+                                if let Some(guard) = admitted {
+                                    d.send(Incoming::Unix(std, guard));
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!("accept failed: {e}");
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                    }
+                });
+            }
+        }
+        let mut rx = shared.watch();
+        let _ = rx.wait_for(|s| *s == RunState::Stopping).await;
+        // Dropping the dispatcher closes the workers' queues.
+        drop(dispatch);
+    });
+    drop(local);
+    if let Some(p) = unix_path {
+        let _ = std::fs::remove_file(p);
+    }
+}

@@ -1,0 +1,83 @@
+//! State every connection of one server shares: the store, the settings,
+//! the counters and the shutdown signal.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use kura_store::Store;
+use tokio::sync::watch;
+
+use crate::config::ServerConfig;
+use crate::metrics::{ConnCounters, Conns, StatsTotals, ThreadStats};
+
+/// The version `version` and `stats` report: the memcached protocol level
+/// kura speaks, then kura's own version.
+pub const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));
+
+/// Whether and how the server is stopping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Running,
+    Stopping,
+}
+
+/// Shared by every connection of a server.
+#[derive(Debug)]
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub config: ServerConfig,
+    pub limits: kura_proto::Limits,
+    /// Per worker thread, plus one for UDP.
+    pub thread_stats: Vec<Arc<ThreadStats>>,
+    pub conns: Arc<Conns>,
+    pub counters: ConnCounters,
+    pub verbosity: AtomicU8,
+    pub started: u32,
+    pub pid: u32,
+    state: watch::Sender<RunState>,
+}
+
+impl Shared {
+    pub fn new(config: ServerConfig, store: Arc<Store>) -> Shared {
+        let (state, _) = watch::channel(RunState::Running);
+        Shared {
+            limits: config.limits(),
+            thread_stats: (0..=config.threads).map(|_| Arc::default()).collect(),
+            conns: Arc::default(),
+            counters: ConnCounters::default(),
+            verbosity: AtomicU8::new(config.verbosity),
+            started: store.now(),
+            pid: std::process::id(),
+            store,
+            config,
+            state,
+        }
+    }
+
+    /// Starts a shutdown: listeners stop, connections finish and close.
+    pub fn shutdown(&self) {
+        self.state.send_replace(RunState::Stopping);
+    }
+
+    /// A receiver that sees the shutdown.
+    pub fn watch(&self) -> watch::Receiver<RunState> {
+        self.state.subscribe()
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        *self.state.borrow() == RunState::Stopping
+    }
+
+    pub fn verbosity(&self) -> u8 {
+        self.verbosity.load(Ordering::Relaxed)
+    }
+
+    /// Sums the per-thread counters.
+    pub fn totals(&self) -> StatsTotals {
+        let mut t = StatsTotals::default();
+        for s in &self.thread_stats {
+            s.add_to(&mut t);
+        }
+        t
+    }
+}
