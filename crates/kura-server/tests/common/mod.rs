@@ -1,0 +1,147 @@
+//! Test support: a real kura server on an ephemeral port, and a raw client
+//! that sends bytes and reads exactly the reply bytes expected.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use kura_server::{Server, ServerConfig, ServerHandle};
+
+/// A server running in this process; stopped when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub udp: Option<SocketAddr>,
+    handle: Option<ServerHandle>,
+}
+
+impl TestServer {
+    /// Starts a server with default settings on 127.0.0.1, port 0.
+    pub fn start() -> TestServer {
+        Self::with(|_| {})
+    }
+
+    /// Starts a server after `tweak` adjusts the settings.
+    pub fn with(tweak: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let mut config = ServerConfig {
+            port: 0,
+            threads: 2,
+            ..ServerConfig::default()
+        };
+        tweak(&mut config);
+        let server = Server::bind(config).expect("bind test server");
+        let addr = server.local_addr().expect("tcp address");
+        let udp = server.udp_addr();
+        let handle = server.start().expect("start test server");
+        TestServer {
+            addr,
+            udp,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn handle(&self) -> &ServerHandle {
+        self.handle.as_ref().expect("running")
+    }
+
+    /// Moves the store's clock forward (TTL tests without sleeping).
+    pub fn advance_clock(&self, secs: u32) {
+        self.handle().shared().store.clock().advance(secs);
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown();
+            h.join();
+        }
+    }
+}
+
+/// A raw protocol client.
+pub struct Client {
+    pub stream: TcpStream,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).ok();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok();
+        Client { stream }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Reads exactly `n` bytes.
+    pub fn read_exact(&mut self, n: usize) -> Vec<u8> {
+        let mut buf = vec![0; n];
+        self.stream.read_exact(&mut buf).expect("read reply");
+        buf
+    }
+
+    /// Sends `req` and asserts the reply is exactly `want` (and nothing
+    /// more arrives within a short wait).
+    pub fn roundtrip(&mut self, req: &[u8], want: &[u8]) {
+        self.send(req);
+        let got = self.read_exact(want.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "request {:?}",
+            String::from_utf8_lossy(req)
+        );
+        self.expect_silence(Duration::from_millis(30));
+    }
+
+    /// Asserts that nothing arrives within `wait`.
+    pub fn expect_silence(&mut self, wait: Duration) {
+        self.stream.set_read_timeout(Some(wait)).ok();
+        let mut b = [0u8; 256];
+        match self.stream.read(&mut b) {
+            Ok(0) => panic!("connection closed"),
+            Ok(n) => panic!("unexpected bytes: {:?}", String::from_utf8_lossy(&b[..n])),
+            Err(_) => {}
+        }
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok();
+    }
+
+    /// Reads until `end` appears at the end of what was read.
+    pub fn read_until(&mut self, end: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut b = [0u8; 65536];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !out.ends_with(end) {
+            assert!(Instant::now() < deadline, "timed out waiting for {:?}", String::from_utf8_lossy(end));
+            let n = self.stream.read(&mut b).expect("read");
+            assert!(n > 0, "connection closed before {:?}", String::from_utf8_lossy(end));
+            out.extend_from_slice(&b[..n]);
+        }
+        out
+    }
+
+    /// True when the server has closed the connection.
+    pub fn is_closed(&mut self) -> bool {
+        self.stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut b = [0u8; 64];
+        loop {
+            match self.stream.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
