@@ -750,16 +750,15 @@ fn udp_requests_carry_the_frame_header() {
     assert_eq!(&buf[8..n], b"STORED\r\n");
     send(9, b"get u\r\n");
     let mut got = Vec::new();
-    let mut total = 0;
-    loop {
+    let total = loop {
         let (n, _) = sock.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..2], &[0, 9]);
-        total = u16::from_be_bytes([buf[4], buf[5]]);
+        let total = u16::from_be_bytes([buf[4], buf[5]]);
         got.push((u16::from_be_bytes([buf[2], buf[3]]), buf[8..n].to_vec()));
         if got.len() == total as usize {
-            break;
+            break total;
         }
-    }
+    };
     assert_eq!(total, 3);
     got.sort();
     let reply: Vec<u8> = got.into_iter().flat_map(|(_, b)| b).collect();
