@@ -299,6 +299,78 @@ impl Dispatch {
     }
 }
 
+/// A listening socket the acceptor takes connections from.
+trait Accept {
+    type Stream: std::os::fd::AsRawFd;
+    /// The next connection, as a blocking-mode-agnostic std stream, and the
+    /// peer address for `stats conns` (None: use the listener's).
+    async fn next(&self) -> std::io::Result<(Self::Stream, Option<String>)>;
+    fn incoming(stream: Self::Stream, guard: ConnGuard) -> Incoming;
+    /// Tells a refused client why, as memcached does.
+    fn refuse(stream: &Self::Stream);
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Stream = std::net::TcpStream;
+    async fn next(&self) -> std::io::Result<(Self::Stream, Option<String>)> {
+        let (s, peer) = self.accept().await?;
+        Ok((s.into_std()?, Some(format!("tcp:{peer}"))))
+    }
+    fn incoming(stream: Self::Stream, guard: ConnGuard) -> Incoming {
+        Incoming::Tcp(stream, guard)
+    }
+    fn refuse(mut stream: &Self::Stream) {
+        use std::io::Write;
+        let _ = stream.write(kura_proto::reply::TOO_MANY_CONNECTIONS);
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Stream = std::os::unix::net::UnixStream;
+    async fn next(&self) -> std::io::Result<(Self::Stream, Option<String>)> {
+        let (s, _) = self.accept().await?;
+        Ok((s.into_std()?, None))
+    }
+    fn incoming(stream: Self::Stream, guard: ConnGuard) -> Incoming {
+        Incoming::Unix(stream, guard)
+    }
+    fn refuse(mut stream: &Self::Stream) {
+        use std::io::Write;
+        let _ = stream.write(kura_proto::reply::TOO_MANY_CONNECTIONS);
+    }
+}
+
+/// Accepts connections until the server stops, handing each to a worker.
+async fn accept_loop<L: Accept>(
+    listener: L,
+    local_addr: String,
+    dispatch: std::rc::Rc<std::cell::RefCell<Dispatch>>,
+    shared: Arc<Shared>,
+) {
+    use std::os::fd::AsRawFd;
+    let mut rx = shared.watch();
+    loop {
+        let accepted = tokio::select! {
+            _ = rx.wait_for(|s| *s == RunState::Stopping) => break,
+            r = listener.next() => r,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let id = stream.as_raw_fd() as u64;
+                let peer = peer.unwrap_or_else(|| local_addr.clone());
+                let mut d = dispatch.borrow_mut();
+                if let Some(guard) = d.admit(id, peer, local_addr.clone(), || L::refuse(&stream)) {
+                    d.send(L::incoming(stream, guard));
+                }
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
 fn acceptor(
     shared: Arc<Shared>,
     tcp: Vec<TcpListener>,
@@ -329,80 +401,28 @@ fn acceptor(
             }
         }
         for l in tcp {
-            let Ok(l) = tokio::net::TcpListener::from_std(l) else {
-                continue;
-            };
-            let dispatch = dispatch.clone();
-            let shared = shared.clone();
-            tokio::task::spawn_local(async move {
-                let mut rx = shared.watch();
+            if let Ok(l) = tokio::net::TcpListener::from_std(l) {
                 let local_addr = l
                     .local_addr()
                     .map(|a| format!("tcp:{a}"))
                     .unwrap_or_default();
-                loop {
-                    let accepted = tokio::select! {
-                        _ = rx.wait_for(|s| *s == RunState::Stopping) => break,
-                        r = l.accept() => r,
-                    };
-                    match accepted {
-                        Ok((stream, peer)) => {
-                            let Ok(std) = stream.into_std() else { continue };
-                            use std::os::fd::AsRawFd;
-                            let id = std.as_raw_fd() as u64;
-                            let mut d = dispatch.borrow_mut();
-                            let admitted =
-                                d.admit(id, format!("tcp:{peer}"), local_addr.clone(), || {
-                                    use std::io::Write;
-                                    let _ = (&std).write(kura_proto::reply::TOO_MANY_CONNECTIONS);
-                                });
-                            if let Some(guard) = admitted {
-                                d.send(Incoming::Tcp(std, guard));
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!("accept failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
-            });
+                tokio::task::spawn_local(accept_loop(
+                    l,
+                    local_addr,
+                    dispatch.clone(),
+                    shared.clone(),
+                ));
+            }
         }
         if let Some((l, path)) = unix {
             if let Ok(l) = tokio::net::UnixListener::from_std(l) {
-                let dispatch = dispatch.clone();
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move {
-                    let mut rx = shared.watch();
-                    let local_addr = format!("unix:{}", path.display());
-                    loop {
-                        let accepted = tokio::select! {
-                            _ = rx.wait_for(|s| *s == RunState::Stopping) => break,
-                            r = l.accept() => r,
-                        };
-                        match accepted {
-                            Ok((stream, _)) => {
-                                let Ok(std) = stream.into_std() else { continue };
-                                use std::os::fd::AsRawFd;
-                                let id = std.as_raw_fd() as u64;
-                                let mut d = dispatch.borrow_mut();
-                                let admitted =
-                                    d.admit(id, local_addr.clone(), local_addr.clone(), || {
-                                        use std::io::Write;
-                                        let _ =
-                                            (&std).write(kura_proto::reply::TOO_MANY_CONNECTIONS);
-                                    });
-                                if let Some(guard) = admitted {
-                                    d.send(Incoming::Unix(std, guard));
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!("accept failed: {e}");
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                        }
-                    }
-                });
+                let local_addr = format!("unix:{}", path.display());
+                tokio::task::spawn_local(accept_loop(
+                    l,
+                    local_addr,
+                    dispatch.clone(),
+                    shared.clone(),
+                ));
             }
         }
         let mut rx = shared.watch();

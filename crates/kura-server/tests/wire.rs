@@ -767,3 +767,37 @@ fn udp_requests_carry_the_frame_header() {
     want.extend_from_slice(b"\r\nEND\r\n");
     assert_eq!(reply, want);
 }
+
+#[test]
+fn unix_socket_with_permissions() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("kura-unix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("kura.sock");
+    let server = kura_server::Server::bind(kura_server::ServerConfig {
+        unix_socket: Some(path.clone()),
+        unix_mask: 0o770,
+        threads: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(server.local_addr().is_none(), "-s disables TCP");
+    let handle = server.start().unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o770);
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    s.write_all(b"set u 0 0 1\r\nx\r\nget u\r\n").unwrap();
+    let mut buf = vec![0u8; 64];
+    let mut got = Vec::new();
+    while !got.ends_with(b"END\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"STORED\r\nVALUE u 0 1\r\nx\r\nEND\r\n");
+    handle.shutdown();
+    handle.join();
+    assert!(!path.exists(), "socket file removed at shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}

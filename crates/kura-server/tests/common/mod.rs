@@ -72,9 +72,7 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
         stream.set_nodelay(true).ok();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .ok();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
         Client { stream }
     }
 
@@ -123,9 +121,17 @@ impl Client {
         let mut b = [0u8; 65536];
         let deadline = Instant::now() + Duration::from_secs(10);
         while !out.ends_with(end) {
-            assert!(Instant::now() < deadline, "timed out waiting for {:?}", String::from_utf8_lossy(end));
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {:?}",
+                String::from_utf8_lossy(end)
+            );
             let n = self.stream.read(&mut b).expect("read");
-            assert!(n > 0, "connection closed before {:?}", String::from_utf8_lossy(end));
+            assert!(
+                n > 0,
+                "connection closed before {:?}",
+                String::from_utf8_lossy(end)
+            );
             out.extend_from_slice(&b[..n]);
         }
         out
@@ -133,7 +139,9 @@ impl Client {
 
     /// True when the server has closed the connection.
     pub fn is_closed(&mut self) -> bool {
-        self.stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .ok();
         let mut b = [0u8; 64];
         loop {
             match self.stream.read(&mut b) {
