@@ -98,8 +98,8 @@ pub struct ServerArgs {
     /// lock down all paged memory
     #[arg(short = 'k', long = "lock-memory")]
     pub lock_memory: bool,
-    /// verbose (print errors/warnings); -vv also prints client commands
-    /// and responses; -vvv internal state transitions
+    /// verbose (print errors/warnings); -vv also prints client commands;
+    /// -vvv internal state transitions
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
     /// save PID in <file>
@@ -131,7 +131,8 @@ pub struct ServerArgs {
     /// set the backlog queue limit (default: 1024)
     #[arg(short = 'b', long = "listen-backlog", value_name = "num")]
     pub listen_backlog: Option<u32>,
-    /// protocol - one of ascii, binary, or auto (default: auto-negotiate)
+    /// protocol - ascii or auto (default: auto-negotiate; binary is not
+    /// available yet)
     #[arg(short = 'B', long = "protocol", value_name = "name")]
     pub protocol: Option<String>,
     /// adjusts max item size (default: 1m, min: 1k, max: 1024m)
@@ -146,14 +147,14 @@ pub struct ServerArgs {
     /// disable watch commands (kura has none)
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
-    /// turn on SASL authentication
-    #[arg(short = 'S', long = "enable-sasl")]
+    /// turn on SASL authentication (not available yet)
+    #[arg(short = 'S', long = "enable-sasl", hide = true)]
     pub enable_sasl: bool,
-    /// enable ASCII protocol authentication with user:pass lines from <file>
-    #[arg(short = 'Y', long = "auth-file", value_name = "file")]
+    /// enable ASCII protocol authentication (not available yet)
+    #[arg(short = 'Y', long = "auth-file", value_name = "file", hide = true)]
     pub auth_file: Option<PathBuf>,
-    /// enable TLS/SSL
-    #[arg(short = 'Z', long = "enable-ssl")]
+    /// enable TLS/SSL (not available yet)
+    #[arg(short = 'Z', long = "enable-ssl", hide = true)]
     pub enable_ssl: bool,
     /// comma separated list of extended options: idle_timeout=<secs> closes
     /// idle connections; memcached's tuning options for its slab allocator
