@@ -1,0 +1,214 @@
+//! The `kura` binary as an operator runs it: flags, config file, pid file,
+//! signals.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kura() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kura"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn connect(port: u16) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return s;
+            }
+            Err(e) if Instant::now() > deadline => panic!("server did not come up: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 4096];
+    while !out.ends_with(until) {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&out));
+        out.extend_from_slice(&b[..n]);
+    }
+    out
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill() on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+#[test]
+fn serves_and_stops_gracefully_on_sigterm() {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("kura-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("kura.pid");
+    let mut child = kura()
+        .args([
+            "server",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "2",
+            "-m",
+            "16",
+            "-P",
+        ])
+        .arg(&pidfile)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    assert_eq!(
+        ask(&mut s, b"set a 0 0 1\r\nx\r\nget a\r\n", b"END\r\n"),
+        b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n"
+    );
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(pid, child.id());
+    signal(&child, libc::SIGTERM);
+    let status = wait_exit(&mut child);
+    assert!(status.success(), "{status:?}");
+    assert!(!pidfile.exists(), "pid file removed on exit");
+    // The open connection was closed, not left hanging.
+    let mut b = [0u8; 16];
+    assert_eq!(s.read(&mut b).unwrap_or(0), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sigint_stops_too() {
+    let port = free_port();
+    let mut child = kura()
+        .args(["server", "-p", &port.to_string()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+    signal(&child, libc::SIGINT);
+    assert!(wait_exit(&mut child).success());
+}
+
+#[test]
+fn config_file_and_flags() {
+    let dir = std::env::temp_dir().join(format!("kura-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("kura.toml");
+    let port = free_port();
+    std::fs::write(
+        &cfg,
+        format!("port = {port}\nthreads = 3\nmemory_limit = 32\nenable_shutdown = true\n"),
+    )
+    .unwrap();
+    let mut child = kura()
+        .args(["server", "--config"])
+        .arg(&cfg)
+        .args(["-c", "77"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
+    assert!(
+        settings.contains("STAT maxbytes 33554432\r\n"),
+        "{settings}"
+    );
+    assert!(settings.contains("STAT num_threads 3\r\n"));
+    assert!(settings.contains("STAT maxconns 77\r\n"));
+    assert!(settings.contains("STAT shutdown_command yes\r\n"));
+    // -A came from the file: the shutdown command stops the server.
+    s.write_all(b"shutdown\r\n").unwrap();
+    assert!(wait_exit(&mut child).success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_command_lines_are_clear_errors() {
+    for (args, want) in [
+        (vec!["server", "--bogus"], "unexpected argument '--bogus'"),
+        (
+            vec!["server", "-o", "bogus_option"],
+            "Illegal suboption \"bogus_option\"",
+        ),
+        (
+            vec!["server", "-o", "idle_timeout=soon"],
+            "invalid value for -o idle_timeout",
+        ),
+        (
+            vec!["server", "-I", "100"],
+            "Item max size cannot be less than 1024 bytes.",
+        ),
+        (
+            vec!["server", "-m", "1", "-I", "1m"],
+            "Cannot set item size limit higher than 1/2 of memory max.",
+        ),
+        (
+            vec!["server", "-t", "0"],
+            "Number of threads must be greater than 0",
+        ),
+        (
+            vec!["server", "-B", "foo"],
+            "invalid value for binding protocol: foo",
+        ),
+        (vec!["server", "-p", "99999"], "invalid value '99999'"),
+        (vec!["server", "-S"], "not available yet"),
+    ] {
+        let out = kura().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: expected {want:?} in {err:?}");
+    }
+}
+
+#[test]
+fn help_documents_memcached_flags() {
+    let out = kura().args(["server", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "-p, --port",
+        "-U, --udp-port",
+        "-m, --memory-limit",
+        "-c, --conn-limit",
+        "-t, --threads",
+        "-I, --max-item-size",
+        "-o, --extended",
+        "--config",
+        "-v, --verbose",
+        "-A, --enable-shutdown",
+        "-F, --disable-flush-all",
+        "-u, --user",
+        "-P, --pidfile",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+}
