@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# kura compatibility suite: real third-party memcached clients against `kura server`.
+#
+#   compat/run.sh                      build kura (release), start it on a free port, run every client
+#   compat/run.sh --skip-build         use the already built binary
+#   compat/run.sh --against-memcached  run the same suite against Debian's /usr/bin/memcached
+#                                      instead (checks the suite itself, not kura)
+#
+# Environment: PYTHON (default python3), PERL (default perl), KURA_BIN (binary to use;
+# implies --skip-build), COMPAT_TIMEOUT (seconds per client, default 300).
+#
+# Clients (each one a PASS/FAIL line in the summary; exit status 1 if any fails):
+#   memccapable      libmemcached-tools' `memccapable -a` (every ASCII test)
+#   pymemcache       compat/pymemcache_test.py
+#   cache-memcached-fast  compat/cache_memcached_fast_test.pl (noreply => 1, 100,000-set burst)
+#   pylibmc          compat/pylibmc_test.py (text protocol)
+#   server-alive     the server is still running and answering after all of the above
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+
+PYTHON="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1 # keep a client's output even if it is killed by the timeout
+PERL="${PERL:-perl}"
+COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-300}"
+build=1
+target=kura
+[[ -n "${KURA_BIN:-}" ]] && build=0
+
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+while (($#)); do
+    case "$1" in
+        --skip-build) build=0 ;;
+        --against-memcached) target=memcached; build=0 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "compat/run.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/kura-compat.XXXXXX")"
+server_pid=""
+cleanup() {
+    local rc=$?
+    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$workdir"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log() { printf '[compat] %s\n' "$*"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+
+# ---------------------------------------------------------------- build
+if [[ "$target" == kura ]]; then
+    if [[ -n "${KURA_BIN:-}" ]]; then
+        bin="$KURA_BIN"
+    else
+        target_dir="$(cargo metadata --format-version 1 --no-deps |
+            "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+        bin="$target_dir/release/kura"
+        if ((build)); then
+            log "building kura (cargo build --release -p kura)"
+            t0="$(now)"
+            cargo build --release -p kura
+            log "built in $(elapsed "$t0")"
+        fi
+    fi
+    [[ -x "$bin" ]] || { echo "compat/run.sh: no kura binary at $bin (build it or drop --skip-build)" >&2; exit 1; }
+else
+    bin="$(command -v memcached || true)"
+    [[ -n "$bin" ]] || { echo "compat/run.sh: memcached not installed" >&2; exit 1; }
+fi
+
+# ---------------------------------------------------------------- server
+free_port() {
+    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+port_open() {
+    "$PYTHON" -c 'import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5).close()
+except OSError:
+    sys.exit(1)' "$1"
+}
+
+start_server() {
+    local tries
+    for tries in 1 2 3; do
+        port="$(free_port)"
+        if [[ "$target" == kura ]]; then
+            server_cmd=("$bin" server -p "$port")
+        else
+            server_cmd=("$bin" -p "$port" -U 0 -l 127.0.0.1)
+            [[ "$(id -u)" == 0 ]] && server_cmd+=(-u root)
+        fi
+        log "starting: ${server_cmd[*]}"
+        "${server_cmd[@]}" >"$workdir/server.log" 2>&1 &
+        server_pid=$!
+        for _ in $(seq 1 100); do
+            if ! kill -0 "$server_pid" 2>/dev/null; then
+                break
+            fi
+            if port_open "$port"; then
+                log "$target is up on 127.0.0.1:$port (pid $server_pid)"
+                return 0
+            fi
+            sleep 0.1
+        done
+        log "server did not come up (attempt $tries); its log:"
+        sed 's/^/    /' "$workdir/server.log" || true
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+    done
+    echo "compat/run.sh: could not start $target" >&2
+    exit 1
+}
+
+start_server
+
+# ---------------------------------------------------------------- clients
+names=()
+results=()
+times=()
+failures=0
+
+# run_client NAME CHECK-FUNCTION COMMAND...
+# Runs COMMAND with a timeout, streams its output indented, then calls
+# CHECK-FUNCTION LOGFILE EXIT-STATUS, which decides PASS or FAIL.
+run_client() {
+    local name="$1" check="$2"
+    shift 2
+    local logf="$workdir/$name.log" rc=0 t0
+    printf '\n==== %s: %s\n' "$name" "$*"
+    t0="$(now)"
+    set +e
+    if declare -F "$1" >/dev/null; then
+        # a shell function: subshell with errexit (not ignored, as it would be after ||)
+        (
+            set -e
+            "$@"
+        ) >"$logf" 2>&1
+    else
+        timeout --kill-after=10 "$COMPAT_TIMEOUT" "$@" >"$logf" 2>&1
+    fi
+    rc=$?
+    set -e
+    sed 's/^/    /' "$logf"
+    local verdict=PASS
+    if ! "$check" "$logf" "$rc"; then
+        verdict=FAIL
+        failures=$((failures + 1))
+    fi
+    if ((rc == 124)); then
+        echo "    (timed out after ${COMPAT_TIMEOUT}s)"
+    fi
+    local took
+    took="$(elapsed "$t0")"
+    printf -- '---- %s: %s (exit %d, %s)\n' "$name" "$verdict" "$rc" "$took"
+    names+=("$name")
+    results+=("$verdict")
+    times+=("$took")
+}
+
+check_exit() { [[ "$2" == 0 ]]; }
+
+check_memccapable() {
+    local logf="$1" rc="$2"
+    [[ "$rc" == 0 ]] || return 1
+    if grep -q '\[FAIL\]' "$logf"; then
+        return 1
+    fi
+    grep -q 'All tests passed' "$logf" && return 0
+    # otherwise every test line must be [pass]
+    grep -q '\[pass\]' "$logf" && ! grep -v '\[pass\]' "$logf" | grep -q '\['
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+missing() {
+    # a missing client is a failure, not a skip: the suite is proof only if every client ran
+    echo "$1 is not installed ($2)"
+    return 1
+}
+
+if have memccapable; then
+    run_client memccapable check_memccapable memccapable -h 127.0.0.1 -p "$port" -a
+else
+    run_client memccapable check_exit missing memccapable "apt-get install libmemcached-tools"
+fi
+
+run_client pymemcache check_exit \
+    "$PYTHON" "$here/pymemcache_test.py" --host 127.0.0.1 --port "$port"
+
+run_client cache-memcached-fast check_exit \
+    "$PERL" "$here/cache_memcached_fast_test.pl" --host 127.0.0.1 --port "$port"
+
+run_client pylibmc check_exit \
+    "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port"
+
+server_alive() {
+    kill -0 "$server_pid" 2>/dev/null || { echo "server process $server_pid is gone"; return 1; }
+    "$PYTHON" - "$port" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"set compat:alive 0 0 2\r\nok\r\nget compat:alive\r\nversion\r\n")
+want_prefix = b"STORED\r\nVALUE compat:alive 0 2\r\nok\r\nEND\r\nVERSION "
+buf = b""
+while not (len(buf) > len(want_prefix) and buf.endswith(b"\r\n")):
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    buf += chunk
+print("reply:", buf)
+sys.exit(0 if buf.startswith(want_prefix) else 1)
+EOF
+}
+run_client server-alive check_exit server_alive
+
+# ---------------------------------------------------------------- summary
+if ((failures)); then
+    printf '\n==== %s log (tail)\n' "$target"
+    tail -n 40 "$workdir/server.log" | sed 's/^/    /'
+fi
+printf '\n==== compatibility suite summary (%s, %s)\n' "$target" "${server_cmd[*]}"
+for i in "${!names[@]}"; do
+    printf '  %-4s  %-22s %s\n' "${results[$i]}" "${names[$i]}" "${times[$i]}"
+done
+if ((failures)); then
+    printf '%d of %d FAILED\n' "$failures" "${#names[@]}"
+    exit 1
+fi
+printf 'all %d PASSED\n' "${#names[@]}"
