@@ -314,13 +314,20 @@ impl Store {
     pub fn reap(&self, batch: usize) -> usize {
         let mut removed = 0;
         for cell in self.shards.iter() {
+            // One full turn of the shard's cursor, wherever it starts: the
+            // cursor wraps silently, so count the slots instead of waiting
+            // for a short batch (which never comes when the slot count is a
+            // multiple of `batch`).
+            let mut left = None;
             loop {
                 let now = self.clock.now();
                 let mut shard = cell.0.lock();
                 self.sync_flush(&mut shard, now);
-                let (scanned, gone) = shard.reap(now, batch.max(1));
+                let left = left.get_or_insert(shard.slots.len());
+                let (scanned, gone) = shard.reap(now, batch.max(1).min(*left));
                 removed += gone;
-                if scanned < batch.max(1) {
+                *left = left.saturating_sub(scanned);
+                if scanned == 0 || *left == 0 {
                     break;
                 }
             }
