@@ -173,10 +173,16 @@ pub enum DeleteOutcome {
     Exists,
 }
 
+/// C's `isspace`: unlike [`u8::is_ascii_whitespace`] it includes the
+/// vertical tab.
+fn is_c_space(b: &u8) -> bool {
+    b.is_ascii_whitespace() || *b == 0x0b
+}
+
 /// Parses a stored value as memcached's `incr` does (`strtoull`: optional
 /// leading whitespace and sign, digits, then whitespace or the end).
 fn parse_counter(v: &[u8]) -> Option<u64> {
-    let mut i = v.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let mut i = v.iter().take_while(|b| is_c_space(b)).count();
     let negative = matches!(v.get(i), Some(b'-'));
     if matches!(v.get(i), Some(b'+') | Some(b'-')) {
         i += 1;
@@ -187,7 +193,7 @@ fn parse_counter(v: &[u8]) -> Option<u64> {
         n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
         i += 1;
     }
-    if i == start || v.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+    if i == start || v.get(i).is_some_and(|b| !is_c_space(b)) {
         return None;
     }
     if negative {
@@ -395,10 +401,14 @@ impl Shard {
         // longer, padding with spaces to the old length.
         let pad = old.value().len().saturating_sub(digits.len());
         let spaces = [b' '; 20];
+        // A counter with leading or trailing blanks can be longer than any
+        // number; its padding then needs a buffer of its own.
+        let long_padding;
         let padding: &[u8] = if pad <= spaces.len() {
             &spaces[..pad]
         } else {
-            &[]
+            long_padding = vec![b' '; pad];
+            &long_padding
         };
         let item = Item::from_parts(key, old.flags(), &[digits, padding]);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
@@ -471,6 +481,7 @@ mod tests {
         assert_eq!(parse_counter(b"9 "), Some(9));
         assert_eq!(parse_counter(b" 7"), Some(7));
         assert_eq!(parse_counter(b"1 2"), Some(1));
+        assert_eq!(parse_counter(b"\x0b3\x0b"), Some(3));
         assert_eq!(parse_counter(b"-0"), Some(0));
         assert_eq!(parse_counter(b"-1"), None);
         assert_eq!(parse_counter(b""), None);
