@@ -41,6 +41,10 @@ pub(crate) fn charge(item: &Item) -> usize {
     item.heap_size() + ENTRY_OVERHEAD
 }
 
+/// Slots that making room scans at most for expired entries before it
+/// evicts a live one: a bound on the time one store holds the lock.
+const RECLAIM_SCAN: usize = 4096;
+
 /// Counters kept under the shard lock and summed for `stats`.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ShardStats {
@@ -69,6 +73,14 @@ pub(crate) struct Shard {
     /// Entries with a nonzero exptime, so eviction only looks for expired
     /// entries when there can be some.
     with_ttl: usize,
+    /// No linked entry expires before this Unix time (a lower bound;
+    /// `u32::MAX` when none can), so making room looks for expired entries
+    /// only when there can be some.
+    expiry_floor: u32,
+    /// The earliest deadline seen by the reaper's current pass over the
+    /// slots, or given since it began; the new `expiry_floor` when the pass
+    /// ends.
+    pass_floor: u32,
     cas_next: u64,
     cas_index: u64,
     cas_shift: u32,
@@ -98,6 +110,8 @@ impl Shard {
             limit,
             evict,
             with_ttl: 0,
+            expiry_floor: u32::MAX,
+            pass_floor: u32::MAX,
             cas_next: 1,
             cas_index: index as u64,
             cas_shift: shard_bits,
@@ -202,7 +216,7 @@ impl Shard {
             return false;
         }
         while self.used + need > self.limit {
-            if self.with_ttl > 0 && self.reap(now, 8).1 > 0 {
+            if self.reclaim_expired(now) {
                 continue;
             }
             let Some(victim) = self.policy.victim().filter(|&v| Some(v) != keep) else {
@@ -230,6 +244,32 @@ impl Shard {
             self.unlink(hash, victim);
         }
         true
+    }
+
+    /// Reclaims expired entries from the reaper's cursor on, when some entry
+    /// may have expired, so that a live entry is evicted only when none was
+    /// found within [`RECLAIM_SCAN`] slots. Returns whether any was.
+    fn reclaim_expired(&mut self, now: u32) -> bool {
+        let mut budget = RECLAIM_SCAN;
+        while self.with_ttl > 0 && self.expiry_floor <= now && budget > 0 {
+            let (scanned, removed) = self.reap(now, budget.min(32));
+            if removed > 0 {
+                return true;
+            }
+            if scanned == 0 {
+                break;
+            }
+            budget -= scanned;
+        }
+        false
+    }
+
+    /// Notes the deadline an entry was given.
+    fn note_deadline(&mut self, exptime: u32) {
+        if exptime != 0 {
+            self.expiry_floor = self.expiry_floor.min(exptime);
+            self.pass_floor = self.pass_floor.min(exptime);
+        }
     }
 
     /// Links a new entry for `item`, whose key must not be linked already.
@@ -280,6 +320,7 @@ impl Shard {
         if exptime != 0 {
             self.with_ttl += 1;
         }
+        self.note_deadline(exptime);
         self.stats.total_items += 1;
         Some(idx)
     }
@@ -324,6 +365,7 @@ impl Shard {
             _ => {}
         }
         slot.exptime = exptime;
+        self.note_deadline(exptime);
     }
 
     /// Records a read of entry `idx`: moves it up the eviction order, marks
@@ -343,13 +385,20 @@ impl Shard {
         self.policy.clear();
         self.used = 0;
         self.with_ttl = 0;
+        self.expiry_floor = u32::MAX;
+        self.pass_floor = u32::MAX;
         self.reap_cursor = 0;
     }
 
     /// Scans up to `budget` slots from the reaper's cursor and unlinks the
     /// expired entries. Returns (slots scanned, entries removed); the cursor
-    /// wraps to 0 after the last slot, when the scan count is short.
+    /// wraps to 0 after the last slot, when the scan count is short. A pass
+    /// from slot 0 to the last one also learns the earliest deadline left.
     pub(crate) fn reap(&mut self, now: u32, budget: usize) -> (usize, usize) {
+        if self.reap_cursor == 0 {
+            // Every slot is ahead of a new pass; later deadlines are noted.
+            self.pass_floor = u32::MAX;
+        }
         let mut scanned = 0;
         let mut removed = 0;
         while scanned < budget && self.reap_cursor < self.slots.len() {
@@ -357,18 +406,24 @@ impl Shard {
             self.reap_cursor += 1;
             scanned += 1;
             let slot = &self.slots[idx as usize];
-            if slot.item.is_some() && is_expired(slot.exptime, now) {
-                if slot.bits & FETCHED == 0 {
-                    self.stats.expired_unfetched += 1;
-                }
-                self.stats.crawler_reclaimed += 1;
-                let hash = self.hash_of(idx);
-                self.unlink(hash, idx);
-                removed += 1;
+            if slot.item.is_none() || slot.exptime == 0 {
+                continue;
             }
+            if !is_expired(slot.exptime, now) {
+                self.pass_floor = self.pass_floor.min(slot.exptime);
+                continue;
+            }
+            if slot.bits & FETCHED == 0 {
+                self.stats.expired_unfetched += 1;
+            }
+            self.stats.crawler_reclaimed += 1;
+            let hash = self.hash_of(idx);
+            self.unlink(hash, idx);
+            removed += 1;
         }
         if self.reap_cursor >= self.slots.len() {
             self.reap_cursor = 0;
+            self.expiry_floor = self.pass_floor;
         }
         (scanned, removed)
     }
