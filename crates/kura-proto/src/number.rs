@@ -69,20 +69,21 @@ pub fn parse_u32(tok: &[u8]) -> Option<u32> {
 }
 
 /// Parses a signed 32-bit decimal as memcached's `safe_strtol` (exptimes,
-/// lengths). Values above `i32::MAX` are rejected; values below `i32::MIN`
-/// are clamped to it (memcached truncates them; either way they are
-/// negative, which is all that matters for an exptime).
+/// lengths): `strtol` reads a 64-bit `long`, rejecting only values that do
+/// not fit in it, and the result is then truncated to 32 bits, so
+/// `99999999999` reads as `1215752191` and `2147483648` as `i32::MIN`.
 pub fn parse_i32(tok: &[u8]) -> Option<i32> {
     let (negative, digits) = split_sign_digits(tok)?;
     let v = digits_to_u64(digits)?;
-    if negative {
-        if v > i64::MAX as u64 {
+    let long = if negative {
+        if v > i64::MAX as u64 + 1 {
             return None;
         }
-        Some(i32::try_from(-(v as i64)).unwrap_or(i32::MIN))
+        (v as i64).wrapping_neg()
     } else {
-        i32::try_from(v).ok()
-    }
+        i64::try_from(v).ok()?
+    };
+    Some(long as i32)
 }
 
 #[cfg(test)]
@@ -108,8 +109,14 @@ mod tests {
     fn i32_rules() {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
-        assert_eq!(parse_i32(b"2147483648"), None);
-        assert_eq!(parse_i32(b"-99999999999"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"99999999999"), Some(1_215_752_191));
+        assert_eq!(parse_i32(b"-99999999999"), Some(-1_215_752_191));
+        assert_eq!(parse_i32(b"4294967297"), Some(1));
+        assert_eq!(parse_i32(b"9223372036854775807"), Some(-1));
+        assert_eq!(parse_i32(b"9223372036854775808"), None);
+        assert_eq!(parse_i32(b"-9223372036854775808"), Some(0));
+        assert_eq!(parse_i32(b"-9223372036854775809"), None);
         assert_eq!(parse_i32(b"abc"), None);
     }
 
