@@ -39,7 +39,7 @@ pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
 pub use item::Item;
 pub use ops::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
-    SetRequest,
+    SetRequest, SizeLimit,
 };
 pub use reaper::Reaper;
 pub use store::{default_shards, Store, StoreConfig, StoreStats};

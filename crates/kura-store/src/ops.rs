@@ -80,6 +80,32 @@ pub struct SetRequest<'a> {
     pub new_cas: Option<u64>,
     /// The key was sent base64-encoded (meta `b`).
     pub binary_key: bool,
+    /// With append/prepend: the item they build must pass this size test,
+    /// else the store reports [`SetOutcome::NotStored`] and leaves the item
+    /// as it was (memcached cannot allocate the combined item).
+    pub size_limit: Option<SizeLimit>,
+}
+
+/// memcached's item size test (`-I`): its 48-byte item header, the key and
+/// a NUL, the value and its `\r\n`, 8 bytes of CAS when enabled and 4 bytes
+/// of client flags when they are nonzero must fit in `item_size_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeLimit {
+    pub item_size_max: usize,
+    pub cas: bool,
+}
+
+impl SizeLimit {
+    /// Whether an item with this key length, flags and value length fits.
+    pub fn fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        let total = 48
+            + key_len
+            + 1
+            + value_len.saturating_add(2)
+            + if self.cas { 8 } else { 0 }
+            + if flags != 0 { 4 } else { 0 };
+        total <= self.item_size_max
+    }
 }
 
 impl<'a> SetRequest<'a> {
@@ -303,13 +329,18 @@ impl Shard {
             },
             Some(idx) => match req.mode {
                 SetMode::Add => {
+                    // memcached moves the entry up the LRU but, as this
+                    // is not a read, does not mark it fetched.
+                    let fetched = self.slot(idx).bits & FETCHED;
                     self.bump(idx, now);
+                    self.slot_mut(idx).bits &= !FETCHED | fetched;
                     return SetOutcome::NotStored;
                 }
                 SetMode::Set | SetMode::Replace => {
                     let slot = self.slot(idx);
                     if let Some(want) = req.cas.filter(|&c| c != slot.cas) {
-                        if !(req.invalidate && want < slot.cas) {
+                        // CAS 0 never matches, not even as an older one.
+                        if !(req.invalidate && want != 0 && want < slot.cas) {
                             return SetOutcome::Exists;
                         }
                         // A stale write: keeps the TTL and the token state.
@@ -322,9 +353,18 @@ impl Shard {
                     if req.cas.is_some_and(|c| c != 0 && c != slot.cas) {
                         return SetOutcome::Exists;
                     }
+                    // A new item, as in memcached: it keeps the TTL but
+                    // is not fetched, stale or token-holding, and its key
+                    // is as this request sent it.
                     exptime = slot.exptime;
-                    bits = slot.bits & (KEY_BINARY | FETCHED);
                     let old = self.item(idx);
+                    let len = old.value().len() + req.value.len();
+                    if req
+                        .size_limit
+                        .is_some_and(|l| !l.fits(req.key.len(), old.flags(), len))
+                    {
+                        return SetOutcome::NotStored;
+                    }
                     let parts: [&[u8]; 2] = if req.mode == SetMode::Append {
                         [old.value(), req.value]
                     } else {
@@ -382,6 +422,10 @@ impl Shard {
             };
         };
         let slot = self.slot(idx);
+        // memcached's order: an empty value, then the CAS, then the number.
+        if self.item(idx).value().is_empty() {
+            return ArithOutcome::NonNumeric;
+        }
         if req.cas.is_some_and(|c| c != slot.cas) {
             return ArithOutcome::Exists;
         }
@@ -410,13 +454,20 @@ impl Shard {
             long_padding = vec![b' '; pad];
             &long_padding
         };
+        // A number that no longer fits is a new item to memcached, which is
+        // not fetched, stale or token-holding; an incr is not a read either.
+        let bits = if digits.len() > old.value().len() {
+            bits & KEY_BINARY
+        } else {
+            bits
+        };
         let item = Item::from_parts(key, old.flags(), &[digits, padding]);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
         if !self.replace(idx, item, exptime, cas, bits, now) {
             return ArithOutcome::NoMemory;
         }
-        self.bump(idx, now);
+        self.slot_mut(idx).last_access = now;
         ArithOutcome::Updated {
             value,
             cas,

@@ -4,7 +4,7 @@
 use kura_proto::{reply, Data, MetaSet, StoreMode};
 use kura_store::{SetMode, SetOutcome, SetRequest};
 
-use super::storage::{count_cas, set_mode, too_large};
+use super::storage::{count_cas, set_mode, size_limit, too_large};
 use super::{expiry, Next, Session};
 use crate::metrics::incr;
 
@@ -33,6 +33,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
         invalidate: f.invalidate && cas_mode,
         new_cas: f.explicit_cas,
         binary_key: m.key.binary,
+        size_limit: size_limit(s),
     });
     if cas_mode || (f.compare_cas.is_some() && m.mode != StoreMode::Add) {
         count_cas(s, outcome);

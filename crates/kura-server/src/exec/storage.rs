@@ -1,7 +1,7 @@
 //! `set`, `add`, `replace`, `append`, `prepend`, `cas`.
 
 use kura_proto::{reply, Data, Store as StoreCmd, StoreMode};
-use kura_store::{SetMode, SetOutcome, SetRequest};
+use kura_store::{SetMode, SetOutcome, SetRequest, SizeLimit};
 
 use super::{expiry, Next, Session};
 use crate::metrics::incr;
@@ -16,8 +16,18 @@ pub(crate) fn set_mode(m: StoreMode) -> SetMode {
     }
 }
 
+/// The item size limit append and prepend must respect.
+pub(crate) fn size_limit(s: &Session<'_>) -> Option<SizeLimit> {
+    let l = &s.shared.limits;
+    Some(SizeLimit {
+        item_size_max: l.item_size_max,
+        cas: l.cas_enabled,
+    })
+}
+
 /// Counts a too-large store and, like memcached, drops the old value of a
-/// plain set so it is not served as current. Returns the bytes to swallow.
+/// plain set (not `cas`) so it is not served as current. Returns the bytes
+/// to swallow.
 pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, len: usize) -> Next {
     incr(&s.stats.store_too_large);
     incr(&s.stats.cmd_set);
@@ -40,7 +50,8 @@ pub(crate) fn count_cas(s: &Session<'_>, outcome: SetOutcome) {
 pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
     let value = match c.data {
         Data::TooLarge { len } => {
-            let next = too_large(s, c.key, c.mode == StoreMode::Set, len);
+            let plain_set = c.mode == StoreMode::Set && c.cas.is_none();
+            let next = too_large(s, c.key, plain_set, len);
             s.reply(c.noreply, reply::TOO_LARGE);
             return next;
         }
@@ -54,6 +65,7 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
         flags: c.flags,
         expiry: Some(expiry(c.exptime)),
         cas: c.cas,
+        size_limit: size_limit(s),
         ..Default::default()
     });
     if c.cas.is_some() {
