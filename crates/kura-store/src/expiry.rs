@@ -42,7 +42,7 @@ impl Expiry {
     }
 
     /// The deadline in Unix seconds (0 = never) given the current time.
-    pub(crate) fn deadline(self, now: u32) -> u32 {
+    pub fn deadline(self, now: u32) -> u32 {
         match self {
             Expiry::Never => 0,
             Expiry::In(s) => now.saturating_add(s),

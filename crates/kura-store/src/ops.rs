@@ -11,7 +11,8 @@ use crate::shard::{Shard, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 /// What a lookup may do besides reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GetOptions {
-    /// Set a new expiry on a hit (`gat`, `touch`, meta `T`).
+    /// Set a new expiry on a hit (`gat`, `touch`, meta `T`). An entry
+    /// created by `vivify` keeps the vivify expiry.
     pub touch: Option<Expiry>,
     /// Do not bump the entry, mark it fetched or note the access (meta `u`).
     pub no_bump: bool,
@@ -19,6 +20,13 @@ pub struct GetOptions {
     pub vivify: Option<Expiry>,
     /// Win the recache token when the entry expires before this (meta `R`).
     pub recache: Option<Expiry>,
+    /// Whether `recache` compares with the expiry set by `touch` rather
+    /// than the one before it (memcached applies meta flags in request
+    /// order, so it depends on whether `R` comes after `T`).
+    pub recache_after_touch: bool,
+    /// A lookup that finds a stale entry whose recache token is not out
+    /// wins it (meta get; memcached's other reads leave the token alone).
+    pub stale_token: bool,
 }
 
 /// A hit: the item handle and its metadata. Fields describing the entry
@@ -262,7 +270,7 @@ impl Shard {
             }
         };
         let exptime_before = self.slot(idx).exptime;
-        if let Some(t) = opts.touch {
+        if let Some(t) = opts.touch.filter(|_| !created) {
             self.set_exptime(idx, t.deadline(now));
         }
         let slot = self.slot(idx);
@@ -274,9 +282,14 @@ impl Shard {
         if created {
             won = true;
         } else if let Some(r) = opts.recache {
-            won = !token_sent && exptime != 0 && exptime < r.deadline(now);
+            let seen = if opts.recache_after_touch {
+                exptime
+            } else {
+                exptime_before
+            };
+            won = !token_sent && seen != 0 && seen < r.deadline(now);
         }
-        if stale && !token_sent {
+        if opts.stale_token && stale && !token_sent {
             won = true;
         }
         if created {
@@ -524,7 +537,8 @@ impl Shard {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_counter;
+    use super::*;
+    use crate::{Store, StoreConfig};
 
     #[test]
     fn counters_parse_like_strtoull() {
@@ -539,5 +553,136 @@ mod tests {
         assert_eq!(parse_counter(b"abc"), None);
         assert_eq!(parse_counter(b"12a"), None);
         assert_eq!(parse_counter(b"18446744073709551616"), None);
+    }
+
+    fn store() -> Store {
+        Store::new(StoreConfig::default())
+    }
+
+    fn set(s: &Store, key: &[u8], value: &[u8]) -> SetOutcome {
+        s.set(&SetRequest::new(key, value))
+    }
+
+    #[test]
+    fn size_limit_is_memcacheds_item_size_test() {
+        let l = SizeLimit {
+            item_size_max: 1024 * 1024,
+            cas: true,
+        };
+        assert!(l.fits(1, 0, 1_048_516));
+        assert!(!l.fits(1, 0, 1_048_517));
+        assert!(l.fits(1, 1, 1_048_512));
+        assert!(!l.fits(1, 1, 1_048_513));
+    }
+
+    #[test]
+    fn append_past_the_size_limit_is_not_stored() {
+        let s = store();
+        set(&s, b"k", &[b'v'; 1000]);
+        let limit = Some(SizeLimit {
+            item_size_max: 1100,
+            cas: true,
+        });
+        for mode in [SetMode::Append, SetMode::Prepend] {
+            let req = SetRequest {
+                mode,
+                size_limit: limit,
+                ..SetRequest::new(b"k", &[b'w'; 100])
+            };
+            assert_eq!(s.set(&req), SetOutcome::NotStored);
+        }
+        assert_eq!(s.get(b"k").unwrap().value().len(), 1000);
+    }
+
+    #[test]
+    fn add_and_incr_do_not_mark_fetched() {
+        let s = store();
+        set(&s, b"n", b"5");
+        let add = SetRequest {
+            mode: SetMode::Add,
+            ..SetRequest::new(b"n", b"6")
+        };
+        assert_eq!(s.set(&add), SetOutcome::NotStored);
+        s.arith(b"n", &ArithRequest::new(true, 1));
+        let peek = GetOptions {
+            no_bump: true,
+            ..Default::default()
+        };
+        assert!(!s.get_with(b"n", &peek).unwrap().fetched);
+    }
+
+    #[test]
+    fn incr_on_an_empty_value_is_non_numeric_before_the_cas_test() {
+        let s = store();
+        set(&s, b"e", b"");
+        let req = ArithRequest {
+            cas: Some(12345),
+            ..ArithRequest::new(true, 1)
+        };
+        assert_eq!(s.arith(b"e", &req), ArithOutcome::NonNumeric);
+    }
+
+    #[test]
+    fn stale_write_needs_a_nonzero_older_cas() {
+        let s = store();
+        set(&s, b"k", b"a");
+        let req = SetRequest {
+            cas: Some(0),
+            invalidate: true,
+            ..SetRequest::new(b"k", b"b")
+        };
+        assert_eq!(s.set(&req), SetOutcome::Exists);
+    }
+
+    #[test]
+    fn recache_sees_the_touched_ttl_only_after_touch() {
+        let s = store();
+        for key in [&b"r"[..], b"r2"] {
+            s.set(&SetRequest {
+                expiry: Some(Expiry::In(100_000)),
+                ..SetRequest::new(key, b"x")
+            });
+        }
+        let opts = |after| GetOptions {
+            touch: Some(Expiry::In(10)),
+            recache: Some(Expiry::In(1000)),
+            recache_after_touch: after,
+            ..Default::default()
+        };
+        // R before T: the TTL was 100000, not below 1000.
+        assert!(!s.get_with(b"r", &opts(false)).unwrap().won);
+        // T (now 10) before R: below 1000, the token is won.
+        assert!(s.get_with(b"r2", &opts(true)).unwrap().won);
+    }
+
+    #[test]
+    fn only_meta_gets_win_the_token_of_a_stale_entry() {
+        let s = store();
+        set(&s, b"st", b"x");
+        let invalidate = DeleteRequest {
+            invalidate: true,
+            ..Default::default()
+        };
+        s.delete_with(b"st", &invalidate);
+        assert!(!s.get_with(b"st", &GetOptions::default()).unwrap().won);
+        let meta = GetOptions {
+            stale_token: true,
+            ..Default::default()
+        };
+        assert!(s.get_with(b"st", &meta).unwrap().won);
+        assert!(s.get_with(b"st", &meta).unwrap().token_sent);
+    }
+
+    #[test]
+    fn vivify_keeps_its_own_ttl_over_touch() {
+        let s = store();
+        let opts = GetOptions {
+            touch: Some(Expiry::In(10)),
+            vivify: Some(Expiry::In(1000)),
+            ..Default::default()
+        };
+        let hit = s.get_with(b"v", &opts).unwrap();
+        assert!(hit.created);
+        assert_eq!(hit.exptime, Expiry::In(1000).deadline(s.now()));
     }
 }

@@ -1,20 +1,28 @@
 //! `ma`: incr/decr by `D` (default 1), optionally creating the counter on a
 //! miss (`N` with initial value `J`), returning the value (`v`), CAS or TTL.
+//! As in memcached, `T` and `N` act in request order (a `t` before them
+//! reports the TTL they replace), `C0` compares nothing, and `q` hides the
+//! reply of an update but not that of a counter it creates.
 
 use kura_proto::{reply, MetaArith};
 use kura_store::{ArithOutcome, ArithRequest};
 
-use super::{expiry, ttl_remaining, Session};
+use super::{expiry, flag_position, ttl_remaining, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
     let f = &m.flags;
     incr(&s.stats.cmd_meta);
+    // A created counter ends with the TTL of the later of `N` and `T`.
+    let vivify = match (f.vivify, f.ttl) {
+        (Some(_), Some(t)) if flag_position(f, b'T') > flag_position(f, b'N') => Some(t),
+        (n, _) => n,
+    };
     let req = ArithRequest {
         incr: m.incr,
         delta: f.delta.unwrap_or(1),
-        cas: f.compare_cas,
-        vivify: f.vivify.map(|n| (f.initial.unwrap_or(0), expiry(n))),
+        cas: f.compare_cas.filter(|&c| c != 0),
+        vivify: vivify.map(|n| (f.initial.unwrap_or(0), expiry(n))),
         touch: f.ttl.map(expiry),
         new_cas: f.explicit_cas,
     };
@@ -30,12 +38,12 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
         ArithOutcome::Updated {
             value,
             cas,
-            exptime,
             exptime_before,
             created,
+            ..
         } => {
             incr(hits);
-            if f.quiet {
+            if f.quiet && !created {
                 return;
             }
             let mut digits = itoa_buf(value);
@@ -45,12 +53,17 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
             } else {
                 o.extend_from_slice(b"HD");
             }
-            let mut ttl = if created { exptime } else { exptime_before };
+            // The TTL as the flags so far left it (a created counter
+            // starts with none).
+            let mut ttl = if created { 0 } else { exptime_before };
             for fl in f.iter() {
                 match fl.code {
                     b'c' => reply::meta_num(o, b'c', cas),
                     b't' => reply::meta_signed(o, b't', ttl_remaining(ttl, now)),
-                    b'T' => ttl = exptime,
+                    b'T' => ttl = req.touch.map_or(0, |t| t.deadline(now)),
+                    b'N' if created => {
+                        ttl = f.vivify.map_or(0, |n| expiry(n).deadline(now));
+                    }
                     b'O' => reply::meta_opaque(o, fl.token),
                     b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
                     _ => {}

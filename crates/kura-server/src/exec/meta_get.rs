@@ -1,22 +1,36 @@
 //! `mg`: a lookup whose flags choose what comes back (value, CAS, flags,
 //! TTL, size, key, opaque...) and what happens to the item (touch, vivify
-//! on miss, recache token). Return flags come back in request order, then
-//! memcached's Z, X and W markers.
+//! on miss, recache token). Like memcached, flags act in request order: a
+//! `t` reports the TTL as set by the `T` or `N` before it, and `R` sees the
+//! TTL as `T` left it only when it comes after `T`. Return flags come back
+//! in request order, then memcached's Z, X and W markers.
 
 use kura_proto::{reply, MetaGet};
 use kura_store::GetOptions;
 
-use super::{expiry, ttl_remaining, Session};
+use super::{expiry, flag_position, ttl_remaining, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     let f = &m.flags;
     incr(&s.stats.cmd_meta);
+    let (t_at, n_at, r_at) = (
+        flag_position(f, b'T'),
+        flag_position(f, b'N'),
+        flag_position(f, b'R'),
+    );
+    // A created entry ends with the TTL of the later of `N` and `T`.
+    let vivify = match (f.vivify, f.ttl) {
+        (Some(_), Some(t)) if t_at > n_at => Some(expiry(t)),
+        (n, _) => n.map(expiry),
+    };
     let opts = GetOptions {
         touch: f.ttl.map(expiry),
         no_bump: f.no_bump,
-        vivify: f.vivify.map(expiry),
+        vivify,
         recache: f.recache.map(expiry),
+        recache_after_touch: r_at > t_at,
+        stale_token: true,
     };
     let touching = opts.touch.is_some();
     let hit = s.store().get_with(&m.key.bytes, &opts);
@@ -60,12 +74,12 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     } else {
         o.extend_from_slice(b"HD");
     }
-    // A `t` before `T` reports the TTL as it was.
-    let mut exptime = hit.exptime_before;
+    // The TTL as the flags so far left it (a created entry starts with none).
+    let mut exptime = if hit.created { 0 } else { hit.exptime_before };
     for fl in f.iter() {
         match fl.code {
-            b'T' => exptime = hit.exptime,
-            b'N' if hit.created => exptime = hit.exptime,
+            b'T' => exptime = opts.touch.map_or(0, |t| t.deadline(now)),
+            b'N' if hit.created => exptime = f.vivify.map_or(0, |n| expiry(n).deadline(now)),
             b's' => reply::meta_num(o, b's', value.len() as u64),
             b't' => reply::meta_signed(o, b't', ttl_remaining(exptime, now)),
             b'c' => reply::meta_num(o, b'c', hit.cas),

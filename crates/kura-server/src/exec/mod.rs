@@ -93,6 +93,12 @@ pub(crate) fn expiry(exptime: i32) -> Expiry {
     Expiry::from_exptime(i64::from(exptime))
 }
 
+/// Where the flag `code` is among a meta request's flags (`None` sorts
+/// before any position).
+pub(crate) fn flag_position(f: &kura_proto::MetaFlags<'_>, code: u8) -> Option<usize> {
+    f.iter().position(|fl| fl.code == code)
+}
+
 /// Seconds left before `deadline` (0 = never, reported as -1), the way
 /// meta commands report TTLs.
 pub(crate) fn ttl_remaining(deadline: u32, now: u32) -> i64 {
