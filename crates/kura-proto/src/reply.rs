@@ -37,19 +37,25 @@ pub fn put_i64(out: &mut Vec<u8>, v: i64) {
 
 /// Appends `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
 pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
-    out.reserve(key.len() + data.len() + 48);
+    value_header(out, key, flags, data.len(), cas);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the `VALUE <key> <flags> <bytes>[ <cas>]\r\n` line alone, for a
+/// caller that sends the data block itself.
+pub fn value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
+    out.reserve(key.len() + 48);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
     out.push(b' ');
     put_u64(out, u64::from(flags));
     out.push(b' ');
-    put_u64(out, data.len() as u64);
+    put_u64(out, len as u64);
     if let Some(cas) = cas {
         out.push(b' ');
         put_u64(out, cas);
     }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }
 

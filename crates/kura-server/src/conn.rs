@@ -13,12 +13,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::exec::{Next, Session};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
+use crate::output::{Output, HIGH_WATER};
 use crate::shared::{RunState, Shared};
 
 /// Bytes asked of each read.
 const READ_CHUNK: usize = 16 * 1024;
-/// Pending replies are written out once they exceed this.
-const OUT_HIGH_WATER: usize = 256 * 1024;
 /// Buffers grown past this by one large request are released afterwards.
 const KEEP_CAPACITY: usize = 64 * 1024;
 
@@ -167,7 +166,7 @@ where
                 }
             }
             served += 1;
-            if session.out.len() > OUT_HIGH_WATER
+            if session.out.pending() > HIGH_WATER
                 && !flush(stream, &mut session.out, stats, &mut rx, conn).await
             {
                 return End::Io;
@@ -188,7 +187,7 @@ where
             rbuf = BytesMut::with_capacity(READ_CHUNK);
         }
         if session.out.capacity() > KEEP_CAPACITY * 4 {
-            session.out = Vec::with_capacity(READ_CHUNK);
+            session.out = Output::with_capacity(READ_CHUNK);
         }
     }
 }
@@ -197,7 +196,7 @@ where
 /// server stopped while the client was not reading.
 async fn flush<S>(
     stream: &mut S,
-    out: &mut Vec<u8>,
+    out: &mut Output,
     stats: &ThreadStats,
     rx: &mut tokio::sync::watch::Receiver<RunState>,
     conn: &ConnGuard,
@@ -211,10 +210,10 @@ where
     conn.info.set_state(ConnState::Write);
     let ok = tokio::select! {
         biased;
-        r = stream.write_all(out) => r.is_ok(),
+        r = out.write_to(stream) => r.is_ok(),
         _ = stopped(rx) => false,
     };
-    add(&stats.bytes_written, out.len() as u64);
+    add(&stats.bytes_written, out.pending() as u64);
     out.clear();
     ok
 }

@@ -12,6 +12,7 @@ pub mod config;
 mod conn;
 pub mod exec;
 pub mod metrics;
+pub mod output;
 mod server;
 pub mod shared;
 mod udp;

@@ -89,7 +89,7 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         } else {
             handle_payload(&mut session, &buf[HEADER_LEN..n]);
         }
-        for d in datagrams(id, &session.out) {
+        for d in datagrams(id, &session.out.to_vec()) {
             if sock.send_to(&d, peer).await.is_ok() {
                 add(&stats.bytes_written, d.len() as u64);
             }

@@ -203,3 +203,40 @@ fn clients_that_never_read_do_not_exhaust_memory() {
     assert!(growth < 64 * 1024 * 1024, "RSS grew by {growth} bytes");
     assert_serving(&s);
 }
+
+#[test]
+fn one_huge_multiget_is_not_buffered_in_copies() {
+    let s = TestServer::start();
+    let mut c = s.connect();
+    let value = vec![b'w'; 500_000];
+    let mut req = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
+    req.extend_from_slice(&value);
+    req.extend_from_slice(b"\r\n");
+    c.roundtrip(&req, b"STORED\r\n");
+    // A reader gets every copy intact.
+    let mut get = b"get".to_vec();
+    get.extend_from_slice(&b" big".repeat(100));
+    get.extend_from_slice(b"\r\n");
+    c.send(&get);
+    let reply = c.read_until(b"END\r\n");
+    let mut block = b"VALUE big 0 500000\r\n".to_vec();
+    block.extend_from_slice(&value);
+    block.extend_from_slice(b"\r\n");
+    let mut want = block.repeat(100);
+    want.extend_from_slice(b"END\r\n");
+    assert!(reply == want, "multi-get reply differs");
+    // One line asking for 25 GB of replies, never read: the server holds
+    // handles to one item, not copies.
+    let baseline = rss_bytes();
+    let mut hog = TcpStream::connect(s.addr).unwrap();
+    let mut line = b"get".to_vec();
+    line.extend_from_slice(&b" big".repeat(50_000));
+    line.extend_from_slice(b"\r\n");
+    hog.write_all(&line).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_serving(&s);
+    let growth = rss_bytes().saturating_sub(baseline);
+    assert!(growth < 64 * 1024 * 1024, "RSS grew by {growth} bytes");
+    drop(hog);
+    assert_serving(&s);
+}

@@ -35,7 +35,15 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
         }
         if let Some(hit) = hit {
             let cas = g.cas.then_some(hit.cas);
-            reply::value(&mut s.out, key, hit.item.flags(), hit.item.value(), cas);
+            reply::value_header(
+                &mut s.out,
+                key,
+                hit.item.flags(),
+                hit.item.value().len(),
+                cas,
+            );
+            s.out.push_value(&hit.item);
+            s.out.extend_from_slice(b"\r\n");
         }
     }
     s.out.extend_from_slice(reply::END);

@@ -102,7 +102,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     }
     o.extend_from_slice(b"\r\n");
     if f.value {
-        o.extend_from_slice(value);
+        o.push_value(&hit.item);
         o.extend_from_slice(b"\r\n");
     }
 }

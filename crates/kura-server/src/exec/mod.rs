@@ -20,6 +20,7 @@ use kura_proto::{reply, Request};
 use kura_store::{Expiry, Store};
 
 use crate::metrics::ThreadStats;
+use crate::output::Output;
 use crate::shared::Shared;
 
 /// What the connection does after a request.
@@ -37,7 +38,7 @@ pub enum Next {
 pub struct Session<'a> {
     pub shared: &'a Shared,
     pub stats: &'a ThreadStats,
-    pub out: Vec<u8>,
+    pub out: Output,
 }
 
 impl<'a> Session<'a> {
@@ -45,7 +46,7 @@ impl<'a> Session<'a> {
         Session {
             shared,
             stats,
-            out: Vec::with_capacity(16 * 1024),
+            out: Output::with_capacity(16 * 1024),
         }
     }
 

@@ -1,0 +1,169 @@
+//! The replies of one read batch, waiting to be written. Protocol text is
+//! appended to a byte buffer; large values are not copied but kept as
+//! [`Item`] handles and sent from the cache's own memory with one vectored
+//! write. Once the buffer passes its high-water mark every further value
+//! goes by handle too, so even a multi-get of thousands of large items
+//! buffers only headers and handles.
+
+use std::io::IoSlice;
+use std::ops::{Deref, DerefMut};
+
+use kura_store::Item;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// Values at least this large are sent by handle rather than copied.
+const BY_HANDLE: usize = 8 * 1024;
+/// Past this many buffered bytes, every value is sent by handle.
+pub(crate) const HIGH_WATER: usize = 256 * 1024;
+
+/// Pending reply bytes, with values spliced in by handle.
+#[derive(Default)]
+pub struct Output {
+    bytes: Vec<u8>,
+    /// (offset in `bytes` the value goes before, the item).
+    values: Vec<(usize, Item)>,
+    value_bytes: usize,
+}
+
+impl Deref for Output {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.bytes
+    }
+}
+
+impl DerefMut for Output {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+}
+
+impl Output {
+    pub fn with_capacity(n: usize) -> Output {
+        Output {
+            bytes: Vec::with_capacity(n),
+            ..Default::default()
+        }
+    }
+
+    /// Appends `item`'s value: copied when small, by handle when large or
+    /// when the buffer is already past its high-water mark.
+    pub fn push_value(&mut self, item: &Item) {
+        let v = item.value();
+        if v.len() >= BY_HANDLE || self.bytes.len() >= HIGH_WATER {
+            self.values.push((self.bytes.len(), item.clone()));
+            self.value_bytes += v.len();
+        } else {
+            self.bytes.extend_from_slice(v);
+        }
+    }
+
+    /// Total bytes pending, values included.
+    pub fn pending(&self) -> usize {
+        self.bytes.len() + self.value_bytes
+    }
+
+    /// True when nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.pending() == 0
+    }
+
+    /// Drops everything pending (and the item handles).
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.values.clear();
+        self.value_bytes = 0;
+    }
+
+    /// The pending bytes in order, as slices.
+    fn slices(&self) -> Vec<IoSlice<'_>> {
+        let mut out = Vec::with_capacity(self.values.len() * 2 + 1);
+        let mut at = 0;
+        for (off, item) in &self.values {
+            if *off > at {
+                out.push(IoSlice::new(&self.bytes[at..*off]));
+            }
+            out.push(IoSlice::new(item.value()));
+            at = *off;
+        }
+        if at < self.bytes.len() {
+            out.push(IoSlice::new(&self.bytes[at..]));
+        }
+        out
+    }
+
+    /// Everything pending as one contiguous buffer (for UDP datagrams).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.slices()
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect()
+    }
+
+    /// Writes everything pending to `w`.
+    ///
+    /// # Errors
+    /// The stream's write error.
+    pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
+        if self.values.is_empty() {
+            return w.write_all(&self.bytes).await;
+        }
+        let mut slices = self.slices();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            let n = w.write_vectored(rest).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut rest, n);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_values_are_spliced_in_order() {
+        let big = Item::new(b"b", 0, &vec![b'x'; BY_HANDLE]);
+        let small = Item::new(b"s", 0, b"tiny");
+        let mut o = Output::default();
+        o.extend_from_slice(b"A:");
+        o.push_value(&big);
+        o.extend_from_slice(b":B:");
+        o.push_value(&small);
+        o.extend_from_slice(b":C");
+        let mut want = b"A:".to_vec();
+        want.extend_from_slice(&vec![b'x'; BY_HANDLE]);
+        want.extend_from_slice(b":B:tiny:C");
+        assert_eq!(o.to_vec(), want);
+        assert_eq!(o.pending(), want.len());
+        o.clear();
+        assert!(o.is_empty());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn vectored_write_survives_short_writes() {
+        let big = Item::new(b"b", 0, &vec![b'y'; 100_000]);
+        let mut o = Output::default();
+        for _ in 0..3 {
+            o.extend_from_slice(b"head\r\n");
+            o.push_value(&big);
+        }
+        // A small duplex buffer forces many partial writes.
+        let (mut a, mut b) = tokio::io::duplex(1000);
+        let want = o.to_vec();
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut b, &mut got)
+                .await
+                .unwrap();
+            got
+        });
+        o.write_to(&mut a).await.unwrap();
+        drop(a);
+        assert_eq!(reader.await.unwrap(), want);
+    }
+}
