@@ -212,3 +212,83 @@ fn help_documents_memcached_flags() {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
 }
+
+fn status_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+#[test]
+fn daemon_mode_with_pid_file_and_user_switch() {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc::getuid() } == 0;
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("kura-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The pid file is written after -u drops privileges, so it must be writable by nobody.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let pidfile = dir.join("kura.pid");
+    let mut args = vec![
+        "server".to_string(),
+        "-d".into(),
+        "-p".into(),
+        port.to_string(),
+        "-P".into(),
+        pidfile.display().to_string(),
+    ];
+    if root {
+        args.extend(["-u".into(), "nobody".into()]);
+    }
+    // With -d the command returns at once and the server lives on in the background.
+    let status = kura().args(&args).status().unwrap();
+    assert!(status.success());
+    let mut s = connect(port);
+    assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if root {
+        let nobody = 65534;
+        assert_eq!(status_uid(pid), Some(nobody), "-u nobody switched identity");
+    }
+    // SAFETY: kill() on the daemon we started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "daemon did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn very_verbose_logs_client_commands() {
+    let port = free_port();
+    let mut child = kura()
+        .args(["server", "-vv", "-p", &port.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    assert_eq!(
+        ask(&mut s, b"get some_key_to_log\r\n", b"END\r\n"),
+        b"END\r\n"
+    );
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("get some_key_to_log"), "stderr: {err}");
+}
