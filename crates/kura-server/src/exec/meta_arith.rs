@@ -7,7 +7,7 @@
 use kura_proto::{reply, MetaArith};
 use kura_store::{ArithOutcome, ArithRequest};
 
-use super::{expiry, flag_position, ttl_remaining, Session};
+use super::{expiry, flag_position, meta_status, ttl_remaining, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
@@ -89,14 +89,8 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
             } else {
                 b"EX"
             };
-            o.extend_from_slice(code);
-            for fl in f.iter() {
-                match fl.code {
-                    b'O' => reply::meta_opaque(o, fl.token),
-                    b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
-                    _ => {}
-                }
-            }
+            meta_status(o, code, f, &m.key);
+            return;
         }
     }
     o.extend_from_slice(b"\r\n");

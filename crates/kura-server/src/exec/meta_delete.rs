@@ -1,10 +1,10 @@
 //! `md`: delete, conditionally on `C`; with `I` mark stale instead (and
 //! `T` sets a new TTL); with `x` keep the item but drop its value.
 
-use kura_proto::{reply, MetaDelete};
+use kura_proto::MetaDelete;
 use kura_store::{DeleteOutcome, DeleteRequest};
 
-use super::{expiry, Session};
+use super::{expiry, meta_status, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaDelete<'_>) {
@@ -37,14 +37,5 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaDelete<'_>) {
             b"EX"
         }
     };
-    let o = &mut s.out;
-    o.extend_from_slice(code);
-    for fl in f.iter() {
-        match fl.code {
-            b'O' => reply::meta_opaque(o, fl.token),
-            b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
-            _ => {}
-        }
-    }
-    o.extend_from_slice(b"\r\n");
+    meta_status(&mut s.out, code, f, &m.key);
 }

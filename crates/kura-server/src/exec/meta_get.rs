@@ -8,7 +8,7 @@
 use kura_proto::{reply, MetaGet};
 use kura_store::GetOptions;
 
-use super::{expiry, flag_position, ttl_remaining, Session};
+use super::{expiry, flag_position, meta_status, ttl_remaining, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
@@ -49,15 +49,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
         if f.quiet {
             return;
         }
-        s.out.extend_from_slice(b"EN");
-        for fl in f.iter() {
-            match fl.code {
-                b'O' => reply::meta_opaque(&mut s.out, fl.token),
-                b'k' => reply::meta_key(&mut s.out, &m.key.bytes, m.key.binary),
-                _ => {}
-            }
-        }
-        s.out.extend_from_slice(b"\r\n");
+        meta_status(&mut s.out, b"EN", f, &m.key);
         return;
     };
     incr(if touching {

@@ -5,7 +5,7 @@ use kura_proto::{reply, Data, MetaSet, StoreMode};
 use kura_store::{SetMode, SetOutcome, SetRequest};
 
 use super::storage::{count_cas, set_mode, size_limit, too_large};
-use super::{expiry, Next, Session};
+use super::{echo_flag, expiry, Next, Session};
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
@@ -57,11 +57,8 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
     let o = &mut s.out;
     o.extend_from_slice(code);
     for fl in f.iter() {
-        match fl.code {
-            b'O' => reply::meta_opaque(o, fl.token),
-            b'k' => reply::meta_key(o, &m.key.bytes, m.key.binary),
-            b'c' => reply::meta_num(o, b'c', cas),
-            _ => {}
+        if !echo_flag(o, fl, &m.key) && fl.code == b'c' {
+            reply::meta_num(o, b'c', cas);
         }
     }
     o.extend_from_slice(b"\r\n");

@@ -89,6 +89,35 @@ impl<'a> Session<'a> {
     }
 }
 
+/// Appends a meta status line that echoes only the opaque and key flags:
+/// `<code>[ O<opaque>][ k<key>]\r\n`, in request order.
+pub(crate) fn meta_status(
+    out: &mut Vec<u8>,
+    code: &[u8],
+    flags: &kura_proto::MetaFlags<'_>,
+    key: &kura_proto::MetaKey<'_>,
+) {
+    out.extend_from_slice(code);
+    for fl in flags.iter() {
+        echo_flag(out, fl, key);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Echoes `fl` if it is the opaque or key flag; true if it was.
+pub(crate) fn echo_flag(
+    out: &mut Vec<u8>,
+    fl: kura_proto::MetaFlag<'_>,
+    key: &kura_proto::MetaKey<'_>,
+) -> bool {
+    match fl.code {
+        b'O' => reply::meta_opaque(out, fl.token),
+        b'k' => reply::meta_key(out, &key.bytes, key.binary),
+        _ => return false,
+    }
+    true
+}
+
 /// memcached's exptime field as an expiry.
 pub(crate) fn expiry(exptime: i32) -> Expiry {
     Expiry::from_exptime(i64::from(exptime))
