@@ -11,7 +11,7 @@ use bytes::{Buf, BytesMut};
 use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::exec::{Next, Session};
+use crate::exec::{Next, Session, Step};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
 use crate::shared::{RunState, Shared};
@@ -117,40 +117,25 @@ where
         let mut served = 0;
         let mut end = None;
         while pos < rbuf.len() {
-            let (len, next) = match parse(&rbuf[pos..], &shared.limits) {
-                Frame::Incomplete { needed } => {
+            let frame = parse(&rbuf[pos..], &shared.limits);
+            if let Frame::Request { len, .. } = &frame {
+                if shared.verbosity() >= 2 {
+                    log_request(&conn.info.addr, &rbuf[pos..pos + len]);
+                }
+            }
+            let (len, next) = match session.step(frame) {
+                Step::More { needed } => {
                     let have = rbuf.len() - pos;
                     if needed > have {
                         rbuf.reserve(needed - have);
                     }
                     break;
                 }
-                Frame::Close => {
+                Step::Garbage => {
                     end = Some(End::Garbage);
                     break;
                 }
-                Frame::Request { request, len } => {
-                    if shared.verbosity() >= 2 {
-                        log_request(&conn.info.addr, &rbuf[pos..pos + len]);
-                    }
-                    (len, session.execute(&request))
-                }
-                Frame::Error {
-                    error,
-                    len,
-                    swallow,
-                    quiet,
-                } => {
-                    if !quiet {
-                        session.out.extend_from_slice(error.as_bytes());
-                    }
-                    let next = if swallow > 0 {
-                        Next::Swallow(swallow)
-                    } else {
-                        Next::Continue
-                    };
-                    (len, next)
-                }
+                Step::Done { len, next } => (len, next),
             };
             pos += len;
             match next {

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use kura_proto::{parse, Frame};
+use kura_proto::parse;
 use tokio::net::UdpSocket;
 
-use crate::exec::{Next, Session};
+use crate::exec::{Next, Session, Step};
 use crate::metrics::{add, ThreadStats};
 use crate::shared::{RunState, Shared};
 
@@ -16,27 +16,26 @@ pub(crate) const HEADER_LEN: usize = 8;
 /// Largest reply datagram, header included (memcached's limit).
 pub(crate) const MAX_DATAGRAM: usize = 1400;
 
-/// Runs the requests in one datagram payload, returning the reply bytes.
+/// Runs the requests in one datagram payload, appending their replies to
+/// the session's output. A payload announced by a refused request is
+/// skipped as on TCP; an incomplete request ends the datagram.
 pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) {
     let mut pos = 0;
     while pos < payload.len() {
-        match parse(&payload[pos..], &session.shared.limits) {
-            Frame::Request { request, len } => {
-                pos += len;
-                match session.execute(&request) {
-                    Next::Continue => {}
-                    Next::Swallow(_) | Next::Close => break,
-                }
+        match session.step(parse(&payload[pos..], &session.shared.limits)) {
+            Step::Done {
+                len,
+                next: Next::Continue,
+            } => pos += len,
+            Step::Done {
+                len,
+                next: Next::Swallow(n),
+            } => pos += len + n,
+            Step::Done {
+                next: Next::Close, ..
             }
-            Frame::Error {
-                error, len, quiet, ..
-            } => {
-                if !quiet {
-                    session.out.extend_from_slice(error.as_bytes());
-                }
-                pos += len;
-            }
-            Frame::Incomplete { .. } | Frame::Close => break,
+            | Step::More { .. }
+            | Step::Garbage => break,
         }
     }
 }
@@ -100,6 +99,15 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_payload_is_skipped_like_on_tcp() {
+        let shared = Shared::new(crate::ServerConfig::default(), Arc::default());
+        let stats = ThreadStats::default();
+        let mut session = Session::new(&shared, &stats);
+        handle_payload(&mut session, b"ms k 3 Zbad\r\nabc\r\nmn\r\n");
+        assert_eq!(session.out.to_vec(), b"CLIENT_ERROR invalid flag\r\nMN\r\n");
+    }
 
     #[test]
     fn replies_are_cut_into_numbered_datagrams() {

@@ -19,7 +19,7 @@ pub(super) fn flush_all(s: &mut Session<'_>, f: &FlushAll) {
     }
     match f.delay {
         FlushDelay::Invalid => {
-            s.reply(f.noreply, b"CLIENT_ERROR invalid exptime argument\r\n");
+            s.reply(f.noreply, kura_proto::Error::InvalidExptime.as_bytes());
             return;
         }
         FlushDelay::Exptime(e) if e > 0 => s.store().flush(Some(expiry(e))),

@@ -27,7 +27,7 @@ pub(super) fn run(s: &mut Session<'_>, a: &Arith<'_>) {
             s.reply(a.noreply, reply::NOT_FOUND);
         }
         ArithOutcome::NonNumeric => s.reply(a.noreply, reply::NON_NUMERIC),
-        ArithOutcome::NoMemory => s.reply(a.noreply, b"SERVER_ERROR out of memory\r\n"),
+        ArithOutcome::NoMemory => s.reply(a.noreply, reply::ARITH_OUT_OF_MEMORY),
         ArithOutcome::Exists => s.reply(a.noreply, reply::EXISTS),
     }
 }

@@ -79,7 +79,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
             return;
         }
         ArithOutcome::NoMemory => {
-            o.extend_from_slice(b"SERVER_ERROR out of memory\r\n");
+            o.extend_from_slice(reply::ARITH_OUT_OF_MEMORY);
             return;
         }
         ArithOutcome::NotFound | ArithOutcome::Exists => {

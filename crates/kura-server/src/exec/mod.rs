@@ -16,7 +16,7 @@ mod stats;
 mod storage;
 mod touch;
 
-use kura_proto::{reply, Request};
+use kura_proto::{reply, Frame, Request};
 use kura_store::{Expiry, Store};
 
 use crate::metrics::ThreadStats;
@@ -32,6 +32,17 @@ pub enum Next {
     Swallow(usize),
     /// Send what is pending, then close (`quit`).
     Close,
+}
+
+/// What a connection does after [`Session::step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Read more: the frame needs `needed` bytes in all (0: unknown).
+    More { needed: usize },
+    /// A garbage line: close the connection.
+    Garbage,
+    /// The frame's `len` bytes are done; then `next`.
+    Done { len: usize, next: Next },
 }
 
 /// A connection's view of the server while it executes requests.
@@ -58,6 +69,31 @@ impl<'a> Session<'a> {
     pub fn reply(&mut self, quiet: bool, bytes: &[u8]) {
         if !quiet {
             self.out.extend_from_slice(bytes);
+        }
+    }
+
+    /// Answers one frame: runs a request, or appends the error reply of a
+    /// bad one (unless it was quiet) and says what payload to skip.
+    pub fn step(&mut self, frame: Frame<'_>) -> Step {
+        match frame {
+            Frame::Incomplete { needed } => Step::More { needed },
+            Frame::Close => Step::Garbage,
+            Frame::Request { request, len } => Step::Done {
+                len,
+                next: self.execute(&request),
+            },
+            Frame::Error {
+                error,
+                len,
+                swallow,
+                quiet,
+            } => {
+                self.reply(quiet, error.as_bytes());
+                Step::Done {
+                    len,
+                    next: Next::Swallow(swallow),
+                }
+            }
         }
     }
 
