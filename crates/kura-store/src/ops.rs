@@ -344,9 +344,7 @@ impl Shard {
                 SetMode::Add => {
                     // memcached moves the entry up the LRU but, as this
                     // is not a read, does not mark it fetched.
-                    let fetched = self.slot(idx).bits & FETCHED;
-                    self.bump(idx, now);
-                    self.slot_mut(idx).bits &= !FETCHED | fetched;
+                    self.promote(idx, now);
                     return SetOutcome::NotStored;
                 }
                 SetMode::Set | SetMode::Replace => {
@@ -477,10 +475,10 @@ impl Shard {
         let item = Item::from_parts(key, old.flags(), &[digits, padding]);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
+        // `replace` promotes the entry and notes the access time.
         if !self.replace(idx, item, exptime, cas, bits, now) {
             return ArithOutcome::NoMemory;
         }
-        self.slot_mut(idx).last_access = now;
         ArithOutcome::Updated {
             value,
             cas,

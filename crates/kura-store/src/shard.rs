@@ -371,10 +371,15 @@ impl Shard {
     /// Records a read of entry `idx`: moves it up the eviction order, marks
     /// it fetched and notes the access time.
     pub(crate) fn bump(&mut self, idx: u32, now: u32) {
+        self.promote(idx, now);
+        self.slots[idx as usize].bits |= FETCHED;
+    }
+
+    /// Moves entry `idx` up the eviction order and notes the access time,
+    /// without marking it fetched (a write that is not a read).
+    pub(crate) fn promote(&mut self, idx: u32, now: u32) {
         self.policy.touch(idx);
-        let slot = &mut self.slots[idx as usize];
-        slot.bits |= FETCHED;
-        slot.last_access = now;
+        self.slots[idx as usize].last_access = now;
     }
 
     /// Drops every entry.
