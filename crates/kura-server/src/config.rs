@@ -243,6 +243,33 @@ mod tests {
         assert_eq!(c.validate(), Err(ConfigError::ItemSizeOverHalfMemory));
     }
 
+    /// memcached's item size test lives twice: in the parser (for the
+    /// announced length) and in the store (for append/prepend results).
+    #[test]
+    fn parser_and_store_size_tests_agree() {
+        for cas in [true, false] {
+            let c = ServerConfig {
+                disable_cas: !cas,
+                ..Default::default()
+            };
+            let limits = c.limits();
+            let store = kura_store::SizeLimit {
+                item_size_max: c.item_size_max,
+                cas,
+            };
+            for key in [1, 10, 250] {
+                for flags in [0, 7] {
+                    for len in 1_048_400..1_048_530 {
+                        assert_eq!(
+                            limits.too_large(key, flags, len),
+                            !store.fits(key, flags, len)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn toml_uses_the_same_names() {
         let c: ServerConfig =
