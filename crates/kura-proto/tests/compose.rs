@@ -1,6 +1,6 @@
 //! Composing requests: known lines compose to their canonical form, and
 //! whatever the parser accepts composes into bytes that parse back into the
-//! same request (see `support` for what "the same" means).
+//! same request (see `support::text` for what "the same" means).
 
 mod support;
 
@@ -8,28 +8,8 @@ use std::borrow::Cow;
 
 use kura_proto::*;
 use proptest::prelude::*;
-use support::{assert_round_trip, check_stream};
-
-/// Limits under which the generated streams are parsed: the defaults, a
-/// small item size so that storage requests come out `Data::TooLarge`, and
-/// CAS off (which changes the size test).
-const LIMITS: [Limits; 3] = [
-    Limits {
-        item_size_max: 1024 * 1024,
-        cas_enabled: true,
-        max_get_line: 1024 * 1024,
-    },
-    Limits {
-        item_size_max: 64,
-        cas_enabled: true,
-        max_get_line: 4096,
-    },
-    Limits {
-        item_size_max: 70,
-        cas_enabled: false,
-        max_get_line: 1024 * 1024,
-    },
-];
+use support::text::{assert_round_trip, check_stream};
+use support::LIMITS;
 
 /// Each input parses whole, composes to the canonical form given, and
 /// round-trips.
