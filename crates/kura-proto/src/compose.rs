@@ -1,11 +1,11 @@
 //! Composing requests: the canonical wire form of every [`Request`], so a
 //! client or proxy sends what the server's parser reads back as the same
 //! request. Canonical means single spaces between tokens, numbers in plain
-//! decimal, `\r\n` line endings and nothing the parser would ignore (a
-//! `delete`'s legacy `0`, tokens after `version`). Composing a parsed request
-//! and parsing the result gives an equivalent request: the same fields, keys,
-//! stats arguments and meta flags, though a raw field may be spaced
-//! differently from the original line.
+//! decimal, `\r\n` line endings and nothing the parser would ignore (tokens
+//! after `version`, a `delete`'s legacy `0` unless it is needed). Composing
+//! a parsed request and parsing the result gives an equivalent request: the
+//! same fields, keys, stats arguments and meta flags, though a raw field may
+//! be spaced differently from the original line.
 //!
 //! Composition does not validate: keys, stats arguments and flag tokens are
 //! written as held, so a hand-built request with a space or a control byte
@@ -26,14 +26,15 @@ impl Request<'_> {
     /// with its `\r\n` and, for storage commands, the data block and its
     /// `\r\n`.
     ///
-    /// Fields are written as the parser produces them; a few are derived
-    /// from others when parsing and are not written on their own:
+    /// Cases worth knowing:
     ///
     /// - Meta flags are written as [`MetaFlags::iter`] yields them, in
     ///   request order. The typed fields of [`MetaFlags`] (and
     ///   [`MetaSet::mode`], [`MetaArith::incr`]) are the parser's reading of
-    ///   those tokens and are not consulted. A [`MetaKey`] marked `binary` is
-    ///   written in base64, with a `b` flag added if the flags lack one.
+    ///   those tokens and are not consulted, so flags set by hand on a
+    ///   `MetaFlags::default()` are not written. A [`MetaKey`] marked
+    ///   `binary` is written in base64, with a `b` flag added if the flags
+    ///   lack one.
     /// - A [`Store`] with a `cas` value is written as the `cas` command,
     ///   whatever its mode: the text protocol has no CAS form of the others.
     /// - A [`Delete`] of the key `noreply` that is not itself noreply is
