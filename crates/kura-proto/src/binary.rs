@@ -313,9 +313,7 @@ fn unquiet(op: u8) -> (u8, bool) {
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
     use opcode::*;
     let Some(h) = Header::decode(buf) else {
-        return BinFrame::Incomplete {
-            needed: HEADER_LEN,
-        };
+        return BinFrame::Incomplete { needed: HEADER_LEN };
     };
     if h.magic != REQUEST_MAGIC {
         return BinFrame::Close;
@@ -349,15 +347,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
     let extras = &buf[HEADER_LEN..HEADER_LEN + ext];
     let key = &buf[HEADER_LEN + ext..head];
     let rest = body - ext - nkey;
-    let invalid = || {
-        error(
-            Status::InvalidArguments,
-            head,
-            0,
-            true,
-            ErrorStage::Command,
-        )
-    };
+    let invalid = || error(Status::InvalidArguments, head, 0, true, ErrorStage::Command);
     if nkey > KEY_MAX_LENGTH {
         return invalid();
     }
@@ -753,7 +743,10 @@ mod tests {
         let b = req(APPEND, &[], b"k", b"tail", 0, 0);
         for cut in 0..b.len() {
             assert!(
-                matches!(parse(&b[..cut], &Limits::default()), BinFrame::Incomplete { .. }),
+                matches!(
+                    parse(&b[..cut], &Limits::default()),
+                    BinFrame::Incomplete { .. }
+                ),
                 "cut at {cut}"
             );
         }
