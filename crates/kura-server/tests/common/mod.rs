@@ -153,3 +153,96 @@ impl Client {
         }
     }
 }
+
+/// One binary-protocol response: its header and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinResponse {
+    pub header: kura_proto::binary::Header,
+    pub body: Vec<u8>,
+}
+
+impl BinResponse {
+    pub fn extras(&self) -> &[u8] {
+        &self.body[..usize::from(self.header.extras_len)]
+    }
+    pub fn key(&self) -> &[u8] {
+        let e = usize::from(self.header.extras_len);
+        &self.body[e..e + usize::from(self.header.key_len)]
+    }
+    pub fn value(&self) -> &[u8] {
+        &self.body[usize::from(self.header.extras_len) + usize::from(self.header.key_len)..]
+    }
+    pub fn status(&self) -> u16 {
+        self.header.status
+    }
+}
+
+/// Encodes a binary request.
+pub fn bin(op: u8, extras: &[u8], key: &[u8], value: &[u8], opaque: u32, cas: u64) -> Vec<u8> {
+    let mut v = Vec::new();
+    kura_proto::binary::Header {
+        magic: kura_proto::binary::REQUEST_MAGIC,
+        opcode: op,
+        key_len: key.len() as u16,
+        extras_len: extras.len() as u8,
+        body_len: (extras.len() + key.len() + value.len()) as u32,
+        opaque,
+        cas,
+        ..Default::default()
+    }
+    .encode(&mut v);
+    v.extend_from_slice(extras);
+    v.extend_from_slice(key);
+    v.extend_from_slice(value);
+    v
+}
+
+/// The 8 bytes of extras of SET/ADD/REPLACE.
+pub fn set_extras(flags: u32, exptime: u32) -> Vec<u8> {
+    let mut e = flags.to_be_bytes().to_vec();
+    e.extend_from_slice(&exptime.to_be_bytes());
+    e
+}
+
+/// The 20 bytes of extras of INCREMENT/DECREMENT.
+pub fn arith_extras(delta: u64, initial: u64, exptime: u32) -> Vec<u8> {
+    let mut e = delta.to_be_bytes().to_vec();
+    e.extend_from_slice(&initial.to_be_bytes());
+    e.extend_from_slice(&exptime.to_be_bytes());
+    e
+}
+
+impl Client {
+    /// Reads one binary response.
+    pub fn read_bin(&mut self) -> BinResponse {
+        let head = self.read_exact(kura_proto::binary::HEADER_LEN);
+        let header = kura_proto::binary::Header::decode(&head).expect("24 bytes");
+        assert_eq!(
+            header.magic,
+            kura_proto::binary::RESPONSE_MAGIC,
+            "{header:?}"
+        );
+        let body = self.read_exact(header.body_len as usize);
+        BinResponse { header, body }
+    }
+
+    /// Sends one binary request and reads one response.
+    pub fn bin_call(&mut self, req: &[u8]) -> BinResponse {
+        self.send(req);
+        self.read_bin()
+    }
+
+    /// Reads responses up to and including the one with `opcode` (a NOOP
+    /// ending a quiet pipeline, say).
+    pub fn read_bin_until(&mut self, opcode: u8) -> Vec<BinResponse> {
+        let mut out = Vec::new();
+        loop {
+            let r = self.read_bin();
+            let done = r.header.opcode == opcode;
+            out.push(r);
+            if done {
+                return out;
+            }
+        }
+    }
+}
