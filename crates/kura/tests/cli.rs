@@ -180,7 +180,19 @@ fn bad_command_lines_are_clear_errors() {
             "invalid value for binding protocol: foo",
         ),
         (vec!["server", "-p", "99999"], "invalid value '99999'"),
-        (vec!["server", "-S"], "not available yet"),
+        (vec!["server", "-S"], "needs a credentials file"),
+        (
+            vec!["server", "-S", "-Y", "/nonexistent/auth"],
+            "could not read the auth file /nonexistent/auth",
+        ),
+        (
+            vec!["server", "-Y", "/dev/null", "-B", "binary"],
+            "You cannot allow the BINARY protocol while using ascii authentication tokens",
+        ),
+        (
+            vec!["server", "-S", "-Y", "/dev/null", "-B", "ascii"],
+            "You cannot allow the ASCII protocol while requiring SASL authentication",
+        ),
     ] {
         let out = kura().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
