@@ -351,6 +351,33 @@ fn quiet_mutations_say_nothing_on_success_but_report_errors() {
 }
 
 #[test]
+fn quiet_gets_and_sets_mixed_in_one_pipeline() {
+    let s = TestServer::start();
+    let mut c = s.connect();
+    let e = set_extras(1, 0);
+    let mut req = Vec::new();
+    req.extend(bin(SETQ, &e, b"a", b"1", 1, 0));
+    req.extend(bin(GETKQ, &[], b"a", &[], 2, 0));
+    req.extend(bin(SETQ, &e, b"a", b"2", 3, 0));
+    req.extend(bin(GETKQ, &[], b"b", &[], 4, 0)); // miss: silent
+    req.extend(bin(GETKQ, &[], b"a", &[], 5, 0));
+    req.extend(bin(DELETEQ, &[], b"a", &[], 6, 0));
+    req.extend(bin(GETKQ, &[], b"a", &[], 7, 0)); // deleted: silent
+    req.extend(bin(ADDQ, &e, b"b", b"3", 8, 0));
+    req.extend(bin(GETQ, &[], b"b", &[], 9, 0));
+    req.extend(bin(NOOP, &[], &[], &[], 10, 0));
+    c.send(&req);
+    let rs = c.read_bin_until(NOOP);
+    let got: Vec<(u32, &[u8])> = rs.iter().map(|r| (r.header.opaque, r.value())).collect();
+    assert_eq!(
+        got,
+        vec![(2, &b"1"[..]), (5, b"2"), (9, b"3"), (10, b"")],
+        "only hits and the NOOP answer, in order"
+    );
+    c.expect_silence(Duration::from_millis(30));
+}
+
+#[test]
 fn ten_thousand_quiet_sets_and_one_noop_are_one_round_trip() {
     let s = TestServer::start();
     let mut c = s.connect();
