@@ -238,9 +238,7 @@ fn run_pipelined(
         }
         // Everything but the last request goes first; `exchange` sends the
         // last with the marker and reads every response.
-        let Some(last) = reqs.last() else {
-            return None;
-        };
+        let last = reqs.last()?;
         let head = bytes.len() - last.encode(0, 0).len();
         side.stream.write_all(&bytes[..head]).expect("write");
         outs.push(side.exchange(last, (reqs.len() - 1) as u32));
