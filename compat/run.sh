@@ -11,9 +11,15 @@
 #
 # Clients (each one a PASS/FAIL line in the summary; exit status 1 if any fails):
 #   memccapable      libmemcached-tools' `memccapable -a` (every ASCII test)
+#   memccapable-binary  `memccapable -b` (every binary-protocol test)
 #   pymemcache       compat/pymemcache_test.py
 #   cache-memcached-fast  compat/cache_memcached_fast_test.pl (noreply => 1, 100,000-set burst)
 #   pylibmc          compat/pylibmc_test.py (text protocol)
+#   pylibmc-binary   compat/pylibmc_test.py --binary
+#   dalli            compat/dalli_test.rb (Debian's ruby-dalli 3.0: binary protocol, quiet
+#                    multi-ops), and against a second kura started with -S -Y: SASL PLAIN with
+#                    the right password, a wrong one and none (kura only: Debian's memcached
+#                    needs a Cyrus SASL setup for -S)
 #   server-alive     the server is still running and answering after all of the above
 set -euo pipefail
 
@@ -42,8 +48,12 @@ done
 
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/kura-compat.XXXXXX")"
 server_pid=""
+sasl_pid=""
 cleanup() {
     local rc=$?
+    if [[ -n "$sasl_pid" ]]; then
+        kill -KILL "$sasl_pid" 2>/dev/null || true
+    fi
     if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
         for _ in $(seq 1 50); do
@@ -199,8 +209,10 @@ missing() {
 
 if have memccapable; then
     run_client memccapable check_memccapable memccapable -h 127.0.0.1 -p "$port" -a
+    run_client memccapable-binary check_memccapable memccapable -h 127.0.0.1 -p "$port" -b
 else
     run_client memccapable check_exit missing memccapable "apt-get install libmemcached-tools"
+    run_client memccapable-binary check_exit missing memccapable "apt-get install libmemcached-tools"
 fi
 
 run_client pymemcache check_exit \
@@ -211,6 +223,34 @@ run_client cache-memcached-fast check_exit \
 
 run_client pylibmc check_exit \
     "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port"
+
+run_client pylibmc-binary check_exit \
+    "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port" --binary
+
+# A second kura requiring SASL, for Dalli's username/password.
+sasl_pid=""
+sasl_args=()
+if [[ "$target" == kura ]]; then
+    printf 'compat:s3cret-pw\nother:x\n' >"$workdir/auth"
+    sasl_port="$(free_port)"
+    "$bin" server -p "$sasl_port" -S -Y "$workdir/auth" >"$workdir/sasl-server.log" 2>&1 &
+    sasl_pid=$!
+    for _ in $(seq 1 100); do
+        port_open "$sasl_port" && break
+        sleep 0.1
+    done
+    sasl_args=(--sasl-port "$sasl_port" --user compat --password s3cret-pw)
+fi
+if have ruby && ruby -e 'require "dalli"' 2>/dev/null; then
+    run_client dalli check_exit ruby "$here/dalli_test.rb" --host 127.0.0.1 --port "$port" "${sasl_args[@]}"
+else
+    run_client dalli check_exit missing dalli "apt-get install ruby ruby-dalli"
+fi
+if [[ -n "$sasl_pid" ]]; then
+    kill -TERM "$sasl_pid" 2>/dev/null || true
+    wait "$sasl_pid" 2>/dev/null || true
+    sasl_pid=""
+fi
 
 server_alive() {
     kill -0 "$server_pid" 2>/dev/null || { echo "server process $server_pid is gone"; return 1; }

@@ -312,14 +312,13 @@ fn unquiet(op: u8) -> (u8, bool) {
 /// Frames and parses one binary request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
     use opcode::*;
-    let Some(h) = Header::decode(buf) else {
-        return BinFrame::Incomplete {
-            needed: HEADER_LEN,
-        };
-    };
-    if h.magic != REQUEST_MAGIC {
+    // Bad magic closes at once, without waiting for a whole header.
+    if buf.first().is_some_and(|&m| m != REQUEST_MAGIC) {
         return BinFrame::Close;
     }
+    let Some(h) = Header::decode(buf) else {
+        return BinFrame::Incomplete { needed: HEADER_LEN };
+    };
     let ext = usize::from(h.extras_len);
     let nkey = usize::from(h.key_len);
     let body = h.body_len as usize;
@@ -349,15 +348,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
     let extras = &buf[HEADER_LEN..HEADER_LEN + ext];
     let key = &buf[HEADER_LEN + ext..head];
     let rest = body - ext - nkey;
-    let invalid = || {
-        error(
-            Status::InvalidArguments,
-            head,
-            0,
-            true,
-            ErrorStage::Command,
-        )
-    };
+    let invalid = || error(Status::InvalidArguments, head, 0, true, ErrorStage::Command);
     if nkey > KEY_MAX_LENGTH {
         return invalid();
     }
@@ -753,7 +744,10 @@ mod tests {
         let b = req(APPEND, &[], b"k", b"tail", 0, 0);
         for cut in 0..b.len() {
             assert!(
-                matches!(parse(&b[..cut], &Limits::default()), BinFrame::Incomplete { .. }),
+                matches!(
+                    parse(&b[..cut], &Limits::default()),
+                    BinFrame::Incomplete { .. }
+                ),
                 "cut at {cut}"
             );
         }

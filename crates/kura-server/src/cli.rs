@@ -131,8 +131,7 @@ pub struct ServerArgs {
     /// set the backlog queue limit (default: 1024)
     #[arg(short = 'b', long = "listen-backlog", value_name = "num")]
     pub listen_backlog: Option<u32>,
-    /// protocol - ascii or auto (default: auto-negotiate; binary is not
-    /// available yet)
+    /// protocol - one of ascii, binary, or auto (default: auto-negotiate)
     #[arg(short = 'B', long = "protocol", value_name = "name")]
     pub protocol: Option<String>,
     /// adjusts max item size (default: 1m, min: 1k, max: 1024m)
@@ -147,11 +146,13 @@ pub struct ServerArgs {
     /// disable watch commands (kura has none)
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
-    /// turn on SASL authentication (not available yet)
-    #[arg(short = 'S', long = "enable-sasl", hide = true)]
+    /// turn on SASL authentication (PLAIN, binary protocol; credentials
+    /// from -Y or $MEMCACHED_SASL_PWDB)
+    #[arg(short = 'S', long = "enable-sasl")]
     pub enable_sasl: bool,
-    /// enable ASCII protocol authentication (not available yet)
-    #[arg(short = 'Y', long = "auth-file", value_name = "file", hide = true)]
+    /// enable ASCII protocol authentication. format: user:pass\n lines
+    /// (with -S: the SASL credentials instead)
+    #[arg(short = 'Y', long = "auth-file", value_name = "file")]
     pub auth_file: Option<PathBuf>,
     /// enable TLS/SSL (not available yet)
     #[arg(short = 'Z', long = "enable-ssl", hide = true)]
@@ -230,11 +231,9 @@ impl ServerArgs {
             None => ServerConfig::default(),
         };
         let mut warnings = Vec::new();
-        if self.enable_sasl {
-            return Err(CliError::Unsupported("SASL authentication (-S)"));
-        }
-        if self.auth_file.is_some() {
-            return Err(CliError::Unsupported("ASCII authentication (-Y)"));
+        c.sasl |= self.enable_sasl;
+        if let Some(p) = self.auth_file {
+            c.auth_file = Some(p);
         }
         if self.enable_ssl {
             return Err(CliError::Unsupported("TLS (-Z)"));

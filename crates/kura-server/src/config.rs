@@ -105,6 +105,11 @@ pub struct ServerConfig {
     pub shards: usize,
     /// Eviction policy of the store.
     pub eviction: String,
+    /// Require SASL authentication on the binary protocol (`-S`).
+    pub sasl: bool,
+    /// Credentials, `user:password` lines (`-Y`): SASL PLAIN's with `-S`,
+    /// else the ASCII authentication handshake's.
+    pub auth_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -132,6 +137,8 @@ impl Default for ServerConfig {
             idle_timeout: 0,
             shards: 0,
             eviction: "lru".to_string(),
+            sasl: false,
+            auth_file: None,
         }
     }
 }
@@ -155,8 +162,14 @@ pub enum ConfigError {
     NoListener,
     #[error("{0}")]
     Eviction(String),
-    #[error("the binary protocol is not available yet; use -B ascii or -B auto")]
-    BinaryUnsupported,
+    #[error("You cannot allow the ASCII protocol while requiring SASL authentication")]
+    SaslWithAscii,
+    #[error("You cannot allow the BINARY protocol while using ascii authentication tokens")]
+    AsciiAuthWithBinary,
+    #[error("SASL authentication (-S) needs a credentials file: -Y FILE or MEMCACHED_SASL_PWDB")]
+    SaslWithoutCredentials,
+    #[error("UDP (-U) cannot be used with authentication: its requests carry no credentials")]
+    UdpWithAuth,
 }
 
 impl ServerConfig {
@@ -186,13 +199,45 @@ impl ServerConfig {
         if self.listen.is_empty() && self.unix_socket.is_none() {
             return Err(ConfigError::NoListener);
         }
-        if self.protocol == Protocol::Binary {
-            return Err(ConfigError::BinaryUnsupported);
+        if self.sasl && self.protocol == Protocol::Ascii {
+            return Err(ConfigError::SaslWithAscii);
+        }
+        if !self.sasl && self.auth_file.is_some() && self.protocol == Protocol::Binary {
+            return Err(ConfigError::AsciiAuthWithBinary);
+        }
+        if self.sasl && self.credentials_file().is_none() {
+            return Err(ConfigError::SaslWithoutCredentials);
+        }
+        if self.udp_port != 0 && (self.sasl || self.auth_file.is_some()) {
+            return Err(ConfigError::UdpWithAuth);
         }
         self.eviction
             .parse::<kura_store::EvictionKind>()
             .map_err(ConfigError::Eviction)?;
         Ok(())
+    }
+
+    /// The protocols connections may speak once authentication is taken
+    /// into account: SASL makes the server binary-only and ASCII
+    /// authentication ASCII-only, as in memcached.
+    pub fn effective_protocol(&self) -> Protocol {
+        if self.sasl {
+            Protocol::Binary
+        } else if self.auth_file.is_some() {
+            Protocol::Ascii
+        } else {
+            self.protocol
+        }
+    }
+
+    /// Where the credentials come from: `-Y FILE`, or for SASL memcached's
+    /// `MEMCACHED_SASL_PWDB` environment variable.
+    pub fn credentials_file(&self) -> Option<PathBuf> {
+        self.auth_file.clone().or_else(|| {
+            self.sasl
+                .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from))
+                .flatten()
+        })
     }
 
     /// The memory limit in bytes.

@@ -8,9 +8,11 @@
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use kura_proto::binary::{self, BinFrame};
 use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
@@ -20,6 +22,15 @@ use crate::shared::{RunState, Shared};
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request are released afterwards.
 const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    /// Text and meta commands.
+    Text,
+    /// memcached's binary protocol.
+    Binary,
+}
 
 /// What ends a connection.
 enum End {
@@ -43,7 +54,7 @@ where
         End::Eof => "client closed",
         End::Quit => "quit",
         End::Stopping => "server stopping",
-        End::Garbage => "line too long without newline",
+        End::Garbage => "bad framing (a line too long without newline, or bad binary magic)",
         End::Idle => "idle timeout",
         End::Io => "i/o error",
     };
@@ -70,7 +81,11 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_event = shared.config.reqs_per_event.max(1) as usize;
-    let mut first = true;
+    let mut wire = match shared.config.effective_protocol() {
+        Protocol::Ascii => Some(Wire::Text),
+        Protocol::Binary => Some(Wire::Binary),
+        Protocol::Auto => None,
+    };
     loop {
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
             rbuf.reserve(READ_CHUNK);
@@ -95,13 +110,19 @@ where
             },
         };
         add(&stats.bytes_read, n as u64);
-        if first {
-            first = false;
-            if rbuf.first() == Some(&0x80) {
-                tracing::warn!(conn = %conn.info.addr, "binary protocol request refused: kura serves text and meta only");
-                return End::Garbage;
+        let wire = match wire {
+            Some(w) => w,
+            None => {
+                // Under -B auto the first byte decides, once per connection.
+                let w = if rbuf.first() == Some(&kura_proto::binary::REQUEST_MAGIC) {
+                    Wire::Binary
+                } else {
+                    Wire::Text
+                };
+                wire = Some(w);
+                w
             }
-        }
+        };
         if swallow > 0 {
             let k = swallow.min(rbuf.len());
             rbuf.advance(k);
@@ -117,13 +138,31 @@ where
         let mut served = 0;
         let mut end = None;
         while pos < rbuf.len() {
-            let frame = parse(&rbuf[pos..], &shared.limits);
-            if let Frame::Request { len, .. } = &frame {
-                if shared.verbosity() >= 2 {
-                    log_request(&conn.info.addr, &rbuf[pos..pos + len]);
+            let step = match wire {
+                Wire::Text => {
+                    let frame = parse(&rbuf[pos..], &shared.limits);
+                    if let Frame::Request { len, .. } = &frame {
+                        if shared.verbosity() >= 2 {
+                            log_request(&conn.info.addr, &rbuf[pos..pos + len]);
+                        }
+                    }
+                    session.step(frame)
                 }
-            }
-            let (len, next) = match session.step(frame) {
+                Wire::Binary => {
+                    let frame = binary::parse(&rbuf[pos..], &shared.limits);
+                    if let BinFrame::Request { request, .. } = &frame {
+                        if shared.verbosity() >= 2 {
+                            tracing::debug!(
+                                "<{} binary opcode 0x{:02x}",
+                                conn.info.addr,
+                                request.opcode
+                            );
+                        }
+                    }
+                    session.step_binary(frame)
+                }
+            };
+            let (len, next) = match step {
                 Step::More { needed } => {
                     let have = rbuf.len() - pos;
                     if needed > have {

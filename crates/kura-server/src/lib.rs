@@ -7,6 +7,7 @@
 //! it against the [`kura_store::Store`] and appends the reply to one output
 //! buffer, and the connection writes every reply of the batch at once.
 
+pub mod auth;
 pub mod cli;
 pub mod config;
 mod conn;

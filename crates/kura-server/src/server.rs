@@ -133,8 +133,14 @@ impl Server {
                 }
             }
         }
+        let credentials = config
+            .credentials_file()
+            .map(|p| crate::auth::Credentials::load(&p))
+            .transpose()?;
+        let mut shared = Shared::new(config, store);
+        shared.credentials = credentials;
         Ok(Server {
-            shared: Arc::new(Shared::new(config, store)),
+            shared: Arc::new(shared),
             tcp,
             unix,
             udp,

@@ -34,6 +34,8 @@ pub struct Shared {
     pub verbosity: AtomicU8,
     pub started: u32,
     pub pid: u32,
+    /// Who may connect, when authentication is on (`-S`, `-Y`).
+    pub credentials: Option<crate::auth::Credentials>,
     state: watch::Sender<RunState>,
 }
 
@@ -48,6 +50,7 @@ impl Shared {
             verbosity: AtomicU8::new(config.verbosity),
             started: store.now(),
             pid: std::process::id(),
+            credentials: None,
             store,
             config,
             state,

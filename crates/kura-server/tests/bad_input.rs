@@ -104,18 +104,6 @@ fn lying_lengths() {
 }
 
 #[test]
-fn binary_protocol_connections_are_refused_cleanly() {
-    let s = TestServer::start();
-    let mut c = s.connect();
-    // A binary GET header: magic 0x80, opcode 0, key length 1, body 1.
-    let _ = c.stream.write_all(&[
-        0x80, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'a',
-    ]);
-    assert!(c.is_closed());
-    assert_serving(&s);
-}
-
-#[test]
 fn connection_limit_rejects_like_memcached() {
     let s = TestServer::with(|c| c.max_connections = 2);
     let mut a = s.connect();

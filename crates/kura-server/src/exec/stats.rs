@@ -111,9 +111,13 @@ fn settings(s: &mut Session<'_>) {
     reply::stat(o, "reqs_per_event", c.reqs_per_event);
     reply::stat(o, "cas_enabled", yes_no(!c.disable_cas));
     reply::stat(o, "tcp_backlog", c.backlog);
-    reply::stat(o, "binding_protocol", c.protocol.stats_name());
-    reply::stat(o, "auth_enabled_sasl", "no");
-    reply::stat(o, "auth_enabled_ascii", "no");
+    reply::stat(o, "binding_protocol", c.effective_protocol().stats_name());
+    reply::stat(o, "auth_enabled_sasl", yes_no(c.sasl));
+    reply::stat(
+        o,
+        "auth_enabled_ascii",
+        yes_no(!c.sasl && c.auth_file.is_some()),
+    );
     reply::stat(o, "item_size_max", c.item_size_max);
     reply::stat(o, "maxconns_fast", "yes");
     reply::stat(o, "flush_enabled", yes_no(!c.disable_flush_all));
@@ -173,7 +177,7 @@ fn conns(s: &mut Session<'_>) {
     }
 }
 
-fn reset(s: &mut Session<'_>) {
+pub(super) fn reset(s: &mut Session<'_>) {
     for t in &s.shared.thread_stats {
         t.reset();
     }
@@ -183,18 +187,30 @@ fn reset(s: &mut Session<'_>) {
     c.rejected.store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
-pub(super) fn run(s: &mut Session<'_>, req: &Stats<'_>) {
-    match req.group() {
+/// Appends the `STAT` lines of a group that lists figures (`None`: the
+/// general one); false, appending nothing, for any other group.
+pub(super) fn listing(s: &mut Session<'_>, group: Option<&[u8]>) -> bool {
+    match group {
         None => general(s),
         Some(b"settings") => settings(s),
         Some(b"items") => items(s),
         Some(b"slabs") => slabs(s),
         Some(b"conns") => conns(s),
         Some(b"sizes") => reply::stat(&mut s.out, "sizes_status", "disabled"),
+        _ => return false,
+    }
+    true
+}
+
+pub(super) fn run(s: &mut Session<'_>, req: &Stats<'_>) {
+    if listing(s, req.group()) {
+        s.out.extend_from_slice(reply::END);
+        return;
+    }
+    match req.group() {
         Some(b"reset") => {
             reset(s);
             s.out.extend_from_slice(reply::RESET);
-            return;
         }
         Some(b"detail") => {
             let msg: &[u8] = match req.args().next() {
@@ -204,17 +220,11 @@ pub(super) fn run(s: &mut Session<'_>, req: &Stats<'_>) {
                 _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
             };
             s.out.extend_from_slice(msg);
-            return;
         }
         Some(b"cachedump") => {
             s.out
                 .extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
-            return;
         }
-        Some(_) => {
-            s.out.extend_from_slice(b"ERROR\r\n");
-            return;
-        }
+        _ => s.out.extend_from_slice(b"ERROR\r\n"),
     }
-    s.out.extend_from_slice(reply::END);
 }
