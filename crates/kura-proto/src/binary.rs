@@ -565,9 +565,9 @@ pub fn message_response(out: &mut Vec<u8>, opcode: u8, opaque: u32, status: Stat
 }
 
 impl BinRequest<'_> {
-    /// Appends this request in wire form. A store with
-    /// [`Data::TooLarge`] is written with a zero-filled value of that
-    /// length.
+    /// Appends this request in wire form. A store with [`Data::TooLarge`]
+    /// is written up to its key: the header announces the value, whose
+    /// bytes are not written (they are what a server skips).
     pub fn compose(&self, out: &mut Vec<u8>) {
         let mut extras = [0u8; 20];
         let (ext, key, value): (usize, &[u8], &[u8]) = match &self.command {
@@ -596,10 +596,11 @@ impl BinRequest<'_> {
                 match data {
                     Data::Bytes(v) => (ext, key, v),
                     Data::TooLarge { len } => {
+                        // The header announces the value; its bytes are not
+                        // written (the frame a parser returns ends there too).
                         self.head(out, ext, key.len(), *len);
                         out.extend_from_slice(&extras[..ext]);
                         out.extend_from_slice(key);
-                        out.resize(out.len() + len, 0);
                         return;
                     }
                 }
