@@ -1,5 +1,5 @@
 //! `kura`: the command-line entry point. `kura server` runs the
-//! memcached-compatible server.
+//! memcached-compatible server; `kura bench` loads a server and measures it.
 
 mod process;
 
@@ -21,17 +21,32 @@ struct Cli {
 enum Command {
     /// Run the memcached-compatible cache server (memcached's flags).
     Server(ServerArgs),
+    /// Load a memcached-protocol server and measure throughput and latency.
+    Bench(kura_bench::BenchArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(args) => run_server(args),
+        Command::Bench(args) => run_bench(&args),
     };
     if let Err(e) = result {
         eprintln!("kura: {e:#}");
         std::process::exit(64);
     }
+}
+
+/// Exits with status 1 when the run counted errors (wrong values, error
+/// replies, failed connections), so that scripts notice.
+fn run_bench(args: &kura_bench::BenchArgs) -> anyhow::Result<()> {
+    let report = kura_bench::run(args, &mut std::io::stdout().lock())?;
+    let errors = report.errors();
+    if errors > 0 {
+        eprintln!("kura bench: {errors} errors");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn init_logging(verbosity: u8) {
