@@ -72,7 +72,7 @@ pub struct BenchArgs {
     pub duration: Option<f64>,
 
     /// Requests to send in all (per rate with --sweep) instead of a duration;
-    /// 0 with --prefill only loads the keys.
+    /// 0 with --prefill only loads the keys, with --overlay only draws.
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
 
@@ -271,8 +271,8 @@ impl BenchArgs {
                 return usage("--duration must be a positive number of seconds");
             }
         }
-        if self.requests == Some(0) && !self.prefill {
-            return usage("--requests 0 only makes sense with --prefill");
+        if self.requests == Some(0) && !self.prefill && self.overlay.is_empty() {
+            return usage("--requests 0 only loads keys (--prefill) or draws reports (--overlay)");
         }
         let rates = self.rate.iter().chain(&self.sweep);
         if rates.clone().any(|r| !(r.is_finite() && *r > 0.0)) {

@@ -86,6 +86,8 @@ pub fn draw(path: &Path, reports: &[Report]) -> Result<(), String> {
                 }
             })
             .light_line_style(TRANSPARENT)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
             .draw()
             .map_err(|e| fail(&e))?;
         for (i, s) in series.iter().enumerate() {
@@ -105,6 +107,7 @@ pub fn draw(path: &Path, reports: &[Report]) -> Result<(), String> {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 14))
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()

@@ -107,17 +107,15 @@ fn fake_value(key: &str, fault: Fault) -> Vec<u8> {
 }
 
 /// 200 gets over `conns` connections.
-fn gets(addr: &str, conns: &str, extra: &[&str]) -> kura_bench::RunSummary {
-    let mut args = vec!["-s", addr, "-c", conns, "--ratio", "1:0", "-n", "200"];
-    args.extend_from_slice(extra);
-    let report = bench(&args);
+fn gets(addr: &str, conns: usize, extra: &str) -> kura_bench::RunSummary {
+    let report = bench(&format!("-s {addr} -c {conns} --ratio 1:0 -n 200 {extra}"));
     assert_eq!(report.errors(), report.runs[0].errors);
     report.runs[0].clone()
 }
 
 #[test]
 fn right_values_from_the_fake_are_hits() {
-    let run = gets(&fake(Fault::None), "2", &["--multiget", "3"]);
+    let run = gets(&fake(Fault::None), 2, "--multiget 3");
     assert_eq!(
         (run.requests, run.errors),
         (200, 0),
@@ -130,7 +128,7 @@ fn right_values_from_the_fake_are_hits() {
 #[test]
 fn wrong_values_are_errors_not_hits() {
     for fault in [Fault::FlipByte, Fault::OtherKeysValue, Fault::WrongFlags] {
-        let run = gets(&fake(fault), "2", &[]);
+        let run = gets(&fake(fault), 2, "");
         assert_eq!(run.requests, 200);
         assert_eq!(run.errors, 200);
         assert_eq!(run.error_kinds.wrong_value, 200);
@@ -142,14 +140,14 @@ fn wrong_values_are_errors_not_hits() {
         );
     }
     // In a multi-get, every key's value is wrong: one error per request.
-    let run = gets(&fake(Fault::FlipByte), "2", &["--multiget", "4"]);
+    let run = gets(&fake(Fault::FlipByte), 2, "--multiget 4");
     assert_eq!((run.errors, run.hits, run.misses), (200, 0, 0));
 }
 
 #[test]
 fn error_replies_are_errors() {
     let addr = fake(Fault::RefuseSets);
-    let report = bench(&["-s", &addr, "-c", "2", "--ratio", "0:1", "-n", "100"]);
+    let report = bench(&format!("-s {addr} -c 2 --ratio 0:1 -n 100"));
     let run = &report.runs[0];
     assert_eq!((run.requests, run.sets), (100, 100));
     assert_eq!(run.error_kinds.server, 100);
@@ -159,7 +157,7 @@ fn error_replies_are_errors() {
 #[test]
 fn a_dropped_connection_loses_what_was_in_flight() {
     let addr = fake(Fault::HangUpAfter(50));
-    let run = gets(&addr, "1", &[]);
+    let run = gets(&addr, 1, "");
     // 50 answered, the 51st sent and never answered; nothing after it.
     assert_eq!(run.requests, 51);
     assert_eq!(run.error_kinds.lost, 1);

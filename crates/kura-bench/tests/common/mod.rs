@@ -12,18 +12,19 @@ use clap::Parser;
 use kura_bench::{BenchArgs, Report};
 use kura_server::{Server, ServerConfig, ServerHandle};
 
-/// Runs `kura bench ARGS...` and returns the report and what it printed.
-pub fn bench_output(args: &[&str]) -> (Report, String) {
-    let argv = std::iter::once("kura bench").chain(args.iter().copied());
+/// Runs `kura bench` with the arguments in `line` (split at spaces) and
+/// returns the report and what it printed.
+pub fn bench_output(line: &str) -> (Report, String) {
+    let argv = std::iter::once("kura bench").chain(line.split_whitespace());
     let args = BenchArgs::try_parse_from(argv).unwrap_or_else(|e| panic!("bad arguments: {e}"));
     let mut out = Vec::new();
     let report = kura_bench::run(&args, &mut out).unwrap_or_else(|e| panic!("kura bench: {e}"));
     (report, String::from_utf8(out).expect("utf-8 output"))
 }
 
-/// Runs `kura bench ARGS...` and returns its report.
-pub fn bench(args: &[&str]) -> Report {
-    bench_output(args).0
+/// Runs `kura bench` with the arguments in `line` and returns its report.
+pub fn bench(line: &str) -> Report {
+    bench_output(line).0
 }
 
 /// A memcached child process, killed when dropped.
