@@ -30,7 +30,8 @@
 #   SWEEP=auto        rates of the latency-vs-load sweep of load (1), "R1,R2,..." [auto: 10% to
 #                     110% of the lower median throughput of load 1]; 0 skips the sweep
 #   SWEEP_SECS=2      seconds per rate of the sweep
-#   PLOT=bench/plots/latency-vs-load.svg   where the sweep's plot goes
+#   PLOT=bench/plots/latency-vs-load.svg   where the sweep's plot goes (its JSON reports
+#                     go beside it, PLOT without .svg + .memcached.json and .kura.json)
 #   OUT=              directory for the JSON reports [default: a new temporary one]
 #
 # Server CPU time is utime+stime of the server process from /proc/PID/stat,
@@ -198,13 +199,14 @@ if [[ "$SWEEP" != 0 ]]; then
   echo "sweep of load (1) at $SWEEP req/s, ${SWEEP_SECS}s each -> $PLOT"
   mkdir -p "$(dirname "$PLOT")"
   sweep=(-t "$CLIENT_THREADS" -c 32 --keys "$KEYS" --ratio 9:1 -d "$SWEEP_SECS" --sweep "$SWEEP")
+  MC_SWEEP=${PLOT%.svg}.memcached.json
+  KURA_SWEEP=${PLOT%.svg}.kura.json
   "$KURA" bench -s "127.0.0.1:$MC_PORT" "${sweep[@]}" --label "memcached $(memcached -V | cut -d' ' -f2)" \
-    --json >"$OUT/sweep-memcached.json" || echo "warning: errors in the memcached sweep" >&2
+    --json >"$MC_SWEEP" || echo "warning: errors in the memcached sweep" >&2
   "$KURA" bench -s "127.0.0.1:$KURA_PORT" "${sweep[@]}" --label "kura $(git rev-parse --short HEAD)" \
-    --json >"$OUT/sweep-kura.json" || echo "warning: errors in the kura sweep" >&2
-  "$KURA" bench -n 0 --plot "$PLOT" \
-    --overlay "$OUT/sweep-memcached.json" --overlay "$OUT/sweep-kura.json" >/dev/null
-  python3 - "$OUT/sweep-memcached.json" "$OUT/sweep-kura.json" <<'EOF'
+    --json >"$KURA_SWEEP" || echo "warning: errors in the kura sweep" >&2
+  "$KURA" bench -n 0 --plot "$PLOT" --overlay "$MC_SWEEP" --overlay "$KURA_SWEEP" >/dev/null
+  python3 - "$MC_SWEEP" "$KURA_SWEEP" <<'EOF'
 import json, sys
 for path in sys.argv[1:]:
     d = json.load(open(path))

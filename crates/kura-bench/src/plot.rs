@@ -71,7 +71,10 @@ pub fn draw(path: &Path, reports: &[Report]) -> Result<(), String> {
             .margin(12)
             .x_label_area_size(42)
             .y_label_area_size(64)
-            .build_cartesian_2d(0.0..max_rate * 1.05, (lo..hi).log_scale())
+            .build_cartesian_2d(
+                0.0..max_rate * 1.05,
+                (lo..hi).log_scale().with_key_points(ticks(lo, hi)),
+            )
             .map_err(|e| fail(&e))?;
         chart
             .configure_mesh()
@@ -114,4 +117,46 @@ pub fn draw(path: &Path, reports: &[Report]) -> Result<(), String> {
             .map_err(|e| fail(&e))?;
     }
     root.present().map_err(|e| fail(&e))
+}
+
+/// Round latencies between `lo` and `hi` to label a log axis with: 1, 2 and
+/// 5 times the powers of ten, or every multiple when that gives too few.
+fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let in_range = |steps: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= hi {
+            out.extend(
+                steps
+                    .iter()
+                    .map(|m| m * decade)
+                    .filter(|t| (lo..=hi).contains(t)),
+            );
+            decade *= 10.0;
+        }
+        out
+    };
+    let coarse = in_range(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        coarse
+    } else {
+        in_range(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ticks;
+
+    #[test]
+    fn log_ticks_are_round_and_in_range() {
+        assert_eq!(
+            ticks(3.0, 600.0),
+            vec![5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]
+        );
+        assert_eq!(
+            ticks(2500.0, 9000.0),
+            vec![3000.0, 4000.0, 5000.0, 6000.0, 7000.0, 8000.0, 9000.0]
+        );
+    }
 }
