@@ -38,8 +38,8 @@ use run::{Phase, Plan};
 pub enum BenchError {
     #[error("{0}")]
     Usage(String),
-    #[error("cannot connect to {server}: {source}")]
-    Connect { server: String, source: io::Error },
+    #[error("cannot connect to {server}: {reason}")]
+    Connect { server: String, reason: io::Error },
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error("a client thread panicked")]

@@ -204,9 +204,9 @@ impl Job<'_> {
         };
         // Wait for the others even after a failure, or they would wait forever.
         self.barrier.wait();
-        let streams = opened.map_err(|source| BenchError::Connect {
+        let streams = opened.map_err(|reason| BenchError::Connect {
             server: plan.server.clone(),
-            source,
+            reason,
         })?;
         let rt = rt?;
         let start = *self.start.get_or_init(Instant::now);
