@@ -1,6 +1,6 @@
 //! `kura`: the command-line entry point. `kura server` runs the
-//! memcached-compatible server; `kura log` checks and repairs an update-log
-//! directory.
+//! memcached-compatible server; `kura bench` loads a server and measures it;
+//! `kura log` checks and repairs an update-log directory.
 
 mod log;
 mod process;
@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Run the memcached-compatible cache server (memcached's flags).
     Server(Box<ServerArgs>),
+    /// Load a memcached-protocol server and measure throughput and latency.
+    Bench(kura_bench::BenchArgs),
     /// Inspect or repair an update-log directory.
     #[command(subcommand)]
     Log(log::LogCommand),
@@ -32,12 +34,25 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(args) => run_server(*args),
+        Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
     };
     if let Err(e) = result {
         eprintln!("kura: {e:#}");
         std::process::exit(64);
     }
+}
+
+/// Exits with status 1 when the run counted errors (wrong values, error
+/// replies, failed connections), so that scripts notice.
+fn run_bench(args: &kura_bench::BenchArgs) -> anyhow::Result<()> {
+    let report = kura_bench::run(args, &mut std::io::stdout().lock())?;
+    let errors = report.errors();
+    if errors > 0 {
+        eprintln!("kura bench: {errors} errors");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn init_logging(verbosity: u8) {
