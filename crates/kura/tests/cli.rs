@@ -180,7 +180,7 @@ fn bad_command_lines_are_clear_errors() {
             "invalid value for binding protocol: foo",
         ),
         (vec!["server", "-p", "99999"], "invalid value '99999'"),
-        (vec!["server", "-S"], "not available yet"),
+        (vec!["server", "-S"], "needs a credentials file"),
     ] {
         let out = kura().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
