@@ -443,3 +443,57 @@ fn unusable_files_are_startup_errors_naming_the_file() {
     let e = bind_error(&pki, |t| t.key = None);
     assert!(e.contains("ssl_chain_cert=FILE,ssl_key=FILE"), "{e}");
 }
+
+#[test]
+fn a_client_that_stops_reading_does_not_hold_up_shutdown() {
+    let pki = Pki::new();
+    let mut config = ServerConfig {
+        port: 0,
+        threads: 1,
+        listen: vec!["127.0.0.1".into(), "notls:127.0.0.1:0".into()],
+        ..ServerConfig::default()
+    };
+    config.tls = pki.tls();
+    let server = Server::bind(config).unwrap();
+    let addrs = server.tcp_addrs();
+    let handle = server.start().unwrap();
+    let (tls_addr, plain_addr) = (addrs[0].0, addrs[1].0);
+
+    let mut c = TlsClient::connect(tls_addr, pki.client(None)).unwrap();
+    let mut set = b"set big 0 0 1000000\r\n".to_vec();
+    set.extend_from_slice(&vec![b'b'; 1_000_000]);
+    set.extend_from_slice(b"\r\n");
+    c.roundtrip(&set, b"STORED\r\n");
+    // Ask for far more than the socket buffers hold, and never read it.
+    c.stream.write_all(&b"get big\r\n".repeat(64)).unwrap();
+    c.stream.flush().unwrap();
+
+    // Wait until the server is stuck writing to this client.
+    let mut plain = common::Client::connect(plain_addr);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        plain.send(b"stats conns\r\n");
+        let conns = String::from_utf8_lossy(&plain.read_until(b"END\r\n")).into_owned();
+        if conns.contains("conn_mwrite") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server never blocked: {conns}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(plain);
+
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        handle.shutdown();
+        handle.join();
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "the server did not stop while a TLS client was not reading"
+    );
+    drop(c);
+}
