@@ -11,12 +11,18 @@
 #
 # Clients (each one a PASS/FAIL line in the summary; exit status 1 if any fails):
 #   memccapable      libmemcached-tools' `memccapable -a` (every ASCII test)
+#   memccapable-binary  `memccapable -b` (every binary-protocol test)
 #   pymemcache       compat/pymemcache_test.py
 #   cache-memcached-fast  compat/cache_memcached_fast_test.pl (noreply => 1, 100,000-set burst)
 #   pylibmc          compat/pylibmc_test.py (text protocol)
+#   pylibmc-binary   compat/pylibmc_test.py --binary
+#   dalli            compat/dalli_test.rb (Debian's ruby-dalli 3.0: binary protocol, quiet
+#                    multi-ops), and against a second kura started with -S -Y: SASL PLAIN with
+#                    the right password, a wrong one and none (kura only: Debian's memcached
+#                    needs a Cyrus SASL setup for -S)
 #   tls-certs        a CA, server and client certificates made by `openssl req`
 #   tls-pymemcache   compat/tls_test.py: pymemcache over TLS (Python's ssl) against a second
-#                    kura started with -Z, ssl_verify_mode=2 and a notls: listener beside it,
+#                    kura started with -Z, ssl_verify_mode=2 and a notls: listener beside it
 #                    (this and tls-openssl are skipped with --against-memcached:
 #                    Debian's memcached is built without TLS)
 #   tls-openssl      `openssl s_client` with a client certificate against the same server
@@ -48,6 +54,7 @@ done
 
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/kura-compat.XXXXXX")"
 server_pid=""
+sasl_pid=""
 tls_pid=""
 stop_pid() {
     local pid="$1"
@@ -63,6 +70,9 @@ stop_pid() {
 }
 cleanup() {
     local rc=$?
+    if [[ -n "$sasl_pid" ]]; then
+        kill -KILL "$sasl_pid" 2>/dev/null || true
+    fi
     stop_pid "$server_pid"
     stop_pid "$tls_pid"
     rm -rf "$workdir"
@@ -221,8 +231,10 @@ missing() {
 
 if have memccapable; then
     run_client memccapable check_memccapable memccapable -h 127.0.0.1 -p "$port" -a
+    run_client memccapable-binary check_memccapable memccapable -h 127.0.0.1 -p "$port" -b
 else
     run_client memccapable check_exit missing memccapable "apt-get install libmemcached-tools"
+    run_client memccapable-binary check_exit missing memccapable "apt-get install libmemcached-tools"
 fi
 
 run_client pymemcache check_exit \
@@ -233,6 +245,34 @@ run_client cache-memcached-fast check_exit \
 
 run_client pylibmc check_exit \
     "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port"
+
+run_client pylibmc-binary check_exit \
+    "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port" --binary
+
+# A second kura requiring SASL, for Dalli's username/password.
+sasl_pid=""
+sasl_args=()
+if [[ "$target" == kura ]]; then
+    printf 'compat:s3cret-pw\nother:x\n' >"$workdir/auth"
+    sasl_port="$(free_port)"
+    "$bin" server -p "$sasl_port" -S -Y "$workdir/auth" >"$workdir/sasl-server.log" 2>&1 &
+    sasl_pid=$!
+    for _ in $(seq 1 100); do
+        port_open "$sasl_port" && break
+        sleep 0.1
+    done
+    sasl_args=(--sasl-port "$sasl_port" --user compat --password s3cret-pw)
+fi
+if have ruby && ruby -e 'require "dalli"' 2>/dev/null; then
+    run_client dalli check_exit ruby "$here/dalli_test.rb" --host 127.0.0.1 --port "$port" "${sasl_args[@]}"
+else
+    run_client dalli check_exit missing dalli "apt-get install ruby ruby-dalli"
+fi
+if [[ -n "$sasl_pid" ]]; then
+    kill -TERM "$sasl_pid" 2>/dev/null || true
+    wait "$sasl_pid" 2>/dev/null || true
+    sasl_pid=""
+fi
 
 # ---------------------------------------------------------------- TLS
 # A CA, a server certificate for 127.0.0.1 and a client certificate, made by the openssl CLI.

@@ -312,12 +312,13 @@ fn unquiet(op: u8) -> (u8, bool) {
 /// Frames and parses one binary request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
     use opcode::*;
+    // Bad magic closes at once, without waiting for a whole header.
+    if buf.first().is_some_and(|&m| m != REQUEST_MAGIC) {
+        return BinFrame::Close;
+    }
     let Some(h) = Header::decode(buf) else {
         return BinFrame::Incomplete { needed: HEADER_LEN };
     };
-    if h.magic != REQUEST_MAGIC {
-        return BinFrame::Close;
-    }
     let ext = usize::from(h.extras_len);
     let nkey = usize::from(h.key_len);
     let body = h.body_len as usize;

@@ -50,12 +50,11 @@ mod common;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use common::{Memcached, TestServer};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -68,76 +67,6 @@ const MARKER_KEY: &str = "__kura_diff_sync__";
 // ---------------------------------------------------------------------------
 // The two servers
 
-/// A memcached child process, killed when dropped.
-struct Memcached {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Memcached {
-    fn start(bin: &Path) -> Memcached {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(bin)
-                .args([
-                    "-u",
-                    "root",
-                    "-U",
-                    "0",
-                    "-l",
-                    "127.0.0.1",
-                    "-m",
-                    "64",
-                    "-t",
-                    "2",
-                ])
-                .args(["-p", &port.to_string()])
-                // memcached's LRU maintainer and crawler threads briefly
-                // hold references to items, and an item someone else holds
-                // is not rewritten in place: an incr then makes a new item
-                // (no space padding, not fetched, token and stale marks
-                // gone) at random. Without them the replies are
-                // deterministic; the protocol is the same.
-                .args(["-o", "no_lru_crawler,no_lru_maintainer"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    // Most likely the port was taken meanwhile; try another.
-                    break;
-                }
-                if TcpStream::connect(addr).is_ok() {
-                    return Memcached { child, addr };
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("memcached did not start listening on {addr}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        panic!("memcached failed to start 5 times");
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
-}
-
 /// Both servers, started with the same settings.
 struct Pair {
     bin: PathBuf,
@@ -149,20 +78,7 @@ impl Pair {
     /// Starts both, or returns `None` (after saying so) when memcached is not
     /// installed and not required.
     fn start() -> Option<Pair> {
-        let bin = std::env::var_os("KURA_MEMCACHED")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/usr/bin/memcached"));
-        if !bin.exists() {
-            if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
-                panic!(
-                    "memcached not found at {} and KURA_REQUIRE_MEMCACHED=1 \
-                     (install Debian's memcached or set KURA_MEMCACHED)",
-                    bin.display()
-                );
-            }
-            println!("skipped: memcached not installed");
-            return None;
-        }
+        let bin = common::memcached_bin()?;
         let memcached = Memcached::start(&bin);
         let kura = TestServer::with(|c| {
             c.memory_limit = 64;

@@ -1,6 +1,8 @@
 //! `kura`: the command-line entry point. `kura server` runs the
-//! memcached-compatible server.
+//! memcached-compatible server; `kura log` checks and repairs an update-log
+//! directory.
 
+mod log;
 mod process;
 
 use clap::{Parser, Subcommand};
@@ -20,13 +22,17 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the memcached-compatible cache server (memcached's flags).
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
+    /// Inspect or repair an update-log directory.
+    #[command(subcommand)]
+    Log(log::LogCommand),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Server(args) => run_server(args),
+        Command::Server(args) => run_server(*args),
+        Command::Log(cmd) => std::process::exit(log::run(cmd)),
     };
     if let Err(e) = result {
         eprintln!("kura: {e:#}");

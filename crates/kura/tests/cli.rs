@@ -181,6 +181,18 @@ fn bad_command_lines_are_clear_errors() {
         ),
         (vec!["server", "-p", "99999"], "invalid value '99999'"),
         (vec!["server", "-S"], "needs a credentials file"),
+        (
+            vec!["server", "-S", "-Y", "/nonexistent/auth"],
+            "could not read the auth file /nonexistent/auth",
+        ),
+        (
+            vec!["server", "-Y", "/dev/null", "-B", "binary"],
+            "You cannot allow the BINARY protocol while using ascii authentication tokens",
+        ),
+        (
+            vec!["server", "-S", "-Y", "/dev/null", "-B", "ascii"],
+            "You cannot allow the ASCII protocol while requiring SASL authentication",
+        ),
     ] {
         let out = kura().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
@@ -344,4 +356,66 @@ fn very_verbose_logs_client_commands() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(err.contains("get some_key_to_log"), "stderr: {err}");
+}
+
+#[test]
+fn log_check_and_repair() {
+    use kura_log::{LogWriter, Mutation, WriterOptions};
+    let dir = std::env::temp_dir().join(format!("kura-cli-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut w = LogWriter::open(&dir, WriterOptions::default()).unwrap();
+    for i in 0..10u32 {
+        w.append(&Mutation::Set {
+            key: format!("k{i}").into_bytes(),
+            value: b"v".to_vec(),
+            flags: i,
+            exptime: 0,
+            cas: u64::from(i),
+        })
+        .unwrap();
+    }
+    w.sync().unwrap();
+    let seg = w.current_segment().to_owned();
+    drop(w);
+    let run = |args: &[&str]| {
+        let out = kura().args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let d = dir.to_str().unwrap();
+    let (code, out) = run(&["log", "check", d]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("records: 10 (sequence 1 to 10)") && out.contains("OK"),
+        "{out}"
+    );
+
+    // A torn tail: found (exit 1), then cut off by repair.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    f.write_all(&[40, 0, 0, 0, 1, 2, 3]).unwrap();
+    drop(f);
+    let (code, out) = run(&["log", "check", d]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("torn tail"), "{out}");
+    let (code, out) = run(&["log", "repair", d]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(run(&["log", "check", d]).0, Some(0));
+
+    // Corruption: reported with file and offset; repair needs consent.
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[40] ^= 0xff;
+    std::fs::write(&seg, &bytes).unwrap();
+    let (code, out) = run(&["log", "check", d]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("CORRUPT") && out.contains(seg.to_str().unwrap()),
+        "{out}"
+    );
+    assert_eq!(run(&["log", "repair", d]).0, Some(2));
+    let (code, out) = run(&["log", "repair", "--truncate-corrupt", d]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(run(&["log", "check", d]).0, Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
 }

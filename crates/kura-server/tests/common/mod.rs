@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kura_server::{Server, ServerConfig, ServerHandle};
@@ -156,4 +158,194 @@ impl Client {
             }
         }
     }
+}
+
+/// One binary-protocol response: its header and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinResponse {
+    pub header: kura_proto::binary::Header,
+    pub body: Vec<u8>,
+}
+
+impl BinResponse {
+    pub fn extras(&self) -> &[u8] {
+        &self.body[..usize::from(self.header.extras_len)]
+    }
+    pub fn key(&self) -> &[u8] {
+        let e = usize::from(self.header.extras_len);
+        &self.body[e..e + usize::from(self.header.key_len)]
+    }
+    pub fn value(&self) -> &[u8] {
+        &self.body[usize::from(self.header.extras_len) + usize::from(self.header.key_len)..]
+    }
+    pub fn status(&self) -> u16 {
+        self.header.status
+    }
+}
+
+/// Encodes a binary request.
+pub fn bin(op: u8, extras: &[u8], key: &[u8], value: &[u8], opaque: u32, cas: u64) -> Vec<u8> {
+    let mut v = Vec::new();
+    kura_proto::binary::Header {
+        magic: kura_proto::binary::REQUEST_MAGIC,
+        opcode: op,
+        key_len: key.len() as u16,
+        extras_len: extras.len() as u8,
+        body_len: (extras.len() + key.len() + value.len()) as u32,
+        opaque,
+        cas,
+        ..Default::default()
+    }
+    .encode(&mut v);
+    v.extend_from_slice(extras);
+    v.extend_from_slice(key);
+    v.extend_from_slice(value);
+    v
+}
+
+/// The 8 bytes of extras of SET/ADD/REPLACE.
+pub fn set_extras(flags: u32, exptime: u32) -> Vec<u8> {
+    let mut e = flags.to_be_bytes().to_vec();
+    e.extend_from_slice(&exptime.to_be_bytes());
+    e
+}
+
+/// The 20 bytes of extras of INCREMENT/DECREMENT.
+pub fn arith_extras(delta: u64, initial: u64, exptime: u32) -> Vec<u8> {
+    let mut e = delta.to_be_bytes().to_vec();
+    e.extend_from_slice(&initial.to_be_bytes());
+    e.extend_from_slice(&exptime.to_be_bytes());
+    e
+}
+
+impl Client {
+    /// Reads one binary response.
+    pub fn read_bin(&mut self) -> BinResponse {
+        let head = self.read_exact(kura_proto::binary::HEADER_LEN);
+        let header = kura_proto::binary::Header::decode(&head).expect("24 bytes");
+        assert_eq!(
+            header.magic,
+            kura_proto::binary::RESPONSE_MAGIC,
+            "{header:?}"
+        );
+        let body = self.read_exact(header.body_len as usize);
+        BinResponse { header, body }
+    }
+
+    /// Sends one binary request and reads one response.
+    pub fn bin_call(&mut self, req: &[u8]) -> BinResponse {
+        self.send(req);
+        self.read_bin()
+    }
+
+    /// Reads responses up to and including the one with `opcode` (a NOOP
+    /// ending a quiet pipeline, say).
+    pub fn read_bin_until(&mut self, opcode: u8) -> Vec<BinResponse> {
+        let mut out = Vec::new();
+        loop {
+            let r = self.read_bin();
+            let done = r.header.opcode == opcode;
+            out.push(r);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+/// Debian's memcached for differential tests: `$KURA_MEMCACHED` or
+/// `/usr/bin/memcached`. When missing: `None` after printing "skipped",
+/// or a panic under `KURA_REQUIRE_MEMCACHED=1`.
+pub fn memcached_bin() -> Option<PathBuf> {
+    let bin = std::env::var_os("KURA_MEMCACHED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/memcached"));
+    if !bin.exists() {
+        if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
+            panic!(
+                "memcached not found at {} and KURA_REQUIRE_MEMCACHED=1 \
+                 (install Debian's memcached or set KURA_MEMCACHED)",
+                bin.display()
+            );
+        }
+        println!("skipped: memcached not installed");
+        return None;
+    }
+    Some(bin)
+}
+
+/// A memcached child process, killed when dropped.
+pub struct Memcached {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Memcached {
+    pub fn start(bin: &Path) -> Memcached {
+        Memcached::start_with(bin, &[])
+    }
+
+    /// Starts `bin` with the differential tests' settings plus `extra` args.
+    pub fn start_with(bin: &Path, extra: &[&str]) -> Memcached {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(bin)
+                .args([
+                    "-u",
+                    "root",
+                    "-U",
+                    "0",
+                    "-l",
+                    "127.0.0.1",
+                    "-m",
+                    "64",
+                    "-t",
+                    "2",
+                ])
+                .args(["-p", &port.to_string()])
+                .args(extra)
+                // memcached's LRU maintainer and crawler threads briefly
+                // hold references to items, and an item someone else holds
+                // is not rewritten in place: an incr then makes a new item
+                // (no space padding, not fetched, token and stale marks
+                // gone) at random. Without them the replies are
+                // deterministic; the protocol is the same.
+                .args(["-o", "no_lru_crawler,no_lru_maintainer"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    // Most likely the port was taken meanwhile; try another.
+                    break;
+                }
+                if TcpStream::connect(addr).is_ok() {
+                    return Memcached { child, addr };
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("memcached did not start listening on {addr}");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        panic!("memcached failed to start 5 times");
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
 }

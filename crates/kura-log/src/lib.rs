@@ -1,0 +1,53 @@
+//! kura's update log: every mutation of a durable store as a record with a
+//! monotonically increasing sequence number, appended to segment files of
+//! bounded size in one directory.
+//!
+//! The log records the *result* of each mutation (the item as it now is,
+//! with an absolute expiry), not the command that produced it, so replay is
+//! idempotent and independent of the clock: an append is logged as the whole
+//! new value, an incr as the new number, a touch as the new deadline. A
+//! replica can stream the log from any sequence number with
+//! [`LogReader::from_seq`].
+//!
+//! Layout of a directory: `NNNNNNNNNNNNNNNNNNNN.klog` files, named by the
+//! sequence number of their first record (20 digits, so names sort in
+//! order). Each file starts with a 16-byte header: `KURALOG`, a version
+//! byte and the first sequence number. Each record is `len:u32 crc32:u32
+//! seq:u64 kind:u8 fields` (little endian), the CRC covering everything
+//! after itself. See [`record`] for the fields.
+//!
+//! Damage is told apart by where it is: a record cut short at the very end
+//! of the newest file is a torn write (a crash mid-append) and
+//! [`repair`] truncates it; anything else that does not check out is
+//! corruption, reported with the file and byte offset.
+
+pub mod record;
+mod scan;
+mod segment;
+mod writer;
+
+pub use record::{Mutation, Record};
+pub use scan::{check, repair, CheckReport, Damage, LogReader, ScanError};
+pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
+pub use writer::{FsyncPolicy, LogWriter, WriterOptions};
+
+/// Errors of the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    #[error("record too large for the log: {0} bytes")]
+    TooLarge(usize),
+}
+
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+    move |source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}

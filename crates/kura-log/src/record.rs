@@ -1,0 +1,300 @@
+//! Records and their encoding.
+//!
+//! ```text
+//! record   := len:u32 crc:u32 body          len = length of body
+//! body     := seq:u64 kind:u8 fields        crc = CRC-32 (IEEE) of body
+//! Set      := flags:u32 exptime:u32 cas:u64 klen:u16 key vlen:u32 value
+//! Delete   := klen:u16 key                  (also Evict, same fields)
+//! Touch    := exptime:u32 klen:u16 key
+//! Flush    := at:u32                        (0: now)
+//! ```
+//! Integers are little endian; `exptime` is an absolute Unix time, 0 for
+//! never.
+
+/// Bytes before a record's body: its length and CRC.
+pub const RECORD_HEADER_LEN: usize = 8;
+/// The largest body a record may have (a 1 GiB item plus its fields).
+pub const MAX_BODY_LEN: usize = (1 << 30) + 4096;
+
+const KIND_SET: u8 = 1;
+const KIND_DELETE: u8 = 2;
+const KIND_TOUCH: u8 = 3;
+const KIND_FLUSH: u8 = 4;
+const KIND_EVICT: u8 = 5;
+
+/// One change to the store, as its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// The item `key` now holds this (every storage command, incr/decr).
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        flags: u32,
+        /// Absolute Unix time; 0 never expires.
+        exptime: u32,
+        cas: u64,
+    },
+    /// `key` was deleted.
+    Delete { key: Vec<u8> },
+    /// `key` now expires at `exptime` (absolute; 0 never).
+    Touch { key: Vec<u8>, exptime: u32 },
+    /// Everything stored before is invalid from `at` (absolute; 0 now).
+    Flush { at: u32 },
+    /// `key` was evicted; replay removes it so a restart does not bring it
+    /// back.
+    Evict { key: Vec<u8> },
+}
+
+/// A mutation with its sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub mutation: Mutation,
+}
+
+/// Why bytes are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// More bytes are needed: the record runs past the end of the data.
+    Truncated,
+    /// The CRC does not match.
+    BadCrc,
+    /// The length field is impossible.
+    BadLength,
+    /// The body does not parse (unknown kind, fields past its end).
+    BadBody,
+}
+
+impl Record {
+    /// Appends the encoded record to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        match &self.mutation {
+            Mutation::Set {
+                key,
+                value,
+                flags,
+                exptime,
+                cas,
+            } => {
+                out.push(KIND_SET);
+                out.extend_from_slice(&flags.to_le_bytes());
+                out.extend_from_slice(&exptime.to_le_bytes());
+                out.extend_from_slice(&cas.to_le_bytes());
+                put_key(out, key);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            Mutation::Delete { key } => {
+                out.push(KIND_DELETE);
+                put_key(out, key);
+            }
+            Mutation::Evict { key } => {
+                out.push(KIND_EVICT);
+                put_key(out, key);
+            }
+            Mutation::Touch { key, exptime } => {
+                out.push(KIND_TOUCH);
+                out.extend_from_slice(&exptime.to_le_bytes());
+                put_key(out, key);
+            }
+            Mutation::Flush { at } => {
+                out.push(KIND_FLUSH);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+        }
+        let body = &out[start + RECORD_HEADER_LEN..];
+        let len = body.len() as u32;
+        let crc = crc32fast::hash(body);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The encoded length of this record.
+    pub fn encoded_len(&self) -> usize {
+        let fields = match &self.mutation {
+            Mutation::Set { key, value, .. } => 4 + 4 + 8 + 2 + key.len() + 4 + value.len(),
+            Mutation::Delete { key } | Mutation::Evict { key } => 2 + key.len(),
+            Mutation::Touch { key, .. } => 4 + 2 + key.len(),
+            Mutation::Flush { .. } => 4,
+        };
+        RECORD_HEADER_LEN + 8 + 1 + fields
+    }
+
+    /// Decodes the record at the front of `b`; returns it and its length.
+    ///
+    /// # Errors
+    /// [`DecodeError::Truncated`] when `b` ends inside the record, else what
+    /// is wrong with it.
+    pub fn decode(b: &[u8]) -> Result<(Record, usize), DecodeError> {
+        if b.len() < RECORD_HEADER_LEN {
+            return Err(DecodeError::Truncated);
+        }
+        let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let crc = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        if !(9..=MAX_BODY_LEN).contains(&len) {
+            return Err(DecodeError::BadLength);
+        }
+        let Some(body) = b.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {
+            return Err(DecodeError::Truncated);
+        };
+        if crc32fast::hash(body) != crc {
+            return Err(DecodeError::BadCrc);
+        }
+        let record = decode_body(body).ok_or(DecodeError::BadBody)?;
+        Ok((record, RECORD_HEADER_LEN + len))
+    }
+}
+
+fn put_key(out: &mut Vec<u8>, key: &[u8]) {
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
+}
+
+/// A cursor over a body that fails (returns `None`) past its end.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        let b = self.take(2)?;
+        Some(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.take(4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_le_bytes(a))
+    }
+    fn key(&mut self) -> Option<Vec<u8>> {
+        let n = self.u16()? as usize;
+        Some(self.take(n)?.to_vec())
+    }
+}
+
+fn decode_body(body: &[u8]) -> Option<Record> {
+    let mut c = Cursor(body);
+    let seq = c.u64()?;
+    let mutation = match c.u8()? {
+        KIND_SET => {
+            let flags = c.u32()?;
+            let exptime = c.u32()?;
+            let cas = c.u64()?;
+            let key = c.key()?;
+            let n = c.u32()? as usize;
+            let value = c.take(n)?.to_vec();
+            Mutation::Set {
+                key,
+                value,
+                flags,
+                exptime,
+                cas,
+            }
+        }
+        KIND_DELETE => Mutation::Delete { key: c.key()? },
+        KIND_EVICT => Mutation::Evict { key: c.key()? },
+        KIND_TOUCH => {
+            let exptime = c.u32()?;
+            Mutation::Touch {
+                key: c.key()?,
+                exptime,
+            }
+        }
+        KIND_FLUSH => Mutation::Flush { at: c.u32()? },
+        _ => return None,
+    };
+    // Trailing bytes inside a CRC-valid body mean a format mismatch.
+    if !c.0.is_empty() {
+        return None;
+    }
+    Some(Record { seq, mutation })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Record> {
+        vec![
+            Record {
+                seq: 1,
+                mutation: Mutation::Set {
+                    key: b"k".to_vec(),
+                    value: b"value".to_vec(),
+                    flags: 7,
+                    exptime: 1_900_000_000,
+                    cas: 42,
+                },
+            },
+            Record {
+                seq: 2,
+                mutation: Mutation::Delete { key: b"k".to_vec() },
+            },
+            Record {
+                seq: 3,
+                mutation: Mutation::Touch {
+                    key: b"t".to_vec(),
+                    exptime: 0,
+                },
+            },
+            Record {
+                seq: u64::MAX,
+                mutation: Mutation::Flush { at: 5 },
+            },
+            Record {
+                seq: 9,
+                mutation: Mutation::Evict {
+                    key: vec![0, 255, b' '],
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        for r in samples() {
+            let mut b = Vec::new();
+            r.encode(&mut b);
+            assert_eq!(b.len(), r.encoded_len());
+            assert_eq!(Record::decode(&b), Ok((r.clone(), b.len())));
+            // Every prefix is truncated, never an error or a record.
+            for cut in 0..b.len() {
+                assert_eq!(
+                    Record::decode(&b[..cut]).map(|_| ()),
+                    Err(DecodeError::Truncated),
+                    "{r:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_flipped_bit_is_detected() {
+        let mut b = Vec::new();
+        samples()[0].encode(&mut b);
+        for i in 0..b.len() * 8 {
+            let mut c = b.clone();
+            c[i / 8] ^= 1 << (i % 8);
+            assert!(
+                Record::decode(&c).is_err(),
+                "bit {i} flipped went unnoticed"
+            );
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! Reading a log directory back: iteration from a sequence number, and the
+//! checks and repairs of `kura log check` / `kura log repair`.
+
+use std::path::{Path, PathBuf};
+
+use crate::record::{DecodeError, Record, RECORD_HEADER_LEN};
+use crate::segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
+use crate::{io_err, LogError};
+
+/// Corruption found while reading.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    #[error("corrupt update log: {file}, offset {offset}: {reason}")]
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// What is wrong with a directory, if anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// The newest segment ends inside a record (a crash mid-write): the
+    /// bytes from `offset` on are to be cut off.
+    TornTail {
+        file: PathBuf,
+        offset: u64,
+        /// Bytes after `offset`.
+        len: u64,
+    },
+    /// Damage that is not at the tail: data would be lost by going on.
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// The result of [`check`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CheckReport {
+    pub segments: usize,
+    pub records: u64,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    /// Bytes of valid records and headers.
+    pub valid_bytes: u64,
+    pub damage: Option<Damage>,
+}
+
+impl CheckReport {
+    /// The corruption as an error, if there is corruption.
+    pub fn into_error(self) -> Option<LogError> {
+        match self.damage {
+            Some(Damage::Corrupt {
+                file,
+                offset,
+                reason,
+            }) => Some(LogError::Scan(ScanError::Corrupt {
+                file,
+                offset,
+                reason,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// How reading one segment ended.
+enum End {
+    Clean,
+    Torn { offset: u64 },
+    Corrupt { offset: u64, reason: String },
+}
+
+/// Reads the records of one segment's bytes, calling `each` for every
+/// valid one in order. `prev` is the sequence number of the record before
+/// this segment, if any; `newest` says whether damage at the end can be a
+/// torn write.
+fn scan_segment(
+    seg: &SegmentFile,
+    bytes: &[u8],
+    newest: bool,
+    prev: &mut Option<u64>,
+    mut each: impl FnMut(Record, u64),
+) -> End {
+    if bytes.len() < FILE_HEADER_LEN {
+        return if newest {
+            End::Torn { offset: 0 }
+        } else {
+            End::Corrupt {
+                offset: 0,
+                reason: "segment shorter than its header".into(),
+            }
+        };
+    }
+    if &bytes[..8] != FILE_MAGIC {
+        return End::Corrupt {
+            offset: 0,
+            reason: "not a kura log segment (bad magic)".into(),
+        };
+    }
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&bytes[8..16]);
+    if u64::from_le_bytes(first) != seg.first_seq {
+        return End::Corrupt {
+            offset: 8,
+            reason: format!(
+                "header says first record {}, the file name says {}",
+                u64::from_le_bytes(first),
+                seg.first_seq
+            ),
+        };
+    }
+    let mut pos = FILE_HEADER_LEN;
+    let mut expect = seg.first_seq;
+    if let Some(p) = *prev {
+        if p + 1 != seg.first_seq {
+            return End::Corrupt {
+                offset: 0,
+                reason: format!(
+                    "segment starts at record {} after record {p}",
+                    seg.first_seq
+                ),
+            };
+        }
+    }
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        match Record::decode(rest) {
+            Ok((record, len)) => {
+                if record.seq != expect {
+                    return End::Corrupt {
+                        offset: pos as u64,
+                        reason: format!("record {} where {expect} was expected", record.seq),
+                    };
+                }
+                *prev = Some(record.seq);
+                expect += 1;
+                each(record, len as u64);
+                pos += len;
+            }
+            Err(e) => {
+                // At the end of the newest segment, a record that runs to
+                // (or past) the end of the file, or is followed only by
+                // zeros, is a write the crash interrupted.
+                let claimed = if rest.len() >= 4 {
+                    RECORD_HEADER_LEN as u64
+                        + u64::from(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]))
+                } else {
+                    u64::MAX
+                };
+                let reaches_end = claimed >= rest.len() as u64;
+                let zeros_after = rest
+                    .get(claimed.min(rest.len() as u64) as usize..)
+                    .is_some_and(|t| t.iter().all(|&b| b == 0));
+                if newest && (e == DecodeError::Truncated || reaches_end || zeros_after) {
+                    return End::Torn { offset: pos as u64 };
+                }
+                let reason = match e {
+                    DecodeError::Truncated => {
+                        "record cut short in a segment that is not the newest"
+                    }
+                    DecodeError::BadCrc => "CRC mismatch",
+                    DecodeError::BadLength => "impossible record length",
+                    DecodeError::BadBody => "record body does not parse",
+                };
+                return End::Corrupt {
+                    offset: pos as u64,
+                    reason: reason.into(),
+                };
+            }
+        }
+    }
+    End::Clean
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, LogError> {
+    std::fs::read(path).map_err(io_err(path))
+}
+
+/// Checks every segment of `dir`.
+///
+/// # Errors
+/// Only I/O errors; damage is in the report.
+pub fn check(dir: &Path) -> Result<CheckReport, LogError> {
+    let segments = segment_files(dir)?;
+    let mut report = CheckReport {
+        segments: segments.len(),
+        ..Default::default()
+    };
+    let mut prev = None;
+    for (i, seg) in segments.iter().enumerate() {
+        let bytes = read(&seg.path)?;
+        let newest = i + 1 == segments.len();
+        report.valid_bytes += FILE_HEADER_LEN.min(bytes.len()) as u64;
+        let end = scan_segment(seg, &bytes, newest, &mut prev, |r, len| {
+            report.records += 1;
+            report.first_seq.get_or_insert(r.seq);
+            report.last_seq = Some(r.seq);
+            report.valid_bytes += len;
+        });
+        match end {
+            End::Clean => {}
+            End::Torn { offset } => {
+                report.damage = Some(Damage::TornTail {
+                    file: seg.path.clone(),
+                    offset,
+                    len: bytes.len() as u64 - offset,
+                });
+                break;
+            }
+            End::Corrupt { offset, reason } => {
+                report.damage = Some(Damage::Corrupt {
+                    file: seg.path.clone(),
+                    offset,
+                    reason,
+                });
+                break;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Repairs `dir` the way `redis-check-aof --fix` does: a torn tail is cut
+/// off; with `truncate_corrupt`, everything from the first corruption on is
+/// removed too (the records there are lost; the report says how many bytes
+/// were). Returns the report from before the repair.
+///
+/// # Errors
+/// I/O errors.
+pub fn repair(dir: &Path, truncate_corrupt: bool) -> Result<CheckReport, LogError> {
+    let report = check(dir)?;
+    let (file, offset) = match &report.damage {
+        None => return Ok(report),
+        Some(Damage::TornTail { file, offset, .. }) => (file.clone(), *offset),
+        Some(Damage::Corrupt { file, offset, .. }) if truncate_corrupt => (file.clone(), *offset),
+        Some(Damage::Corrupt { .. }) => return Ok(report),
+    };
+    // Cut the damaged file at the damage (a file left without a whole
+    // header goes), and remove every later segment.
+    if offset < FILE_HEADER_LEN as u64 {
+        std::fs::remove_file(&file).map_err(io_err(&file))?;
+    } else {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .map_err(io_err(&file))?;
+        f.set_len(offset).map_err(io_err(&file))?;
+        f.sync_all().map_err(io_err(&file))?;
+    }
+    for seg in segment_files(dir)? {
+        if seg.path > file {
+            std::fs::remove_file(&seg.path).map_err(io_err(&seg.path))?;
+        }
+    }
+    Ok(report)
+}
+
+/// Reads records in order, from a sequence number on (what recovery and a
+/// replica do). A torn tail ends the iteration; corruption is an error
+/// after the good records before it.
+pub struct LogReader {
+    segments: Vec<SegmentFile>,
+    next_segment: usize,
+    records: std::vec::IntoIter<Record>,
+    from: u64,
+    prev: Option<u64>,
+    pending_error: Option<LogError>,
+    done: bool,
+}
+
+impl LogReader {
+    /// Records with sequence numbers `from` and later.
+    ///
+    /// # Errors
+    /// The directory cannot be read.
+    pub fn from_seq(dir: &Path, from: u64) -> Result<LogReader, LogError> {
+        let segments = segment_files(dir)?;
+        // Start with the last segment whose first record is at or before
+        // `from`: the ones before hold nothing wanted.
+        let start = segments
+            .iter()
+            .rposition(|s| s.first_seq <= from)
+            .unwrap_or(0);
+        Ok(LogReader {
+            segments,
+            next_segment: start,
+            records: Vec::new().into_iter(),
+            from,
+            prev: None,
+            pending_error: None,
+            done: false,
+        })
+    }
+
+    /// Loads the next segment's records; false when there is none.
+    fn load_next(&mut self) -> Result<bool, LogError> {
+        let Some(seg) = self.segments.get(self.next_segment).cloned() else {
+            return Ok(false);
+        };
+        let newest = self.next_segment + 1 == self.segments.len();
+        self.next_segment += 1;
+        let bytes = read(&seg.path)?;
+        let mut records = Vec::new();
+        let from = self.from;
+        let end = scan_segment(&seg, &bytes, newest, &mut self.prev, |r, _| {
+            if r.seq >= from {
+                records.push(r);
+            }
+        });
+        match end {
+            End::Clean => {}
+            End::Torn { .. } => self.done = true,
+            End::Corrupt { offset, reason } => {
+                self.done = true;
+                self.pending_error = Some(LogError::Scan(ScanError::Corrupt {
+                    file: seg.path,
+                    offset,
+                    reason,
+                }));
+            }
+        }
+        self.records = records.into_iter();
+        Ok(true)
+    }
+}
+
+impl Iterator for LogReader {
+    type Item = Result<Record, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.records.next() {
+                return Some(Ok(r));
+            }
+            if let Some(e) = self.pending_error.take() {
+                return Some(Err(e));
+            }
+            if self.done {
+                return None;
+            }
+            match self.load_next() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}

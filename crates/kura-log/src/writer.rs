@@ -1,0 +1,277 @@
+//! Appending records: segment rotation and the fsync policy.
+//!
+//! [`LogWriter`] is the single writer of a directory. It is synchronous and
+//! owns no thread: the server runs it on its own log thread (off the request
+//! threads) and batches what many connections sent into one
+//! [`LogWriter::append_batch`] and one [`LogWriter::sync`] (group commit).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::record::{Mutation, Record, MAX_BODY_LEN, RECORD_HEADER_LEN};
+use crate::scan::{check, Damage};
+use crate::segment::{header, segment_files, segment_path};
+use crate::{io_err, LogError};
+
+/// When the log reaches the disk (Redis's `appendfsync` meanings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// fsync before a write is acknowledged (group commit shares it).
+    Always,
+    /// fsync in the background at most a second apart.
+    #[default]
+    EverySec,
+    /// Leave it to the operating system.
+    No,
+}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "always" => Ok(FsyncPolicy::Always),
+            "everysec" => Ok(FsyncPolicy::EverySec),
+            "no" => Ok(FsyncPolicy::No),
+            other => Err(format!(
+                "unknown fsync policy '{other}' (known: always, everysec, no)"
+            )),
+        }
+    }
+}
+
+/// How a writer behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// A segment is closed and a new one started past this many bytes.
+    pub segment_size: u64,
+    pub fsync: FsyncPolicy,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            segment_size: 64 * 1024 * 1024,
+            fsync: FsyncPolicy::EverySec,
+        }
+    }
+}
+
+/// The writer of one log directory.
+pub struct LogWriter {
+    dir: PathBuf,
+    options: WriterOptions,
+    file: File,
+    path: PathBuf,
+    size: u64,
+    next_seq: u64,
+    /// Bytes written but not yet fsynced.
+    dirty: bool,
+    last_sync: Instant,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("path", &self.path)
+            .field("size", &self.size)
+            .field("next_seq", &self.next_seq)
+            .finish()
+    }
+}
+
+impl LogWriter {
+    /// Opens `dir` for appending (creating it), after checking it: a torn
+    /// record at the end of the newest segment is cut off (the crash that
+    /// left it never acknowledged it); corruption anywhere else is an
+    /// error. New records continue the sequence.
+    ///
+    /// # Errors
+    /// I/O errors, or corruption (see [`check`]).
+    pub fn open(dir: &Path, options: WriterOptions) -> Result<LogWriter, LogError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let report = check(dir)?;
+        match &report.damage {
+            None => {}
+            Some(Damage::TornTail { file, offset, .. }) => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(file)
+                    .map_err(io_err(file))?;
+                f.set_len(*offset).map_err(io_err(file))?;
+                f.sync_all().map_err(io_err(file))?;
+            }
+            Some(Damage::Corrupt { .. }) => {
+                return Err(report.into_error().unwrap_or_else(|| LogError::Io {
+                    path: dir.to_owned(),
+                    source: std::io::Error::other("corrupt log"),
+                }));
+            }
+        }
+        let next_seq = report.last_seq.map_or(1, |s| s + 1);
+        // Continue the newest segment if it has room, else start one.
+        let segments = segment_files(dir)?;
+        if let Some(last) = segments.last() {
+            let size = std::fs::metadata(&last.path)
+                .map_err(io_err(&last.path))?
+                .len();
+            if size < options.segment_size {
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(&last.path)
+                    .map_err(io_err(&last.path))?;
+                return Ok(LogWriter {
+                    dir: dir.to_owned(),
+                    options,
+                    file,
+                    path: last.path.clone(),
+                    size,
+                    next_seq,
+                    dirty: false,
+                    last_sync: Instant::now(),
+                    buf: Vec::new(),
+                });
+            }
+        }
+        let (file, path) = new_segment(dir, next_seq)?;
+        Ok(LogWriter {
+            dir: dir.to_owned(),
+            options,
+            file,
+            path,
+            size: crate::segment::FILE_HEADER_LEN as u64,
+            next_seq,
+            dirty: false,
+            last_sync: Instant::now(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// The sequence number the next record gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The segment being written.
+    pub fn current_segment(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one mutation; returns its sequence number. It is written to
+    /// the file (the OS has it) but not synced: see [`LogWriter::sync`].
+    ///
+    /// # Errors
+    /// I/O errors; a record too large for the format.
+    pub fn append(&mut self, m: &Mutation) -> Result<u64, LogError> {
+        let seq = self.append_batch(std::slice::from_ref(m))?;
+        Ok(seq)
+    }
+
+    /// Appends mutations in order with one write per segment; returns the
+    /// sequence number of the last (or of the next record, when empty).
+    ///
+    /// # Errors
+    /// I/O errors; a record too large for the format.
+    pub fn append_batch(&mut self, ms: &[Mutation]) -> Result<u64, LogError> {
+        self.buf.clear();
+        let mut last = self.next_seq.saturating_sub(1);
+        for m in ms {
+            let record = Record {
+                seq: self.next_seq,
+                mutation: m.clone(),
+            };
+            let len = record.encoded_len();
+            if len - RECORD_HEADER_LEN > MAX_BODY_LEN {
+                return Err(LogError::TooLarge(len));
+            }
+            if self.size + (self.buf.len() + len) as u64 > self.options.segment_size
+                && self.size > crate::segment::FILE_HEADER_LEN as u64
+            {
+                self.write_buf()?;
+                self.rotate()?;
+            }
+            record.encode(&mut self.buf);
+            last = self.next_seq;
+            self.next_seq += 1;
+        }
+        self.write_buf()?;
+        if self.options.fsync == FsyncPolicy::Always {
+            self.sync()?;
+        }
+        Ok(last)
+    }
+
+    fn write_buf(&mut self) -> Result<(), LogError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.file.write_all(&self.buf).map_err(io_err(&self.path))?;
+        self.size += self.buf.len() as u64;
+        self.buf.clear();
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Makes everything appended durable.
+    ///
+    /// # Errors
+    /// The fsync failed.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        if self.dirty {
+            self.file.sync_data().map_err(io_err(&self.path))?;
+            self.dirty = false;
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Under `everysec`, syncs when a second has passed since the last
+    /// sync; returns whether it did.
+    ///
+    /// # Errors
+    /// The fsync failed.
+    pub fn maybe_sync(&mut self) -> Result<bool, LogError> {
+        if self.options.fsync == FsyncPolicy::EverySec
+            && self.dirty
+            && self.last_sync.elapsed() >= Duration::from_secs(1)
+        {
+            self.sync()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn rotate(&mut self) -> Result<(), LogError> {
+        if self.options.fsync != FsyncPolicy::No {
+            self.sync()?;
+        }
+        let (file, path) = new_segment(&self.dir, self.next_seq)?;
+        self.file = file;
+        self.path = path;
+        self.size = crate::segment::FILE_HEADER_LEN as u64;
+        Ok(())
+    }
+}
+
+fn new_segment(dir: &Path, first_seq: u64) -> Result<(File, PathBuf), LogError> {
+    let path = segment_path(dir, first_seq);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    file.write_all(&header(first_seq)).map_err(io_err(&path))?;
+    file.sync_all().map_err(io_err(&path))?;
+    // The new name must survive a crash too.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    let file = OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    Ok((file, path))
+}
