@@ -20,6 +20,12 @@
 #                    multi-ops), and against a second kura started with -S -Y: SASL PLAIN with
 #                    the right password, a wrong one and none (kura only: Debian's memcached
 #                    needs a Cyrus SASL setup for -S)
+#   tls-certs        a CA, server and client certificates made by `openssl req`
+#   tls-pymemcache   compat/tls_test.py: pymemcache over TLS (Python's ssl) against a second
+#                    kura started with -Z, ssl_verify_mode=2 and a notls: listener beside it
+#                    (this and tls-openssl are skipped with --against-memcached:
+#                    Debian's memcached is built without TLS)
+#   tls-openssl      `openssl s_client` with a client certificate against the same server
 #   server-alive     the server is still running and answering after all of the above
 set -euo pipefail
 
@@ -35,7 +41,7 @@ build=1
 target=kura
 [[ -n "${KURA_BIN:-}" ]] && build=0
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while (($#)); do
     case "$1" in
         --skip-build) build=0 ;;
@@ -49,20 +55,26 @@ done
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/kura-compat.XXXXXX")"
 server_pid=""
 sasl_pid=""
+tls_pid=""
+stop_pid() {
+    local pid="$1"
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+}
 cleanup() {
     local rc=$?
     if [[ -n "$sasl_pid" ]]; then
         kill -KILL "$sasl_pid" 2>/dev/null || true
     fi
-    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    stop_pid "$server_pid"
+    stop_pid "$tls_pid"
     rm -rf "$workdir"
     exit "$rc"
 }
@@ -148,6 +160,7 @@ names=()
 results=()
 times=()
 failures=0
+skips=0
 
 # run_client NAME CHECK-FUNCTION COMMAND...
 # Runs COMMAND with a timeout, streams its output indented, then calls
@@ -188,6 +201,15 @@ run_client() {
 }
 
 check_exit() { [[ "$2" == 0 ]]; }
+
+# skip_client NAME REASON: records a client that cannot run against this target.
+skip_client() {
+    printf '\n==== %s: skipped (%s)\n' "$1" "$2"
+    names+=("$1")
+    results+=(SKIP)
+    times+=("-")
+    skips=$((skips + 1))
+}
 
 check_memccapable() {
     local logf="$1" rc="$2"
@@ -252,6 +274,100 @@ if [[ -n "$sasl_pid" ]]; then
     sasl_pid=""
 fi
 
+# ---------------------------------------------------------------- TLS
+# A CA, a server certificate for 127.0.0.1 and a client certificate, made by the openssl CLI.
+make_certs() {
+    local d="$1" ext
+    have openssl || missing openssl "apt-get install openssl"
+    mkdir -p "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=kura compat CA" -keyout "$d/ca-key.pem" -out "$d/ca.pem" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    for who in server client; do
+        ext="$d/$who.ext"
+        printf 'basicConstraints=CA:FALSE\n' >"$ext"
+        if [[ "$who" == server ]]; then
+            printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >>"$ext"
+        else
+            printf 'extendedKeyUsage=clientAuth\n' >>"$ext"
+        fi
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -subj "/CN=kura compat $who" -keyout "$d/$who-key.pem" -out "$d/$who.csr"
+        openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" \
+            -CAcreateserial -days 2 -extfile "$ext" -out "$d/$who.pem"
+    done
+}
+
+# Starts a second kura with -Z (ssl_verify_mode=2) on tls_port and a notls: listener on
+# plain_port; sets tls_pid. Runs in the main shell (not through run_client's subshell) so
+# that cleanup knows the pid.
+start_tls_server() {
+    local d="$1" tries
+    for tries in 1 2 3; do
+        tls_port="$(free_port)"
+        plain_port="$(free_port)"
+        tls_cmd=("$bin" server -p "$tls_port" -l "127.0.0.1:$tls_port" -l "notls:127.0.0.1:$plain_port"
+            -Z -o "ssl_chain_cert=$d/server.pem,ssl_key=$d/server-key.pem"
+            -o "ssl_ca_cert=$d/ca.pem,ssl_verify_mode=2")
+        echo "starting: ${tls_cmd[*]}"
+        "${tls_cmd[@]}" >"$workdir/tls-server.log" 2>&1 &
+        tls_pid=$!
+        for _ in $(seq 1 100); do
+            kill -0 "$tls_pid" 2>/dev/null || break
+            if port_open "$tls_port" && port_open "$plain_port"; then
+                echo "kura with TLS is up: TLS on $tls_port, plain (notls:) on $plain_port"
+                return 0
+            fi
+            sleep 0.1
+        done
+        echo "TLS server did not come up (attempt $tries); its log:"
+        cat "$workdir/tls-server.log" || true
+        stop_pid "$tls_pid"
+        tls_pid=""
+    done
+    return 1
+}
+
+tls_openssl() {
+    local d="$workdir/tls" out
+    # -ign_eof: wait for the server's replies; `quit` makes the server close.
+    out="$(printf 'set tls:s_client 0 0 2\r\nok\r\nget tls:s_client\r\nquit\r\n' |
+        timeout 30 openssl s_client -connect "127.0.0.1:$tls_port" -verify_return_error -brief \
+            -CAfile "$d/ca.pem" -cert "$d/client.pem" -key "$d/client-key.pem" -ign_eof 2>&1)"
+    echo "$out"
+    grep -q '^Verification: OK' <<<"$out"
+    grep -q 'VALUE tls:s_client 0 2' <<<"$out"
+}
+
+if [[ "$target" == kura ]]; then
+    run_client tls-certs check_exit make_certs "$workdir/tls"
+    tls_up=0
+    if [[ "${results[-1]}" == PASS ]]; then
+        printf '\n==== tls-server: kura -Z\n'
+        if start_tls_server "$workdir/tls" >"$workdir/tls-start.log" 2>&1; then
+            tls_up=1
+        fi
+        sed 's/^/    /' "$workdir/tls-start.log"
+        if ((!tls_up)); then
+            printf -- '---- tls-server: FAIL\n'
+            names+=(tls-server)
+            results+=(FAIL)
+            times+=("-")
+            failures=$((failures + 1))
+        fi
+    fi
+    if ((tls_up)); then
+        run_client tls-pymemcache check_exit \
+            "$PYTHON" "$here/tls_test.py" --host 127.0.0.1 --tls-port "$tls_port" \
+            --plain-port "$plain_port" --cafile "$workdir/tls/ca.pem" \
+            --certfile "$workdir/tls/client.pem" --keyfile "$workdir/tls/client-key.pem"
+        run_client tls-openssl check_exit tls_openssl
+    fi
+else
+    skip_client tls-pymemcache "Debian's memcached is built without TLS"
+    skip_client tls-openssl "Debian's memcached is built without TLS"
+fi
+
 server_alive() {
     kill -0 "$server_pid" 2>/dev/null || { echo "server process $server_pid is gone"; return 1; }
     "$PYTHON" - "$port" <<'EOF'
@@ -275,6 +391,10 @@ run_client server-alive check_exit server_alive
 if ((failures)); then
     printf '\n==== %s log (tail)\n' "$target"
     tail -n 40 "$workdir/server.log" | sed 's/^/    /'
+    if [[ -s "$workdir/tls-server.log" ]]; then
+        printf '\n==== TLS server log (tail)\n'
+        tail -n 40 "$workdir/tls-server.log" | sed 's/^/    /'
+    fi
 fi
 printf '\n==== compatibility suite summary (%s, %s)\n' "$target" "${server_cmd[*]}"
 for i in "${!names[@]}"; do
@@ -284,4 +404,5 @@ if ((failures)); then
     printf '%d of %d FAILED\n' "$failures" "${#names[@]}"
     exit 1
 fi
-printf 'all %d PASSED\n' "${#names[@]}"
+printf 'all %d PASSED\n' "$((${#names[@]} - skips))"
+((skips == 0)) || printf '(%d skipped)\n' "$skips"

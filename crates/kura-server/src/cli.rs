@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{ArgAction, Args};
 
 use crate::config::{Protocol, ServerConfig};
+use crate::tls::{MinVersion, VerifyMode};
 
 /// memcached `-o` sub-options that tune memcached internals kura does not
 /// have (slab allocator, segmented LRU maintainer, extstore...). They are
@@ -154,12 +155,17 @@ pub struct ServerArgs {
     /// (with -S: the SASL credentials instead)
     #[arg(short = 'Y', long = "auth-file", value_name = "file")]
     pub auth_file: Option<PathBuf>,
-    /// enable TLS/SSL (not available yet)
-    #[arg(short = 'Z', long = "enable-ssl", hide = true)]
+    /// enable TLS/SSL on every TCP listener except those given as
+    /// `-l notls:<addr>`; needs -o ssl_chain_cert, ssl_key
+    #[arg(short = 'Z', long = "enable-ssl")]
     pub enable_ssl: bool,
     /// comma separated list of extended options: idle_timeout=<secs> closes
-    /// idle connections; memcached's tuning options for its slab allocator
-    /// and LRU maintainer are accepted and ignored
+    /// idle connections; ssl_chain_cert=<file> (PEM, leaf first),
+    /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
+    /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
+    /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
+    /// tlsv1.2); memcached's tuning options for its slab allocator and LRU
+    /// maintainer are accepted and ignored
     #[arg(short = 'o', long = "extended", value_name = "opts")]
     pub extended: Vec<String>,
     /// read settings from a TOML file (flags given here win)
@@ -190,6 +196,8 @@ pub enum CliError {
     Protocol(String),
     #[error("{0} is not available yet in kura")]
     Unsupported(&'static str),
+    #[error("-o {0} is not supported by kura's TLS (rustls); kura takes ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat=1 (PEM), ssl_session_cache and ssl_wbuf_size (ignored)")]
+    UnsupportedSsl(String),
     #[error("cannot read config file {0}: {1}")]
     ConfigRead(PathBuf, std::io::Error),
     #[error("invalid config file {0}: {1}")]
@@ -204,6 +212,51 @@ pub fn parse_size(s: &str) -> Option<usize> {
         _ => (s, 1),
     };
     digits.parse::<usize>().ok()?.checked_mul(unit)
+}
+
+/// Applies one `-o ssl_*` sub-option, memcached's names and values.
+fn ssl_suboption(
+    c: &mut ServerConfig,
+    name: &str,
+    value: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    let bad = || CliError::BadSuboption(name.into(), value.into());
+    let path = || {
+        if value.is_empty() {
+            Err(bad())
+        } else {
+            Ok(Some(PathBuf::from(value)))
+        }
+    };
+    match name {
+        "ssl_chain_cert" => c.tls.chain_cert = path()?,
+        "ssl_key" => c.tls.key = path()?,
+        "ssl_ca_cert" => c.tls.ca_cert = path()?,
+        "ssl_verify_mode" => {
+            let n: u8 = value.parse().map_err(|_| bad())?;
+            c.tls.verify_mode = VerifyMode::try_from(n).map_err(|_| bad())?;
+        }
+        "ssl_min_version" => {
+            let n: u8 = value.parse().map_err(|_| bad())?;
+            c.tls.min_version = MinVersion::try_from(n).map_err(|_| bad())?;
+            if n < 2 {
+                warnings.push(format!(
+                    "-o ssl_min_version={n}: kura (rustls) speaks TLS 1.2 and 1.3 only; the minimum is tlsv1.2"
+                ));
+            }
+        }
+        // 1 is OpenSSL's PEM, the only format kura reads.
+        "ssl_keyformat" if value == "1" => {}
+        // rustls always keeps a server-side session cache.
+        "ssl_session_cache" => {}
+        "ssl_wbuf_size" => {
+            value.parse::<u32>().map_err(|_| bad())?;
+            warnings.push("-o ssl_wbuf_size tunes memcached's TLS buffers; kura ignores it".into());
+        }
+        other => return Err(CliError::UnsupportedSsl(other.to_string())),
+    }
+    Ok(())
 }
 
 /// What the process should do besides serving (applied by the binary
@@ -235,9 +288,7 @@ impl ServerArgs {
         if let Some(p) = self.auth_file {
             c.auth_file = Some(p);
         }
-        if self.enable_ssl {
-            return Err(CliError::Unsupported("TLS (-Z)"));
-        }
+        c.tls.enabled |= self.enable_ssl;
         if let Some(v) = self.port {
             c.port = v;
         }
@@ -322,7 +373,7 @@ impl ServerArgs {
                         .parse()
                         .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
                 }
-                n if n.starts_with("ssl_") => return Err(CliError::Unsupported("TLS (-o ssl_*)")),
+                n if n.starts_with("ssl_") => ssl_suboption(&mut c, n, value, &mut warnings)?,
                 n if n.starts_with("ext_") => {
                     return Err(CliError::Unsupported("external storage (-o ext_*)"))
                 }
@@ -331,6 +382,16 @@ impl ServerArgs {
                 }
                 other => return Err(CliError::IllegalSuboption(other.to_string())),
             }
+        }
+        let tls_files = [&c.tls.chain_cert, &c.tls.key, &c.tls.ca_cert];
+        if !c.tls.enabled && tls_files.iter().any(|f| f.is_some()) {
+            warnings.push("-o ssl_* options have no effect without -Z".into());
+        }
+        if c.tls.enabled && c.unix_socket.is_some() {
+            warnings.push("-Z does not apply to the Unix socket (-s): it stays plain".into());
+        }
+        if c.tls.enabled && c.udp_port != 0 {
+            warnings.push("-Z does not apply to UDP (-U): it stays plain".into());
         }
         let process = ProcessOptions {
             daemonize: self.daemon,
@@ -397,6 +458,43 @@ mod tests {
         let e = parse(&["-o", "bogus"]).unwrap_err();
         assert!(e.contains("Illegal suboption \"bogus\""), "{e}");
         assert!(parse(&["-o", "idle_timeout=x"]).is_err());
+    }
+
+    #[test]
+    fn tls_options() {
+        let c = parse(&[
+            "-Z",
+            "-o",
+            "ssl_chain_cert=/c.pem,ssl_key=/k.pem",
+            "-o",
+            "ssl_ca_cert=/ca.pem,ssl_verify_mode=3,ssl_min_version=3,ssl_session_cache",
+            "-l",
+            "127.0.0.1,notls:127.0.0.1:11212",
+        ])
+        .unwrap();
+        assert!(c.tls.enabled);
+        assert_eq!(c.tls.chain_cert, Some(PathBuf::from("/c.pem")));
+        assert_eq!(c.tls.key, Some(PathBuf::from("/k.pem")));
+        assert_eq!(c.tls.ca_cert, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(c.tls.verify_mode, VerifyMode::Once);
+        assert_eq!(c.tls.min_version, MinVersion::Tls13);
+        assert_eq!(c.listen, vec!["127.0.0.1", "notls:127.0.0.1:11212"]);
+        for (args, want) in [
+            (
+                "ssl_verify_mode=4",
+                "invalid value for -o ssl_verify_mode: 4",
+            ),
+            (
+                "ssl_min_version=tlsv1.2",
+                "invalid value for -o ssl_min_version",
+            ),
+            ("ssl_ciphers=HIGH", "-o ssl_ciphers is not supported"),
+            ("ssl_keyformat=2", "-o ssl_keyformat is not supported"),
+            ("ssl_key=", "invalid value for -o ssl_key"),
+        ] {
+            let e = parse(&["-Z", "-o", args]).unwrap_err();
+            assert!(e.contains(want), "{args}: {e}");
+        }
     }
 
     #[test]

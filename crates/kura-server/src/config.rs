@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::tls::{TlsConfig, VerifyMode};
+
 /// memcached's defaults, which are kura's.
 pub mod defaults {
     pub const PORT: u16 = 11211;
@@ -110,6 +112,8 @@ pub struct ServerConfig {
     /// Credentials, `user:password` lines (`-Y`): SASL PLAIN's with `-S`,
     /// else the ASCII authentication handshake's.
     pub auth_file: Option<PathBuf>,
+    /// TLS on the TCP listeners (`-Z`, `-o ssl_*`), the `[tls]` section.
+    pub tls: TlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -139,6 +143,7 @@ impl Default for ServerConfig {
             eviction: "lru".to_string(),
             sasl: false,
             auth_file: None,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -170,6 +175,10 @@ pub enum ConfigError {
     SaslWithoutCredentials,
     #[error("UDP (-U) cannot be used with authentication: its requests carry no credentials")]
     UdpWithAuth,
+    #[error("TLS (-Z) needs a certificate chain and its key: -o ssl_chain_cert=FILE,ssl_key=FILE")]
+    TlsWithoutCert,
+    #[error("ssl_verify_mode {0} verifies client certificates and needs the CA that signs them: -o ssl_ca_cert=FILE")]
+    VerifyWithoutCa(u8),
 }
 
 impl ServerConfig {
@@ -210,6 +219,13 @@ impl ServerConfig {
         }
         if self.udp_port != 0 && (self.sasl || self.auth_file.is_some()) {
             return Err(ConfigError::UdpWithAuth);
+        }
+        let tls = &self.tls;
+        if tls.enabled && (tls.chain_cert.is_none() || tls.key.is_none()) {
+            return Err(ConfigError::TlsWithoutCert);
+        }
+        if tls.enabled && tls.verify_mode != VerifyMode::None && tls.ca_cert.is_none() {
+            return Err(ConfigError::VerifyWithoutCa(tls.verify_mode.number()));
         }
         self.eviction
             .parse::<kura_store::EvictionKind>()
@@ -323,5 +339,30 @@ mod tests {
         assert_eq!(c.threads, 2);
         assert_eq!(c.listen, vec!["0.0.0.0"]);
         assert!(toml::from_str::<ServerConfig>("bogus = 1").is_err());
+    }
+
+    #[test]
+    fn tls_section() {
+        let c: ServerConfig = toml::from_str(
+            "[tls]\nenabled = true\nchain_cert = \"c.pem\"\nkey = \"k.pem\"\nca_cert = \"ca.pem\"\nverify_mode = 2\nmin_version = 3",
+        )
+        .unwrap();
+        assert!(c.tls.enabled);
+        assert_eq!(c.tls.verify_mode, VerifyMode::Require);
+        assert_eq!(c.tls.min_version, crate::tls::MinVersion::Tls13);
+        c.validate().unwrap();
+        assert!(toml::from_str::<ServerConfig>("[tls]\nverify_mode = 5").is_err());
+    }
+
+    #[test]
+    fn tls_needs_its_files() {
+        let mut c = ServerConfig::default();
+        c.tls.enabled = true;
+        assert_eq!(c.validate(), Err(ConfigError::TlsWithoutCert));
+        c.tls.chain_cert = Some("c.pem".into());
+        c.tls.key = Some("k.pem".into());
+        c.validate().unwrap();
+        c.tls.verify_mode = VerifyMode::Request;
+        assert_eq!(c.validate(), Err(ConfigError::VerifyWithoutCa(1)));
     }
 }

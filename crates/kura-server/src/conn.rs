@@ -22,6 +22,9 @@ use crate::shared::{RunState, Shared};
 const READ_CHUNK: usize = 16 * 1024;
 /// Buffers grown past this by one large request are released afterwards.
 const KEEP_CAPACITY: usize = 64 * 1024;
+/// How long closing may wait to send what a stream still holds (under TLS,
+/// records queued behind a client that stopped reading, and close_notify).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +64,7 @@ where
     if shared.verbosity() >= 2 {
         tracing::debug!(conn = %conn.info.addr, why, "connection closed");
     }
-    let _ = stream.shutdown().await;
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
 }
 
 async fn stopped(rx: &mut tokio::sync::watch::Receiver<RunState>) {

@@ -1,6 +1,6 @@
 //! kura-server: the network server behind `kura server`, a drop-in
 //! replacement for memcached 1.6 speaking the text and meta protocols over
-//! TCP, Unix sockets and UDP.
+//! TCP (optionally TLS), Unix sockets and UDP.
 //!
 //! A request flows: [`conn`] reads bytes into a per-connection buffer,
 //! `kura_proto::parse` frames one request at a time, [`exec::Session`] runs
@@ -16,9 +16,11 @@ pub mod metrics;
 pub mod output;
 mod server;
 pub mod shared;
+pub mod tls;
 mod udp;
 
 pub use cli::{ProcessOptions, ServerArgs};
 pub use config::{Protocol, ServerConfig};
 pub use server::{Server, ServerHandle};
 pub use shared::{Shared, VERSION};
+pub use tls::TlsConfig;

@@ -190,4 +190,6 @@ pub struct ConnCounters {
     pub curr: AtomicU64,
     pub total: AtomicU64,
     pub rejected: AtomicU64,
+    /// TLS handshakes that failed or timed out (`ssl_handshake_errors`).
+    pub ssl_handshake_errors: AtomicU64,
 }

@@ -100,13 +100,15 @@ impl Output {
             .collect()
     }
 
-    /// Writes everything pending to `w`.
+    /// Writes everything pending to `w` and flushes it (a TLS stream may
+    /// otherwise keep the last records back until the next write).
     ///
     /// # Errors
     /// The stream's write error.
     pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
         if self.values.is_empty() {
-            return w.write_all(&self.bytes).await;
+            w.write_all(&self.bytes).await?;
+            return w.flush().await;
         }
         let mut slices = self.slices();
         let mut rest = &mut slices[..];
@@ -117,7 +119,7 @@ impl Output {
             }
             IoSlice::advance_slices(&mut rest, n);
         }
-        Ok(())
+        w.flush().await
     }
 }
 
@@ -165,5 +167,30 @@ mod tests {
         o.write_to(&mut a).await.unwrap();
         drop(a);
         assert_eq!(reader.await.unwrap(), want);
+    }
+
+    /// A stream that holds bytes back until flushed (as TLS does when the
+    /// socket is full) must still deliver every reply.
+    #[tokio::test(flavor = "current_thread")]
+    async fn replies_reach_a_buffering_stream() {
+        let big = Item::new(b"b", 0, &vec![b'z'; BY_HANDLE]);
+        let (a, mut b) = tokio::io::duplex(1 << 20);
+        let mut w = tokio::io::BufWriter::with_capacity(1 << 20, a);
+        for with_value in [false, true] {
+            let mut o = Output::default();
+            o.extend_from_slice(b"STORED\r\n");
+            if with_value {
+                o.push_value(&big);
+            }
+            o.write_to(&mut w).await.unwrap();
+            let mut got = vec![0; o.pending()];
+            // The writer stays open: without a flush this read never ends.
+            let read = tokio::io::AsyncReadExt::read_exact(&mut b, &mut got);
+            tokio::time::timeout(std::time::Duration::from_secs(10), read)
+                .await
+                .expect("replies held back")
+                .unwrap();
+            assert_eq!(got, o.to_vec());
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Binding and running a server. Threads: one acceptor (accepting TCP and
 //! Unix connections, serving UDP), `-t` workers each running its own
 //! single-threaded event loop with its connections pinned to it (handed out
-//! round-robin, like memcached's), and the store's reaper.
+//! round-robin, like memcached's), and the store's reaper. On a TLS
+//! listener the worker runs the handshake before serving the connection.
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs, UdpSocket};
 use std::os::unix::net::UnixListener;
@@ -19,6 +20,7 @@ use crate::config::ServerConfig;
 use crate::conn;
 use crate::metrics::ConnGuard;
 use crate::shared::{RunState, Shared};
+use crate::tls::{strip_notls, TlsContext};
 use crate::udp;
 
 /// How often the reaper sweeps for expired items.
@@ -27,13 +29,16 @@ const REAP_INTERVAL: Duration = Duration::from_secs(1);
 /// A connection on its way to a worker.
 enum Incoming {
     Tcp(std::net::TcpStream, ConnGuard),
+    /// From a TLS listener: handshake first.
+    Tls(std::net::TcpStream, ConnGuard),
     Unix(std::os::unix::net::UnixStream, ConnGuard),
 }
 
 /// A bound server, not yet serving.
 pub struct Server {
     shared: Arc<Shared>,
-    tcp: Vec<TcpListener>,
+    /// Each listener, and whether it speaks TLS.
+    tcp: Vec<(TcpListener, bool)>,
     unix: Option<(UnixListener, PathBuf)>,
     udp: Vec<UdpSocket>,
 }
@@ -111,18 +116,20 @@ impl Server {
             unix = Some((listener, path.clone()));
         } else {
             let mut port = config.port;
-            for addr in &config.listen {
+            for entry in &config.listen {
+                let (notls, addr) = strip_notls(entry);
                 for sa in resolve(addr, port)? {
                     let l = bind_tcp(sa, config.backlog)?;
                     // With port 0, later listeners share the first's port.
                     if port == 0 {
                         port = l.local_addr()?.port();
                     }
-                    tcp.push(l);
+                    tcp.push((l, config.tls.enabled && !notls));
                 }
             }
             if config.udp_port != 0 {
-                for addr in &config.listen {
+                for entry in &config.listen {
+                    let (_, addr) = strip_notls(entry);
                     let (host, _) = host_port(addr, config.udp_port);
                     for sa in resolve(&host, config.udp_port)? {
                         let s = UdpSocket::bind(sa)
@@ -137,8 +144,14 @@ impl Server {
             .credentials_file()
             .map(|p| crate::auth::Credentials::load(&p))
             .transpose()?;
+        let tls = if config.tls.enabled {
+            Some(TlsContext::load(&config.tls, store.now())?)
+        } else {
+            None
+        };
         let mut shared = Shared::new(config, store);
         shared.credentials = credentials;
+        shared.tls = tls;
         Ok(Server {
             shared: Arc::new(shared),
             tcp,
@@ -149,7 +162,15 @@ impl Server {
 
     /// The first TCP address served.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.tcp.first().and_then(|l| l.local_addr().ok())
+        self.tcp.first().and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// Every TCP address served, each with whether it speaks TLS.
+    pub fn tcp_addrs(&self) -> Vec<(SocketAddr, bool)> {
+        self.tcp
+            .iter()
+            .filter_map(|(l, tls)| Some((l.local_addr().ok()?, *tls)))
+            .collect()
     }
 
     /// The first UDP address served.
@@ -251,6 +272,16 @@ fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Inc
                             conn::serve(s, &shared, &stats, guard).await;
                         }
                     }
+                    Incoming::Tls(s, guard) => {
+                        let _ = s.set_nodelay(true);
+                        if let (Some(tls), Ok(s)) =
+                            (&shared.tls, tokio::net::TcpStream::from_std(s))
+                        {
+                            if let Some(s) = tls.accept(s, &shared, &guard.info.addr).await {
+                                conn::serve(s, &shared, &stats, guard).await;
+                            }
+                        }
+                    }
                     Incoming::Unix(s, guard) => {
                         if let Ok(s) = tokio::net::UnixStream::from_std(s) {
                             conn::serve(s, &shared, &stats, guard).await;
@@ -331,6 +362,21 @@ impl Accept for tokio::net::TcpListener {
     }
 }
 
+/// A TCP listener whose connections speak TLS (`-Z`).
+struct TlsListener(tokio::net::TcpListener);
+
+impl Accept for TlsListener {
+    type Stream = std::net::TcpStream;
+    async fn next(&self) -> std::io::Result<(Self::Stream, Option<String>)> {
+        self.0.next().await
+    }
+    fn incoming(stream: Self::Stream, guard: ConnGuard) -> Incoming {
+        Incoming::Tls(stream, guard)
+    }
+    /// Closes without a word: plain text would garble a TLS client.
+    fn refuse(_: &Self::Stream) {}
+}
+
 impl Accept for tokio::net::UnixListener {
     type Stream = std::os::unix::net::UnixStream;
     async fn next(&self) -> std::io::Result<(Self::Stream, Option<String>)> {
@@ -379,7 +425,7 @@ async fn accept_loop<L: Accept>(
 
 fn acceptor(
     shared: Arc<Shared>,
-    tcp: Vec<TcpListener>,
+    tcp: Vec<(TcpListener, bool)>,
     unix: Option<(UnixListener, PathBuf)>,
     udp: Vec<UdpSocket>,
     senders: Vec<mpsc::UnboundedSender<Incoming>>,
@@ -406,18 +452,18 @@ fn acceptor(
                 tokio::task::spawn_local(udp::serve(sock, shared.clone(), stats));
             }
         }
-        for l in tcp {
+        for (l, tls) in tcp {
             if let Ok(l) = tokio::net::TcpListener::from_std(l) {
                 let local_addr = l
                     .local_addr()
                     .map(|a| format!("tcp:{a}"))
                     .unwrap_or_default();
-                tokio::task::spawn_local(accept_loop(
-                    l,
-                    local_addr,
-                    dispatch.clone(),
-                    shared.clone(),
-                ));
+                let (d, sh) = (dispatch.clone(), shared.clone());
+                if tls {
+                    tokio::task::spawn_local(accept_loop(TlsListener(l), local_addr, d, sh));
+                } else {
+                    tokio::task::spawn_local(accept_loop(l, local_addr, d, sh));
+                }
             }
         }
         if let Some((l, path)) = unix {

@@ -36,6 +36,8 @@ pub struct Shared {
     pub pid: u32,
     /// Who may connect, when authentication is on (`-S`, `-Y`).
     pub credentials: Option<crate::auth::Credentials>,
+    /// The certificate and key TLS listeners use (`-Z`).
+    pub tls: Option<crate::tls::TlsContext>,
     state: watch::Sender<RunState>,
 }
 
@@ -51,6 +53,7 @@ impl Shared {
             started: store.now(),
             pid: std::process::id(),
             credentials: None,
+            tls: None,
             store,
             config,
             state,

@@ -202,6 +202,58 @@ fn bad_command_lines_are_clear_errors() {
 }
 
 #[test]
+fn unusable_tls_settings_are_startup_errors() {
+    let dir = std::env::temp_dir().join(format!("kura-cli-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "not PEM at all\n").unwrap();
+    let port = free_port().to_string();
+    let files = |chain: &str, key: &str| format!("ssl_chain_cert={chain},ssl_key={key}");
+    for (args, want) in [
+        (
+            vec!["-Z".to_string()],
+            "-o ssl_chain_cert=FILE,ssl_key=FILE".to_string(),
+        ),
+        (
+            vec![
+                "-Z".into(),
+                "-o".into(),
+                files("/nonexistent/kura-chain.pem", "/nonexistent/kura-key.pem"),
+            ],
+            "cannot read ssl_chain_cert file /nonexistent/kura-chain.pem".into(),
+        ),
+        (
+            vec![
+                "-Z".into(),
+                "-o".into(),
+                files(&garbage.display().to_string(), "/nonexistent/kura-key.pem"),
+            ],
+            format!(
+                "ssl_chain_cert file {} holds no PEM certificate",
+                garbage.display()
+            ),
+        ),
+        (
+            vec!["-Z".into(), "-o".into(), "ssl_ciphers=HIGH".into()],
+            "-o ssl_ciphers is not supported".into(),
+        ),
+    ] {
+        let out = kura()
+            .args(["server", "-p", &port])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&want),
+            "{args:?}: expected {want:?} in {err:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn help_documents_memcached_flags() {
     let out = kura().args(["server", "--help"]).output().unwrap();
     assert!(out.status.success());
@@ -220,6 +272,7 @@ fn help_documents_memcached_flags() {
         "-F, --disable-flush-all",
         "-u, --user",
         "-P, --pidfile",
+        "-Z, --enable-ssl",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }

@@ -81,6 +81,15 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "reclaimed", st.reclaimed);
     reply::stat(o, "crawler_reclaimed", st.crawler_reclaimed);
     reply::stat(o, "store_shards", st.shards);
+    if let Some(tls) = &sh.tls {
+        let errors = load(&sh.counters.ssl_handshake_errors);
+        reply::stat(o, "ssl_handshake_errors", errors);
+        reply::stat(
+            o,
+            "time_since_server_cert_refresh",
+            now.saturating_sub(tls.loaded_at),
+        );
+    }
 }
 
 fn settings(s: &mut Session<'_>) {
@@ -122,9 +131,27 @@ fn settings(s: &mut Session<'_>) {
     reply::stat(o, "maxconns_fast", "yes");
     reply::stat(o, "flush_enabled", yes_no(!c.disable_flush_all));
     reply::stat(o, "idle_timeout", c.idle_timeout);
-    reply::stat(o, "ssl_enabled", "no");
+    tls_settings(o, &c.tls);
     reply::stat(o, "store_shards", s.shared.store.shard_count());
     reply::stat(o, "eviction_policy", &c.eviction);
+}
+
+/// memcached's `ssl_*` settings lines, for the options kura has (not
+/// `ssl_ciphers`, `ssl_wbuf_size`: rustls picks its suites and buffers).
+fn tls_settings(o: &mut Vec<u8>, t: &crate::tls::TlsConfig) {
+    // memcached prints an unset path as C's "(null)" and an unset CA as "NULL".
+    let path = |p: &Option<std::path::PathBuf>, none: &str| {
+        p.as_ref()
+            .map_or(none.to_string(), |p| p.display().to_string())
+    };
+    reply::stat(o, "ssl_enabled", if t.enabled { "yes" } else { "no" });
+    reply::stat(o, "ssl_chain_cert", path(&t.chain_cert, "(null)"));
+    reply::stat(o, "ssl_key", path(&t.key, "(null)"));
+    reply::stat(o, "ssl_verify_mode", t.verify_mode.stats_value());
+    reply::stat(o, "ssl_keyformat", 1);
+    reply::stat(o, "ssl_ca_cert", path(&t.ca_cert, "NULL"));
+    reply::stat(o, "ssl_session_cache", "yes");
+    reply::stat(o, "ssl_min_version", t.min_version.stats_name());
 }
 
 fn items(s: &mut Session<'_>) {
@@ -185,6 +212,8 @@ pub(super) fn reset(s: &mut Session<'_>) {
     let c = &s.shared.counters;
     c.total.store(0, std::sync::atomic::Ordering::Relaxed);
     c.rejected.store(0, std::sync::atomic::Ordering::Relaxed);
+    c.ssl_handshake_errors
+        .store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Appends the `STAT` lines of a group that lists figures (`None`: the

@@ -14,6 +14,8 @@ use kura_server::{Server, ServerConfig, ServerHandle};
 pub struct TestServer {
     pub addr: SocketAddr,
     pub udp: Option<SocketAddr>,
+    /// Every TCP address, with whether it speaks TLS.
+    pub tcp: Vec<(SocketAddr, bool)>,
     handle: Option<ServerHandle>,
 }
 
@@ -34,10 +36,12 @@ impl TestServer {
         let server = Server::bind(config).expect("bind test server");
         let addr = server.local_addr().expect("tcp address");
         let udp = server.udp_addr();
+        let tcp = server.tcp_addrs();
         let handle = server.start().expect("start test server");
         TestServer {
             addr,
             udp,
+            tcp,
             handle: Some(handle),
         }
     }
