@@ -24,7 +24,7 @@ enum Command {
     /// Run the memcached-compatible cache server (memcached's flags).
     Server(Box<ServerArgs>),
     /// Load a memcached-protocol server and measure throughput and latency.
-    Bench(kura_bench::BenchArgs),
+    Bench(Box<kura_bench::BenchArgs>),
     /// Inspect or repair an update-log directory.
     #[command(subcommand)]
     Log(log::LogCommand),
