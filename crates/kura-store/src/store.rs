@@ -12,7 +12,7 @@ use foldhash::fast::{FixedState, RandomState};
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::clock::Clock;
-use crate::eviction::{EvictionKind, Policy};
+use crate::eviction::EvictionKind;
 use crate::expiry::Expiry;
 use crate::item::Item;
 use crate::ops::{
@@ -131,7 +131,7 @@ impl Store {
         let shards = (0..n)
             .map(|i| {
                 ShardCell(Mutex::new(Shard::new(
-                    Policy::new(config.eviction),
+                    config.eviction,
                     hasher,
                     per_shard,
                     config.evict,

@@ -59,7 +59,7 @@ impl Lru {
 }
 
 impl EvictionPolicy for Lru {
-    fn insert(&mut self, idx: u32) {
+    fn insert(&mut self, idx: u32, _hash: u64) {
         let i = idx as usize;
         if i >= self.links.len() {
             self.links.resize(
@@ -103,7 +103,7 @@ mod tests {
     fn evicts_least_recently_used() {
         let mut l = Lru::default();
         for i in 0..4 {
-            l.insert(i);
+            l.insert(i, 0);
         }
         assert_eq!(l.victim(), Some(0));
         l.touch(0);
