@@ -40,6 +40,14 @@ const ENTRY_OVERHEAD: usize = std::mem::size_of::<Slot>() + 8;
 /// evicts a live one: a bound on the time one store holds the lock.
 const RECLAIM_SCAN: usize = 4096;
 
+/// What a read under the shared lock found.
+pub(crate) enum SharedRead {
+    Hit(crate::ops::Hit),
+    Miss,
+    /// The read has to change the shard: retry with the lock exclusive.
+    Exclusive,
+}
+
 /// Counters kept under the shard lock and summed for `stats`.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct ShardStats {
@@ -395,6 +403,12 @@ impl Shard {
     pub(crate) fn bump(&mut self, idx: u32, now: u32) {
         self.promote(idx, now);
         self.slots[idx as usize].bits |= FETCHED;
+    }
+
+    /// Records a read of entry `idx` under the shared lock, if the policy
+    /// can (see [`EvictionPolicy::touch_shared`]).
+    pub(crate) fn touch_shared(&self, idx: u32) -> bool {
+        self.policy.touch_shared(idx)
     }
 
     /// Moves entry `idx` up the eviction order and notes the access time,

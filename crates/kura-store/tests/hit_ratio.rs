@@ -179,14 +179,13 @@ fn measure(kinds: &[EvictionKind]) -> Vec<(usize, EvictionKind, f64)> {
     let results = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..2 {
-            s.spawn(|| loop {
-                let Some(&(r, kind)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    break;
-                };
-                let t = trace(ROWS[r].trace);
-                let hits = replay(kind, t, ROWS[r].capacity);
-                let ratio = hits as f64 * 100.0 / t.keys.len() as f64;
-                results.lock().unwrap().push((r, kind, ratio));
+            s.spawn(|| {
+                while let Some(&(r, kind)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let t = trace(ROWS[r].trace);
+                    let hits = replay(kind, t, ROWS[r].capacity);
+                    let ratio = hits as f64 * 100.0 / t.keys.len() as f64;
+                    results.lock().unwrap().push((r, kind, ratio));
+                }
             });
         }
     });

@@ -80,6 +80,11 @@ impl EvictionPolicy for Lru {
         }
     }
 
+    fn touch_shared(&self, idx: u32) -> bool {
+        // Already the most recent: nothing to move.
+        self.head == idx
+    }
+
     fn remove(&mut self, idx: u32) {
         self.unlink(idx);
     }
@@ -106,7 +111,10 @@ mod tests {
             l.insert(i, 0);
         }
         assert_eq!(l.victim(), Some(0));
+        assert!(!l.touch_shared(0));
+        assert!(l.touch_shared(3));
         l.touch(0);
+        assert!(l.touch_shared(0));
         assert_eq!(l.victim(), Some(1));
         l.remove(1);
         assert_eq!(l.victim(), Some(2));

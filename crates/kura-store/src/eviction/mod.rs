@@ -34,13 +34,21 @@ pub use tinylfu::TinyLfu;
 /// `None` when the policy tracks no entry) and must not forget it: the shard
 /// calls `remove` for it when it unlinks the entry, but may also leave it
 /// linked (when eviction is off, for instance) and ask again later.
-pub trait EvictionPolicy: Send {
+pub trait EvictionPolicy: Send + Sync {
     /// Entry `idx` was linked; `hash` is its key's hash, for policies that
     /// remember keys beyond the life of their entries (a frequency sketch, a
     /// ghost queue). Equal keys must give equal hashes.
     fn insert(&mut self, idx: u32, hash: u64);
     /// Entry `idx` was read or updated.
     fn touch(&mut self, idx: u32);
+    /// Entry `idx` was read, and the shard holds its lock shared: record
+    /// the read if that needs no exclusive access (an atomic bit or counter)
+    /// and return true; return false, changing nothing, if it needs
+    /// [`touch`](Self::touch). Readers may call this concurrently.
+    fn touch_shared(&self, idx: u32) -> bool {
+        let _ = idx;
+        false
+    }
     /// Entry `idx` was unlinked.
     fn remove(&mut self, idx: u32);
     /// The entry to evict next.
@@ -171,6 +179,10 @@ impl EvictionPolicy for Policy {
     #[inline]
     fn touch(&mut self, idx: u32) {
         dispatch!(self, p => p.touch(idx))
+    }
+    #[inline]
+    fn touch_shared(&self, idx: u32) -> bool {
+        dispatch!(self, p => p.touch_shared(idx))
     }
     #[inline]
     fn remove(&mut self, idx: u32) {

@@ -8,6 +8,7 @@
 //! its count lowered. Reads only bump a counter, never reorder a queue.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use hashbrown::HashTable;
 
@@ -25,11 +26,13 @@ const FREQ_MAX: u8 = 3;
 /// Reads an entry needs while in the small queue to move to the main one.
 const PROMOTE_READS: u8 = 2;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct FifoNode {
     link: Link,
     fingerprint: u32,
-    freq: u8,
+    /// Reads since the entry was linked or last passed over, up to
+    /// [`FREQ_MAX`]; atomic so that reads under a shared lock can count.
+    freq: AtomicU8,
     main: bool,
 }
 
@@ -137,26 +140,41 @@ impl EvictionPolicy for S3Fifo {
         }
         let node = &mut self.nodes[idx as usize];
         node.fingerprint = fp;
-        node.freq = 0;
+        *node.freq.get_mut() = 0;
         node.main = main;
     }
 
     #[inline]
     fn touch(&mut self, idx: u32) {
-        let node = &mut self.nodes[idx as usize];
-        node.freq = (node.freq + 1).min(FREQ_MAX);
+        let freq = self.nodes[idx as usize].freq.get_mut();
+        *freq = (*freq + 1).min(FREQ_MAX);
+    }
+
+    #[inline]
+    fn touch_shared(&self, idx: u32) -> bool {
+        // A load and a store, not a read-modify-write: two readers racing
+        // may count one read instead of two, which the policy tolerates.
+        let freq = &self.nodes[idx as usize].freq;
+        let f = freq.load(Ordering::Relaxed);
+        if f < FREQ_MAX {
+            freq.store(f + 1, Ordering::Relaxed);
+        }
+        true
     }
 
     fn remove(&mut self, idx: u32) {
-        let node = self.nodes[idx as usize];
-        if node.main {
+        let (main, fingerprint) = {
+            let node = &self.nodes[idx as usize];
+            (node.main, node.fingerprint)
+        };
+        if main {
             self.main.unlink(&mut self.nodes, idx);
         } else {
             self.small.unlink(&mut self.nodes, idx);
             if self.pending == idx {
                 let main_share = self.len() * (100 - SMALL_PERCENT) / 100;
                 let limit = self.main.len().max(main_share) * GHOST_PERCENT / 100;
-                self.ghost.push(node.fingerprint, limit);
+                self.ghost.push(fingerprint, limit);
             }
         }
         if self.pending == idx {
@@ -172,7 +190,7 @@ impl EvictionPolicy for S3Fifo {
             let small_target = (self.len() * SMALL_PERCENT / 100).max(1);
             if self.small.len() >= small_target || self.main.is_empty() {
                 let idx = self.small.tail()?;
-                if self.nodes[idx as usize].freq >= PROMOTE_READS {
+                if *self.nodes[idx as usize].freq.get_mut() >= PROMOTE_READS {
                     self.promote(idx);
                     continue;
                 }
@@ -180,12 +198,12 @@ impl EvictionPolicy for S3Fifo {
                 return Some(idx);
             }
             let idx = self.main.tail()?;
-            let node = &mut self.nodes[idx as usize];
-            if node.freq == 0 {
+            let freq = self.nodes[idx as usize].freq.get_mut();
+            if *freq == 0 {
                 self.pending = NIL;
                 return Some(idx);
             }
-            node.freq -= 1;
+            *freq -= 1;
             self.main.move_to_front(&mut self.nodes, idx);
         }
     }
@@ -216,6 +234,18 @@ mod tests {
         // evicted like the others.
         assert_eq!(s.victim(), Some(1));
         s.remove(1);
+        assert!(s.nodes[0].main);
+    }
+
+    #[test]
+    fn reads_under_a_shared_lock_count_too() {
+        let mut s = S3Fifo::default();
+        for i in 0..10 {
+            s.insert(i, u64::from(i) << 40);
+        }
+        assert!(s.touch_shared(0));
+        assert!(s.touch_shared(0));
+        assert_eq!(s.victim(), Some(1));
         assert!(s.nodes[0].main);
     }
 

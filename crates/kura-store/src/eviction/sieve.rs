@@ -5,13 +5,16 @@
 //! victim. New entries go in at the head, behind the hand, so a one-time
 //! scan is evicted before entries that were read again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::list::{ensure_slot, Link, Node, Queue, NIL};
 use super::EvictionPolicy;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct SieveNode {
     link: Link,
-    visited: bool,
+    /// Atomic so that reads under a shared lock can set it.
+    visited: AtomicBool,
 }
 
 impl Node for SieveNode {
@@ -46,12 +49,20 @@ impl EvictionPolicy for Sieve {
     fn insert(&mut self, idx: u32, _hash: u64) {
         ensure_slot(&mut self.nodes, idx);
         self.queue.push_front(&mut self.nodes, idx);
-        self.nodes[idx as usize].visited = false;
+        *self.nodes[idx as usize].visited.get_mut() = false;
     }
 
     #[inline]
     fn touch(&mut self, idx: u32) {
-        self.nodes[idx as usize].visited = true;
+        *self.nodes[idx as usize].visited.get_mut() = true;
+    }
+
+    #[inline]
+    fn touch_shared(&self, idx: u32) -> bool {
+        self.nodes[idx as usize]
+            .visited
+            .store(true, Ordering::Relaxed);
+        true
     }
 
     fn remove(&mut self, idx: u32) {
@@ -70,8 +81,7 @@ impl EvictionPolicy for Sieve {
         };
         // Ends: every step clears a bit that a read set, and after one turn
         // every bit is clear.
-        while self.nodes[at as usize].visited {
-            self.nodes[at as usize].visited = false;
+        while std::mem::take(self.nodes[at as usize].visited.get_mut()) {
             at = match self.nodes[at as usize].link.prev {
                 NIL => self.queue.tail()?,
                 prev => prev,
