@@ -107,7 +107,8 @@ impl EvictionKind {
         match self {
             EvictionKind::Lru => 8,
             EvictionKind::Sieve => 12,
-            // Node (16) and a ghost fingerprint with its count (about 16).
+            // Node (16) and its share of the ghost queue: about 1.4
+            // fingerprints at about 10 bytes each (queue and set).
             EvictionKind::S3Fifo => 32,
             // Node (16), up to 16 sketch bytes and 2 doorkeeper bytes.
             EvictionKind::TinyLfu => 32,
