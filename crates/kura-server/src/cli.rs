@@ -174,7 +174,8 @@ pub struct ServerArgs {
     /// number of store shards, a power of two (default: 4 per thread)
     #[arg(long = "shards", value_name = "num")]
     pub shards: Option<usize>,
-    /// eviction policy: lru (default)
+    /// eviction policy: s3fifo (default, scan-resistant), lru (exact
+    /// LRU), tinylfu (W-TinyLFU), sieve
     #[arg(long = "eviction", value_name = "policy")]
     pub eviction: Option<String>,
 }

@@ -801,3 +801,42 @@ fn unix_socket_with_permissions() {
     assert!(!path.exists(), "socket file removed at shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn s3fifo_eviction_keeps_a_hot_key_through_a_scan() {
+    let s = TestServer::with(|c| {
+        c.memory_limit = 2;
+        c.shards = 1;
+        c.eviction = "s3fifo".to_string();
+    });
+    let mut c = s.connect();
+    c.send(b"stats settings\r\n");
+    let r = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+    assert!(r.contains("STAT eviction_policy s3fifo\r\n"), "{r}");
+
+    let value = vec![b'v'; 100_000];
+    let set = |key: &str| {
+        let mut req = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
+        req.extend_from_slice(&value);
+        req.extend_from_slice(b"\r\n");
+        req
+    };
+    let hit = format!("VALUE hot 0 100000\r\n{}\r\nEND\r\n", "v".repeat(100_000));
+    c.roundtrip(&set("hot"), b"STORED\r\n");
+    c.roundtrip(b"get hot\r\n", hit.as_bytes());
+    c.roundtrip(b"get hot\r\n", hit.as_bytes());
+    // Ten times what fits, each key stored once and never read.
+    for i in 0..200 {
+        c.roundtrip(&set(&format!("scan{i}")), b"STORED\r\n");
+    }
+    c.roundtrip(b"get scan0\r\n", b"END\r\n");
+    c.roundtrip(b"get hot\r\n", hit.as_bytes());
+    c.send(b"stats\r\n");
+    let r = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+    let evictions: u64 = r
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT evictions "))
+        .and_then(|v| v.parse().ok())
+        .expect("evictions in stats");
+    assert!(evictions > 150, "{r}");
+}

@@ -2,7 +2,8 @@
 //! values, and the storage engine of `kura server`.
 //!
 //! * Keys are spread over shards by hash; each shard has its own lock,
-//!   eviction order (exact LRU by default, behind [`EvictionPolicy`]) and
+//!   eviction order (exact LRU by default; S3-FIFO, W-TinyLFU or SIEVE on
+//!   request, behind [`EvictionPolicy`]) and
 //!   share of one memory limit that counts keys, values and bookkeeping.
 //! * Expiry follows memcached ([`Expiry::from_exptime`]) and is checked on
 //!   every read; a [`Reaper`] thread reclaims expired entries in the

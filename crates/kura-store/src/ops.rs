@@ -6,7 +6,7 @@
 
 use crate::expiry::{is_expired, Expiry};
 use crate::item::Item;
-use crate::shard::{Shard, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use crate::shard::{Shard, SharedRead, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 
 /// What a lookup may do besides reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -314,6 +314,38 @@ impl Shard {
             token_sent,
             created,
             binary_key: bits & KEY_BINARY != 0,
+        })
+    }
+
+    /// A plain read (default [`GetOptions`]) under the shared lock: a hit
+    /// when it needs no change but the policy's atomic bookkeeping (the
+    /// entry was fetched before, and already accessed this second), a miss,
+    /// or [`SharedRead::Exclusive`] to do it again with the lock held
+    /// exclusively. Answers as [`get`](Self::get) would.
+    pub(crate) fn get_shared(&self, hash: u64, key: &[u8], now: u32) -> SharedRead {
+        let Some(idx) = self.find(hash, key) else {
+            return SharedRead::Miss;
+        };
+        let slot = self.slot(idx);
+        if is_expired(slot.exptime, now)
+            || slot.bits & FETCHED == 0
+            || slot.last_access != now
+            || !self.touch_shared(idx)
+        {
+            return SharedRead::Exclusive;
+        }
+        SharedRead::Hit(Hit {
+            item: self.item(idx).clone(),
+            cas: slot.cas,
+            exptime: slot.exptime,
+            exptime_before: slot.exptime,
+            last_access: slot.last_access,
+            fetched: true,
+            stale: slot.bits & STALE != 0,
+            won: false,
+            token_sent: slot.bits & TOKEN_SENT != 0,
+            created: false,
+            binary_key: slot.bits & KEY_BINARY != 0,
         })
     }
 

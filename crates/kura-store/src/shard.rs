@@ -7,7 +7,7 @@ use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 
-use crate::eviction::{EvictionPolicy, Policy};
+use crate::eviction::{EvictionKind, EvictionPolicy, Policy};
 use crate::expiry::is_expired;
 use crate::item::Item;
 
@@ -32,18 +32,21 @@ pub(crate) struct Slot {
     pub bits: u8,
 }
 
-/// Bookkeeping bytes charged per entry beyond the item's own allocation: the
-/// slot, the index entry and the eviction policy's per-entry state.
-pub(crate) const ENTRY_OVERHEAD: usize = std::mem::size_of::<Slot>() + 16;
-
-/// The bytes an entry holding `item` is charged against the memory limit.
-pub(crate) fn charge(item: &Item) -> usize {
-    item.heap_size() + ENTRY_OVERHEAD
-}
+/// Bookkeeping bytes charged per entry beyond the item's own allocation and
+/// the eviction policy's state: the slot and the index entry.
+const ENTRY_OVERHEAD: usize = std::mem::size_of::<Slot>() + 8;
 
 /// Slots that making room scans at most for expired entries before it
 /// evicts a live one: a bound on the time one store holds the lock.
 const RECLAIM_SCAN: usize = 4096;
+
+/// What a read under the shared lock found.
+pub(crate) enum SharedRead {
+    Hit(crate::ops::Hit),
+    Miss,
+    /// The read has to change the shard: retry with the lock exclusive.
+    Exclusive,
+}
 
 /// Counters kept under the shard lock and summed for `stats`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -64,6 +67,9 @@ pub(crate) struct Shard {
     pub(crate) slots: Vec<Slot>,
     free: Vec<u32>,
     policy: Policy,
+    /// Bytes charged per entry besides its item: [`ENTRY_OVERHEAD`] and
+    /// the policy's per-entry state.
+    entry_overhead: usize,
     hasher: FixedState,
     /// Bytes charged for the entries linked now.
     pub(crate) used: usize,
@@ -92,7 +98,7 @@ pub(crate) struct Shard {
 
 impl Shard {
     pub(crate) fn new(
-        policy: Policy,
+        kind: EvictionKind,
         hasher: FixedState,
         limit: usize,
         evict: bool,
@@ -104,7 +110,8 @@ impl Shard {
             table: HashTable::new(),
             slots: Vec::new(),
             free: Vec::new(),
-            policy,
+            policy: Policy::new(kind),
+            entry_overhead: ENTRY_OVERHEAD + kind.entry_bytes(),
             hasher,
             used: 0,
             limit,
@@ -124,6 +131,11 @@ impl Shard {
 
     pub(crate) fn len(&self) -> usize {
         self.table.len()
+    }
+
+    /// The bytes an entry holding `item` is charged against the limit.
+    fn charge(&self, item: &Item) -> usize {
+        item.heap_size() + self.entry_overhead
     }
 
     /// A fresh CAS unique: unique across shards because the low bits are
@@ -194,7 +206,7 @@ impl Shard {
         let slot = &mut self.slots[idx as usize];
         let item = slot.item.take();
         if let Some(it) = &item {
-            self.used -= charge(it);
+            self.used -= it.heap_size() + self.entry_overhead;
         }
         if slot.exptime != 0 {
             self.with_ttl -= 1;
@@ -215,12 +227,25 @@ impl Shard {
         if need > self.limit {
             return false;
         }
-        while self.used + need > self.limit {
+        // A policy may offer the entry being replaced while others are
+        // left; it is then taken out of the eviction order until room is
+        // made, and linked again as if new.
+        let mut parked = None;
+        let done = loop {
+            if self.used + need <= self.limit {
+                break true;
+            }
             if self.reclaim_expired(now) {
                 continue;
             }
-            let Some(victim) = self.policy.victim().filter(|&v| Some(v) != keep) else {
-                return false;
+            let mut victim = self.policy.victim();
+            if let Some(k) = keep.filter(|&k| victim == Some(k) && parked.is_none()) {
+                self.policy.remove(k);
+                parked = Some(k);
+                victim = self.policy.victim();
+            }
+            let Some(victim) = victim else {
+                break false;
             };
             let slot = &self.slots[victim as usize];
             let fetched = slot.bits & FETCHED != 0;
@@ -238,12 +263,17 @@ impl Shard {
                     self.stats.evicted_unfetched += 1;
                 }
             } else {
-                return false;
+                break false;
             }
             let hash = self.hash_of(victim);
             self.unlink(hash, victim);
+        };
+        if let Some(k) = parked {
+            let hash = self.hash_of(k);
+            self.policy.insert(k, hash);
+            self.policy.touch(k);
         }
-        true
+        done
     }
 
     /// Reclaims expired entries from the reaper's cursor on, when some entry
@@ -283,7 +313,7 @@ impl Shard {
         bits: u8,
         now: u32,
     ) -> Option<u32> {
-        let need = charge(&item);
+        let need = self.charge(&item);
         if !self.make_room(need, now, None) {
             self.stats.out_of_memory += 1;
             return None;
@@ -315,7 +345,7 @@ impl Shard {
                     .unwrap_or_default(),
             )
         });
-        self.policy.insert(idx);
+        self.policy.insert(idx, hash);
         self.used += need;
         if exptime != 0 {
             self.with_ttl += 1;
@@ -337,8 +367,8 @@ impl Shard {
         bits: u8,
         now: u32,
     ) -> bool {
-        let old = charge(self.item(idx));
-        let need = charge(&item);
+        let old = self.charge(self.item(idx));
+        let need = self.charge(&item);
         // Make the entry the most recent so room is made from the others.
         self.policy.touch(idx);
         if need > old && !self.make_room(need - old, now, Some(idx)) {
@@ -373,6 +403,12 @@ impl Shard {
     pub(crate) fn bump(&mut self, idx: u32, now: u32) {
         self.promote(idx, now);
         self.slots[idx as usize].bits |= FETCHED;
+    }
+
+    /// Records a read of entry `idx` under the shared lock, if the policy
+    /// can (see [`EvictionPolicy::touch_shared`]).
+    pub(crate) fn touch_shared(&self, idx: u32) -> bool {
+        self.policy.touch_shared(idx)
     }
 
     /// Moves entry `idx` up the eviction order and notes the access time,

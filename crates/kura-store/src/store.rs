@@ -9,17 +9,17 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use foldhash::fast::{FixedState, RandomState};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use crate::clock::Clock;
-use crate::eviction::{EvictionKind, Policy};
+use crate::eviction::EvictionKind;
 use crate::expiry::Expiry;
 use crate::item::Item;
 use crate::ops::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
     SetRequest,
 };
-use crate::shard::{Shard, ShardStats};
+use crate::shard::{Shard, ShardStats, SharedRead};
 
 /// How a [`Store`] is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +85,11 @@ pub struct StoreStats {
     pub shards: u64,
 }
 
-/// A shard and its lock, on a cache line of its own.
+/// A shard and its lock, on a cache line of its own. Plain reads that
+/// change nothing but the eviction policy's atomic bits share the lock;
+/// everything else takes it exclusively.
 #[repr(align(128))]
-struct ShardCell(Mutex<Shard>);
+struct ShardCell(RwLock<Shard>);
 
 /// The embeddable cache: safe to share between threads (`Arc<Store>`).
 pub struct Store {
@@ -130,8 +132,8 @@ impl Store {
         let per_shard = config.capacity / n;
         let shards = (0..n)
             .map(|i| {
-                ShardCell(Mutex::new(Shard::new(
-                    Policy::new(config.eviction),
+                ShardCell(RwLock::new(Shard::new(
+                    config.eviction,
                     hasher,
                     per_shard,
                     config.evict,
@@ -174,21 +176,28 @@ impl Store {
     }
 
     /// Locks the shard owning `key`, applying a due flush first.
-    fn shard(&self, key: &[u8]) -> (MutexGuard<'_, Shard>, u64, u32) {
+    fn shard(&self, key: &[u8]) -> (RwLockWriteGuard<'_, Shard>, u64, u32) {
         let hash = self.hasher.hash_one(key);
-        let idx = ((hash >> 32) & self.shard_mask) as usize;
         let now = self.clock.now();
-        let mut shard = self.shards[idx].0.lock();
+        let mut shard = self.cell(hash).write();
         self.sync_flush(&mut shard, now);
         (shard, hash, now)
     }
 
-    fn sync_flush(&self, shard: &mut Shard, now: u32) {
+    fn cell(&self, hash: u64) -> &RwLock<Shard> {
+        &self.shards[((hash >> 32) & self.shard_mask) as usize].0
+    }
+
+    /// Whether a flush is due that `shard` has not applied yet.
+    fn flush_due(&self, shard: &Shard, now: u32) -> bool {
         let state = self.flush.load(Ordering::Acquire);
-        let (epoch, deadline) = ((state >> 32) as u32, state as u32);
-        if epoch != shard.flush_epoch && now >= deadline {
+        (state >> 32) as u32 != shard.flush_epoch && now >= state as u32
+    }
+
+    fn sync_flush(&self, shard: &mut Shard, now: u32) {
+        if self.flush_due(shard, now) {
             shard.clear();
-            shard.flush_epoch = epoch;
+            shard.flush_epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32;
         }
     }
 
@@ -199,6 +208,20 @@ impl Store {
 
     /// Looks up `key` with the given options (touch, vivify, recache...).
     pub fn get_with(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
+        if *opts == GetOptions::default() {
+            // Most reads change nothing the shard lock guards: try them
+            // with the lock shared first.
+            let hash = self.hasher.hash_one(key);
+            let now = self.clock.now();
+            let shard = self.cell(hash).read();
+            if !self.flush_due(&shard, now) {
+                match shard.get_shared(hash, key, now) {
+                    SharedRead::Hit(hit) => return Some(hit),
+                    SharedRead::Miss => return None,
+                    SharedRead::Exclusive => {}
+                }
+            }
+        }
         let (mut shard, hash, now) = self.shard(key);
         shard.get(hash, key, opts, now)
     }
@@ -279,13 +302,13 @@ impl Store {
 
     fn sync_all(&self, now: u32) {
         for cell in self.shards.iter() {
-            self.sync_flush(&mut cell.0.lock(), now);
+            self.sync_flush(&mut cell.0.write(), now);
         }
     }
 
     /// Number of entries (including expired ones not yet reclaimed).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|c| c.0.lock().len()).sum()
+        self.shards.iter().map(|c| c.0.read().len()).sum()
     }
 
     /// True when the store holds no entry.
@@ -304,7 +327,7 @@ impl Store {
         self.capacity.store(bytes as u64, Ordering::Relaxed);
         let per_shard = bytes / self.shards.len();
         for cell in self.shards.iter() {
-            cell.0.lock().limit = per_shard;
+            cell.0.write().limit = per_shard;
         }
     }
 
@@ -321,7 +344,7 @@ impl Store {
             let mut left = None;
             loop {
                 let now = self.clock.now();
-                let mut shard = cell.0.lock();
+                let mut shard = cell.0.write();
                 self.sync_flush(&mut shard, now);
                 let left = left.get_or_insert(shard.slots.len());
                 let (scanned, gone) = shard.reap(now, batch.max(1).min(*left));
@@ -343,7 +366,7 @@ impl Store {
             ..Default::default()
         };
         for cell in self.shards.iter() {
-            let shard = cell.0.lock();
+            let shard = cell.0.read();
             let st = shard.stats;
             s.curr_items += shard.len() as u64;
             s.bytes += shard.used as u64;
@@ -363,7 +386,74 @@ impl Store {
     /// Zeroes the counters (`stats reset`); items and bytes are kept.
     pub fn reset_stats(&self) {
         for cell in self.shards.iter() {
-            cell.0.lock().stats = ShardStats::default();
+            cell.0.write().stats = ShardStats::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_plain_read_shares_the_lock_and_answers_alike() {
+        for eviction in EvictionKind::ALL {
+            let s = Store::new(StoreConfig {
+                shards: 1,
+                eviction,
+                ..StoreConfig::default()
+            });
+            s.insert(b"k", b"v", Expiry::In(100));
+            s.insert(b"other", b"w", Expiry::Never);
+            let hash = s.hasher.hash_one(b"k");
+            // Never fetched: the first read needs the lock exclusive.
+            let now = s.now();
+            let first = s.cell(hash).read().get_shared(hash, b"k", now);
+            assert!(matches!(first, SharedRead::Exclusive), "{eviction}");
+            // The clock may tick between the two reads; try again if so.
+            let shared = (0..3)
+                .find_map(|_| {
+                    let now = s.now();
+                    s.get(b"k");
+                    (s.now() == now).then(|| s.cell(hash).read().get_shared(hash, b"k", now))
+                })
+                .expect("the clock stood still for a moment");
+            let exclusive = s
+                .get_with(
+                    b"k",
+                    &GetOptions {
+                        stale_token: true,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            let fields = |h: &Hit| {
+                (
+                    h.item.clone(),
+                    h.cas,
+                    h.exptime,
+                    h.exptime_before,
+                    h.fetched,
+                    h.stale,
+                    h.won,
+                    h.token_sent,
+                    h.created,
+                    h.binary_key,
+                )
+            };
+            match shared {
+                // LRU and TinyLFU move entries on a read, so they share
+                // the lock only when there is nothing to move.
+                SharedRead::Hit(hit) => assert_eq!(fields(&hit), fields(&exclusive)),
+                SharedRead::Exclusive => assert!(
+                    matches!(eviction, EvictionKind::TinyLfu | EvictionKind::Lru),
+                    "{eviction}"
+                ),
+                SharedRead::Miss => panic!("{eviction}: miss"),
+            }
+            let now = s.now();
+            let miss = s.cell(hash).read().get_shared(hash, b"absent", now);
+            assert!(matches!(miss, SharedRead::Miss));
         }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use kura_store::{
-    ArithOutcome, ArithRequest, Expiry, GetOptions, SetMode, SetOutcome, SetRequest, Store,
-    StoreConfig,
+    ArithOutcome, ArithRequest, EvictionKind, Expiry, GetOptions, SetMode, SetOutcome, SetRequest,
+    Store, StoreConfig,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -166,10 +166,17 @@ fn random_op(store: &Store, rng: &mut StdRng) {
 
 #[test]
 fn overlapping_mixed_ops_keep_the_store_consistent() {
+    for eviction in EvictionKind::ALL {
+        mixed_ops(eviction);
+    }
+}
+
+fn mixed_ops(eviction: EvictionKind) {
     const OPS: usize = 20_000;
     const CAPACITY: usize = 64 * 1024;
     let store = Arc::new(Store::new(StoreConfig {
         shards: 8,
+        eviction,
         ..StoreConfig::with_capacity(CAPACITY)
     }));
     let done = Arc::new(AtomicBool::new(false));
@@ -215,7 +222,10 @@ fn overlapping_mixed_ops_keep_the_store_consistent() {
     let st = store.stats();
     assert_eq!(store.len() as u64, st.curr_items);
     assert!(st.bytes <= CAPACITY as u64, "{st:?}");
-    assert!(st.evictions > 0, "the test never filled the store: {st:?}");
+    assert!(
+        st.evictions > 0,
+        "{eviction}: the store was never full: {st:?}"
+    );
     for k in 0..KEYS {
         if let Some(item) = store.get(&key_name(k)) {
             assert!(intact(k, item.value()));

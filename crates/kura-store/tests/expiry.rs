@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kura_store::{Expiry, Reaper, Store, StoreConfig};
+use kura_store::{EvictionKind, Expiry, Reaper, Store, StoreConfig};
 
 fn store(shards: usize, capacity: usize) -> Store {
     Store::new(StoreConfig {
@@ -209,7 +209,17 @@ fn reap_covers_the_whole_shard_wherever_its_cursor_is() {
 
 #[test]
 fn expired_entries_make_room_before_live_ones_are_evicted() {
-    let s = store(1, 64 * 1024);
+    for eviction in EvictionKind::ALL {
+        expired_make_room(eviction);
+    }
+}
+
+fn expired_make_room(eviction: EvictionKind) {
+    let s = Store::new(StoreConfig {
+        shards: 1,
+        eviction,
+        ..StoreConfig::with_capacity(64 * 1024)
+    });
     let value = [b'x'; 500];
     for i in 0..20 {
         s.insert(&key("live", i), &value, Expiry::Never);
@@ -229,7 +239,7 @@ fn expired_entries_make_room_before_live_ones_are_evicted() {
         s.insert(&key("new", i), &value, Expiry::Never);
     }
     let st = s.stats();
-    assert_eq!(st.evictions, 0, "{st:?}");
+    assert_eq!(st.evictions, 0, "{eviction}: {st:?}");
     assert!((0..20).all(|i| s.contains(&key("live", i))));
     assert!((0..temp).all(|i| s.contains(&key("new", i))));
 }

@@ -3,7 +3,9 @@
 //! eviction off, refuses) to stay under it, and the accounting returns to
 //! zero once everything is deleted.
 
-use kura_store::{ArithRequest, Expiry, SetMode, SetOutcome, SetRequest, Store, StoreConfig};
+use kura_store::{
+    ArithRequest, EvictionKind, Expiry, SetMode, SetOutcome, SetRequest, Store, StoreConfig,
+};
 use proptest::prelude::*;
 
 const CAPACITY: usize = 64 * 1024;
@@ -87,11 +89,13 @@ proptest! {
     fn bytes_never_exceed_the_capacity(
         shards in prop::sample::select(vec![1usize, 4]),
         evict in any::<bool>(),
+        eviction in prop::sample::select(EvictionKind::ALL.to_vec()),
         ops in prop::collection::vec(op(), 400..800),
     ) {
         let store = Store::new(StoreConfig {
             shards,
             evict,
+            eviction,
             ..StoreConfig::with_capacity(CAPACITY)
         });
         let per_shard = CAPACITY / store.shard_count();
@@ -153,21 +157,53 @@ proptest! {
 
 #[test]
 fn a_shrunk_capacity_is_enforced_on_the_next_store() {
-    let store = Store::new(StoreConfig {
-        shards: 1,
-        ..StoreConfig::with_capacity(CAPACITY)
-    });
-    for k in 0..KEYS {
-        store.insert(&key_name(k), &FILLER[..500], Expiry::Never);
+    for eviction in EvictionKind::ALL {
+        let store = Store::new(StoreConfig {
+            shards: 1,
+            eviction,
+            ..StoreConfig::with_capacity(CAPACITY)
+        });
+        for k in 0..KEYS {
+            store.insert(&key_name(k), &FILLER[..500], Expiry::Never);
+        }
+        store.set_capacity(CAPACITY / 4);
+        store.insert(b"one more", b"x", Expiry::Never);
+        let st = store.stats();
+        assert!(st.bytes <= (CAPACITY / 4) as u64, "{eviction}: {st:?}");
+        assert_eq!(st.limit_maxbytes, (CAPACITY / 4) as u64);
+        assert!(store.contains(b"one more"), "{eviction}");
     }
-    store.set_capacity(CAPACITY / 4);
-    store.insert(b"one more", b"x", Expiry::Never);
-    let st = store.stats();
-    assert!(st.bytes <= (CAPACITY / 4) as u64, "{st:?}");
-    assert_eq!(st.limit_maxbytes, (CAPACITY / 4) as u64);
-    assert!(store.contains(b"one more"));
 }
 
+/// Growing an entry in place makes room from the others, even when it is
+/// the entry the policy would evict first.
+#[test]
+fn a_growing_entry_is_not_refused_while_others_can_go() {
+    for eviction in EvictionKind::ALL {
+        let store = Store::new(StoreConfig {
+            shards: 1,
+            eviction,
+            ..StoreConfig::with_capacity(CAPACITY)
+        });
+        // The oldest entry, never read, then a full store.
+        store.insert(b"grows", &FILLER[..100], Expiry::Never);
+        let mut k = 0;
+        while store.stats().bytes + 1000 < CAPACITY as u64 {
+            store.insert(&key_name(k), &FILLER[..500], Expiry::Never);
+            k += 1;
+        }
+        assert_eq!(store.stats().evictions, 0);
+        for size in [1000, 4000, 16_000] {
+            let outcome = store.insert(b"grows", &FILLER[..size], Expiry::Never);
+            assert!(
+                matches!(outcome, SetOutcome::Stored { .. }),
+                "{eviction}: {outcome:?}"
+            );
+            assert_eq!(store.get(b"grows").map(|i| i.value().len()), Some(size));
+        }
+        assert!(store.stats().evictions > 0);
+    }
+}
 #[test]
 fn an_item_larger_than_a_shard_is_refused_and_changes_nothing() {
     let store = Store::new(StoreConfig {

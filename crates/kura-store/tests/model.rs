@@ -11,8 +11,8 @@
 use std::collections::{HashMap, HashSet};
 
 use kura_store::{
-    ArithOutcome, ArithRequest, Expiry, GetOptions, Hit, SetMode, SetOutcome, SetRequest, Store,
-    StoreConfig,
+    ArithOutcome, ArithRequest, EvictionKind, Expiry, GetOptions, Hit, SetMode, SetOutcome,
+    SetRequest, Store, StoreConfig,
 };
 use proptest::prelude::*;
 
@@ -222,9 +222,10 @@ fn key_name(k: u8) -> Vec<u8> {
 }
 
 impl Harness {
-    fn new(shards: usize) -> Harness {
+    fn new(shards: usize, eviction: EvictionKind) -> Harness {
         let store = Store::new(StoreConfig {
             shards,
+            eviction,
             ..StoreConfig::with_capacity(1 << 30)
         });
         let base = i64::from(store.now());
@@ -532,9 +533,10 @@ proptest! {
     #[test]
     fn store_agrees_with_the_model(
         shards in prop::sample::select(vec![1usize, 4]),
+        eviction in prop::sample::select(EvictionKind::ALL.to_vec()),
         ops in prop::collection::vec(op(), 1..120),
     ) {
-        let mut h = Harness::new(shards);
+        let mut h = Harness::new(shards, eviction);
         for op in ops {
             h.apply(op);
         }

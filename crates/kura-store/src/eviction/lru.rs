@@ -59,7 +59,7 @@ impl Lru {
 }
 
 impl EvictionPolicy for Lru {
-    fn insert(&mut self, idx: u32) {
+    fn insert(&mut self, idx: u32, _hash: u64) {
         let i = idx as usize;
         if i >= self.links.len() {
             self.links.resize(
@@ -78,6 +78,11 @@ impl EvictionPolicy for Lru {
             self.unlink(idx);
             self.push_front(idx);
         }
+    }
+
+    fn touch_shared(&self, idx: u32) -> bool {
+        // Already the most recent: nothing to move.
+        self.head == idx
     }
 
     fn remove(&mut self, idx: u32) {
@@ -103,10 +108,13 @@ mod tests {
     fn evicts_least_recently_used() {
         let mut l = Lru::default();
         for i in 0..4 {
-            l.insert(i);
+            l.insert(i, 0);
         }
         assert_eq!(l.victim(), Some(0));
+        assert!(!l.touch_shared(0));
+        assert!(l.touch_shared(3));
         l.touch(0);
+        assert!(l.touch_shared(0));
         assert_eq!(l.victim(), Some(1));
         l.remove(1);
         assert_eq!(l.victim(), Some(2));
