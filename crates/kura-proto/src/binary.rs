@@ -353,23 +353,25 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
         return invalid();
     }
     let (op, quiet) = unquiet(h.opcode);
+    let request = |command, len| BinFrame::Request {
+        request: BinRequest {
+            opcode: h.opcode,
+            opaque: h.opaque,
+            cas: h.cas,
+            quiet,
+            command,
+        },
+        len,
+    };
+    // The frame ends with its body; `value` is the body after extras and
+    // key, `None` until all of it is buffered.
+    let end = HEADER_LEN + body;
+    let value = buf.get(head..end);
+    let incomplete = BinFrame::Incomplete { needed: end };
     // A frame whose whole body must be buffered before it is answered.
-    let whole = |command| {
-        let len = HEADER_LEN + body;
-        if buf.len() < len {
-            BinFrame::Incomplete { needed: len }
-        } else {
-            BinFrame::Request {
-                request: BinRequest {
-                    opcode: h.opcode,
-                    opaque: h.opaque,
-                    cas: h.cas,
-                    quiet,
-                    command,
-                },
-                len,
-            }
-        }
+    let whole = |command| match value {
+        Some(_) => request(command, end),
+        None => incomplete.clone(),
     };
     let bare = ext == 0 && nkey == 0 && body == 0;
     match op {
@@ -422,43 +424,33 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
                 _ => return invalid(),
             };
             if limits.too_large(nkey, flags, rest) {
-                return BinFrame::Request {
-                    request: BinRequest {
-                        opcode: h.opcode,
-                        opaque: h.opaque,
-                        cas: h.cas,
-                        quiet,
-                        command: Command::Store {
-                            mode,
-                            key,
-                            flags,
-                            exptime,
-                            data: Data::TooLarge { len: rest },
-                        },
-                    },
-                    len: head,
-                };
-            }
-            let len = HEADER_LEN + body;
-            if buf.len() < len {
-                return BinFrame::Incomplete { needed: len };
-            }
-            BinFrame::Request {
-                request: BinRequest {
-                    opcode: h.opcode,
-                    opaque: h.opaque,
-                    cas: h.cas,
-                    quiet,
-                    command: Command::Store {
+                // Decided from the head alone: the value is skipped, not
+                // buffered.
+                let data = Data::TooLarge { len: rest };
+                return request(
+                    Command::Store {
                         mode,
                         key,
                         flags,
                         exptime,
-                        data: Data::Bytes(&buf[head..len]),
+                        data,
                     },
-                },
-                len,
+                    head,
+                );
             }
+            let Some(v) = value else {
+                return incomplete;
+            };
+            request(
+                Command::Store {
+                    mode,
+                    key,
+                    flags,
+                    exptime,
+                    data: Data::Bytes(v),
+                },
+                end,
+            )
         }
         SASL_AUTH | SASL_STEP if ext == 0 && nkey > 0 => {
             if nkey > MAX_SASL_MECH_LEN || rest > MAX_SASL_DATA_LEN {
@@ -470,11 +462,9 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
                     ErrorStage::Command,
                 );
             }
-            let len = HEADER_LEN + body;
-            if buf.len() < len {
-                return BinFrame::Incomplete { needed: len };
-            }
-            let data = &buf[head..len];
+            let Some(data) = value else {
+                return incomplete;
+            };
             whole(if op == SASL_AUTH {
                 Command::SaslAuth {
                     mechanism: key,
