@@ -13,7 +13,7 @@ use kura_store::{
     SetOutcome, SetRequest,
 };
 
-use super::storage::{count_cas, set_mode, size_limit};
+use super::storage::{count_cas, set_mode, size_limit, too_large};
 use super::{stats, Next, Session, Step};
 use crate::auth::{PlainError, MAX_AUTH_FAILURES};
 use crate::metrics::incr;
@@ -172,25 +172,7 @@ fn get(
         ..Default::default()
     };
     let hit = s.store().get_with(key, &opts);
-    let st = s.stats;
-    match (touch.is_some(), hit.is_some()) {
-        (true, true) => {
-            incr(&st.cmd_touch);
-            incr(&st.touch_hits);
-        }
-        (true, false) => {
-            incr(&st.cmd_touch);
-            incr(&st.touch_misses);
-        }
-        (false, true) => {
-            incr(&st.cmd_get);
-            incr(&st.get_hits);
-        }
-        (false, false) => {
-            incr(&st.cmd_get);
-            incr(&st.get_misses);
-        }
-    }
+    super::get::count(s.stats, touch.is_some(), hit.is_some());
     match hit {
         Some(hit) => {
             let flags = hit.item.flags().to_be_bytes();
@@ -240,14 +222,11 @@ fn store(
 ) -> Next {
     let value = match data {
         Data::TooLarge { len } => {
-            incr(&s.stats.store_too_large);
-            incr(&s.stats.cmd_set);
-            // As memcached: a set that cannot be stored drops the old value.
-            if mode == StoreMode::Set {
-                s.store().delete(key);
-            }
+            // As memcached: a set that cannot be stored drops the old
+            // value. A binary value has no trailing \r\n to skip.
+            let next = too_large(s, key, mode == StoreMode::Set, *len);
             fail(s, r, Status::TooLarge);
-            return Next::Swallow(*len);
+            return next;
         }
         Data::Bytes(v) => v,
     };

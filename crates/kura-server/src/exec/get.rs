@@ -4,7 +4,20 @@ use kura_proto::{reply, Get};
 use kura_store::GetOptions;
 
 use super::{expiry, Session};
-use crate::metrics::incr;
+use crate::metrics::{incr, ThreadStats};
+
+/// Counts one key of a retrieval: a get, or a touch when it sets a TTL
+/// (`gat`, binary GAT/TOUCH), as a hit or a miss.
+pub(super) fn count(st: &ThreadStats, touched: bool, hit: bool) {
+    let (cmd, outcome) = match (touched, hit) {
+        (true, true) => (&st.cmd_touch, &st.touch_hits),
+        (true, false) => (&st.cmd_touch, &st.touch_misses),
+        (false, true) => (&st.cmd_get, &st.get_hits),
+        (false, false) => (&st.cmd_get, &st.get_misses),
+    };
+    incr(cmd);
+    incr(outcome);
+}
 
 pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
     let opts = GetOptions {
@@ -14,25 +27,7 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
     let store = s.store();
     for key in g.keys() {
         let hit = store.get_with(key, &opts);
-        let st = s.stats;
-        match (opts.touch.is_some(), hit.is_some()) {
-            (true, true) => {
-                incr(&st.cmd_touch);
-                incr(&st.touch_hits);
-            }
-            (true, false) => {
-                incr(&st.cmd_touch);
-                incr(&st.touch_misses);
-            }
-            (false, true) => {
-                incr(&st.cmd_get);
-                incr(&st.get_hits);
-            }
-            (false, false) => {
-                incr(&st.cmd_get);
-                incr(&st.get_misses);
-            }
-        }
+        count(s.stats, opts.touch.is_some(), hit.is_some());
         if let Some(hit) = hit {
             let cas = g.cas.then_some(hit.cas);
             reply::value_header(

@@ -14,7 +14,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
     let value = match m.data {
         Data::TooLarge { len } => {
             // memcached drops the old value whatever the mode.
-            let next = too_large(s, &m.key.bytes, true, len);
+            let next = too_large(s, &m.key.bytes, true, len + 2);
             s.out.extend_from_slice(reply::TOO_LARGE);
             return next;
         }

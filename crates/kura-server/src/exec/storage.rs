@@ -26,15 +26,15 @@ pub(crate) fn size_limit(s: &Session<'_>) -> Option<SizeLimit> {
 }
 
 /// Counts a too-large store and, like memcached, drops the old value of a
-/// plain set (not `cas`) so it is not served as current. Returns the bytes
-/// to swallow.
-pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, len: usize) -> Next {
+/// plain set (not `cas`) so it is not served as current. Then the
+/// connection skips the `swallow` bytes of the refused value as they come.
+pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, swallow: usize) -> Next {
     incr(&s.stats.store_too_large);
     incr(&s.stats.cmd_set);
     if drop_old {
         s.store().delete(key);
     }
-    Next::Swallow(len + 2)
+    Next::Swallow(swallow)
 }
 
 /// Counts the outcome of a CAS-checked store.
@@ -51,7 +51,8 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
     let value = match c.data {
         Data::TooLarge { len } => {
             let plain_set = c.mode == StoreMode::Set && c.cas.is_none();
-            let next = too_large(s, c.key, plain_set, len);
+            // The text protocol's value ends with \r\n.
+            let next = too_large(s, c.key, plain_set, len + 2);
             s.reply(c.noreply, reply::TOO_LARGE);
             return next;
         }
