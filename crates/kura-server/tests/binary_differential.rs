@@ -31,8 +31,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::{arith_extras, set_extras, Memcached, TestServer};
-use kura_proto::binary::{opcode::*, Header, HEADER_LEN, REQUEST_MAGIC};
+use common::{arith_extras, bin, set_extras, Memcached, TestServer};
+use kura_proto::binary::{opcode::*, Header, HEADER_LEN};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -83,23 +83,11 @@ impl Req {
     }
 
     fn encode(&self, opaque: u32, cas: u64) -> Vec<u8> {
-        let mut v = Vec::new();
-        Header {
-            magic: REQUEST_MAGIC,
-            opcode: self.op,
-            key_len: self.key.len() as u16,
-            extras_len: self.extras.len() as u8,
-            body_len: self
-                .body_len
-                .unwrap_or((self.extras.len() + self.key.len() + self.value.len()) as u32),
-            opaque,
-            cas,
-            ..Default::default()
+        let mut v = bin(self.op, &self.extras, &self.key, &self.value, opaque, cas);
+        if let Some(n) = self.body_len {
+            // A lying header: the body length field says `n`.
+            v[8..12].copy_from_slice(&n.to_be_bytes());
         }
-        .encode(&mut v);
-        v.extend_from_slice(&self.extras);
-        v.extend_from_slice(&self.key);
-        v.extend_from_slice(&self.value);
         v
     }
 }
