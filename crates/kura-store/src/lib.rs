@@ -25,6 +25,7 @@
 //! assert_eq!(item.value(), b"alice");
 //! ```
 
+mod changes;
 mod clock;
 pub mod eviction;
 mod expiry;
@@ -34,6 +35,7 @@ mod reaper;
 mod shard;
 mod store;
 
+pub use changes::{Change, ChangeSink, Entry, EntryRef};
 pub use clock::Clock;
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};

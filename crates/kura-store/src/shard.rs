@@ -94,6 +94,10 @@ pub(crate) struct Shard {
     pub(crate) flush_epoch: u32,
     pub(crate) stats: ShardStats,
     reap_cursor: usize,
+    /// Items evicted by the operation under way, kept only while a change
+    /// sink is attached (see `changes.rs`), which hears of them before the
+    /// lock is released.
+    pub(crate) evicted: Option<Vec<Item>>,
 }
 
 impl Shard {
@@ -126,6 +130,7 @@ impl Shard {
             flush_epoch: 0,
             stats: ShardStats::default(),
             reap_cursor: 0,
+            evicted: None,
         }
     }
 
@@ -249,7 +254,8 @@ impl Shard {
             };
             let slot = &self.slots[victim as usize];
             let fetched = slot.bits & FETCHED != 0;
-            if is_expired(slot.exptime, now) {
+            let expired = is_expired(slot.exptime, now);
+            if expired {
                 self.stats.reclaimed += 1;
                 if !fetched {
                     self.stats.expired_unfetched += 1;
@@ -266,7 +272,13 @@ impl Shard {
                 break false;
             }
             let hash = self.hash_of(victim);
-            self.unlink(hash, victim);
+            let item = self.unlink(hash, victim);
+            if let (Some(evicted), Some(item)) = (self.evicted.as_mut(), item) {
+                // An expired entry needs no record: its deadline is logged.
+                if !expired {
+                    evicted.push(item);
+                }
+            }
         };
         if let Some(k) = parked {
             let hash = self.hash_of(k);

@@ -6,11 +6,13 @@
 //! flush time has passed, before doing anything else.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use foldhash::fast::{FixedState, RandomState};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
+use crate::changes::{Change, ChangeSink, Entry};
 use crate::clock::Clock;
 use crate::eviction::EvictionKind;
 use crate::expiry::Expiry;
@@ -100,8 +102,12 @@ pub struct Store {
     /// `epoch << 32 | deadline` of the newest flush.
     flush: AtomicU64,
     flush_lock: Mutex<()>,
+    /// With a sink: the newest flush epoch carried out in every shard.
+    flushed_epoch: AtomicU32,
     capacity: AtomicU64,
     config: StoreConfig,
+    /// Hears every change once attached (a durable server's update log).
+    sink: OnceLock<Arc<dyn ChangeSink>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -150,9 +156,112 @@ impl Store {
             clock: Clock::new(),
             flush: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
+            flushed_epoch: AtomicU32::new(0),
             capacity: AtomicU64::new(config.capacity as u64),
             config,
+            sink: OnceLock::new(),
         }
+    }
+
+    /// Attaches the sink that hears every change from now on (see
+    /// [`ChangeSink`]). A store has at most one; false if it had one.
+    pub fn attach(&self, sink: Arc<dyn ChangeSink>) -> bool {
+        // Hold every lock so no change is half reported.
+        let _serial = self.flush_lock.lock();
+        let mut guards = self.lock_all();
+        if self.sink.set(sink).is_err() {
+            return false;
+        }
+        for shard in &mut guards {
+            shard.evicted = Some(Vec::new());
+        }
+        true
+    }
+
+    fn sink(&self) -> Option<&dyn ChangeSink> {
+        self.sink.get().map(|s| &**s)
+    }
+
+    /// Applies a change as a sink heard it (recovery from a snapshot and
+    /// the log): an entry comes back with its CAS, deadline and marks, a
+    /// flush with a time is armed but never carried out by the replay
+    /// itself (if it was carried out, the log says so with a flush at 0
+    /// where it happened). The attached sink, if any, is not told. False
+    /// when an entry did not fit.
+    pub fn replay(&self, change: Change<'_>) -> bool {
+        let now = self.clock.now();
+        match change {
+            Change::Put(e) => {
+                let key = e.item.key();
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                // An entry expired by now is put back all the same: a later
+                // touch in the log may have given it a new deadline. If not,
+                // it stays invisible and is reclaimed like any expired one.
+                let entry = Entry {
+                    item: e.item.clone(),
+                    cas: e.cas,
+                    exptime: e.exptime,
+                    stale: e.stale,
+                    binary_key: e.binary_key,
+                };
+                let done = shard.restore(hash, entry, now);
+                if let Some(evicted) = shard.evicted.as_mut() {
+                    evicted.clear();
+                }
+                done
+            }
+            Change::Touch { key, exptime } => {
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                if let Some(idx) = shard.find(hash, key) {
+                    shard.set_exptime(idx, exptime);
+                }
+                true
+            }
+            Change::Remove { key } | Change::Evict { key } => {
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                if let Some(idx) = shard.find(hash, key) {
+                    shard.unlink(hash, idx);
+                }
+                true
+            }
+            Change::Flush { at } => {
+                let _serial = self.flush_lock.lock();
+                let epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32 + 1;
+                self.flush
+                    .store((u64::from(epoch) << 32) | u64::from(at), Ordering::Release);
+                if at == 0 {
+                    for cell in self.shards.iter() {
+                        let mut shard = cell.0.write();
+                        shard.clear();
+                        shard.flush_epoch = epoch;
+                    }
+                    self.flushed_epoch.store(epoch, Ordering::Release);
+                }
+                true
+            }
+        }
+    }
+
+    /// The live entries of shard `index` (for a snapshot: the shard is
+    /// locked, shared, only while the handles are cloned).
+    pub fn entries(&self, index: usize) -> Vec<Entry> {
+        let now = self.clock.now();
+        self.apply_due_flush(now);
+        let mut shard = self.shards[index].0.write();
+        self.sync_flush(&mut shard, now);
+        shard.entries(now)
+    }
+
+    /// The Unix time of a delayed `flush_all` not yet carried out.
+    pub fn pending_flush(&self) -> Option<u32> {
+        let state = self.flush.load(Ordering::Acquire);
+        let (epoch, deadline) = ((state >> 32) as u32, state as u32);
+        let now = self.clock.now();
+        let pending = self.shards.iter().any(|c| c.0.read().flush_epoch != epoch);
+        (pending && deadline > now).then_some(deadline)
     }
 
     /// The configuration the store was built with.
@@ -180,6 +289,11 @@ impl Store {
         let hash = self.hasher.hash_one(key);
         let now = self.clock.now();
         let mut shard = self.cell(hash).write();
+        if self.sink.get().is_some() && self.flush_due(&shard, now) {
+            drop(shard);
+            self.apply_due_flush(now);
+            shard = self.cell(hash).write();
+        }
         self.sync_flush(&mut shard, now);
         (shard, hash, now)
     }
@@ -223,7 +337,21 @@ impl Store {
             }
         }
         let (mut shard, hash, now) = self.shard(key);
-        shard.get(hash, key, opts, now)
+        let hit = shard.get(hash, key, opts, now);
+        if let Some(sink) = self.sink() {
+            match &hit {
+                Some(h) if h.created => shard.report(sink, hash, key, true),
+                Some(h) if opts.touch.is_some() => {
+                    shard.report_evictions(sink);
+                    sink.record(Change::Touch {
+                        key,
+                        exptime: h.exptime,
+                    });
+                }
+                _ => shard.report_evictions(sink),
+            }
+        }
+        hit
     }
 
     /// Whether `key` is present, without bumping it.
@@ -249,7 +377,12 @@ impl Store {
             _ => Some(Item::new(req.key, req.flags, req.value)),
         };
         let (mut shard, hash, now) = self.shard(req.key);
-        shard.set(hash, req, item, now)
+        let outcome = shard.set(hash, req, item, now);
+        if let Some(sink) = self.sink() {
+            let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
+            shard.report(sink, hash, req.key, changed);
+        }
+        outcome
     }
 
     /// Sets a new expiry on `key`; false when it is absent.
@@ -264,7 +397,15 @@ impl Store {
     /// `incr`/`decr` with memcached's semantics.
     pub fn arith(&self, key: &[u8], req: &ArithRequest) -> ArithOutcome {
         let (mut shard, hash, now) = self.shard(key);
-        shard.arith(hash, key, req, now)
+        let outcome = shard.arith(hash, key, req, now);
+        if let Some(sink) = self.sink() {
+            let changed = matches!(
+                outcome,
+                ArithOutcome::Updated { .. } | ArithOutcome::NoMemory
+            );
+            shard.report(sink, hash, key, changed);
+        }
+        outcome
     }
 
     /// Removes `key`; false when it was absent.
@@ -275,7 +416,11 @@ impl Store {
     /// A conditional or invalidating delete.
     pub fn delete_with(&self, key: &[u8], req: &DeleteRequest) -> DeleteOutcome {
         let (mut shard, hash, now) = self.shard(key);
-        shard.delete(hash, key, req, now)
+        let outcome = shard.delete(hash, key, req, now);
+        if let Some(sink) = self.sink() {
+            shard.report(sink, hash, key, outcome == DeleteOutcome::Deleted);
+        }
+        outcome
     }
 
     /// Drops every entry now, or at `at` (a delayed `flush_all`): entries
@@ -283,20 +428,72 @@ impl Store {
     pub fn flush(&self, at: Option<Expiry>) {
         let _serial = self.flush_lock.lock();
         let now = self.clock.now();
-        // Finish a flush that is due before a new one replaces it.
-        self.sync_all(now);
         let deadline = match at.map(|e| e.deadline(now)) {
             None | Some(0) => 0,
             Some(d) if d <= now => 0,
             Some(d) => d,
         };
         let epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32 + 1;
-        self.flush.store(
-            (u64::from(epoch) << 32) | u64::from(deadline),
-            Ordering::Release,
-        );
-        if deadline == 0 {
+        let state = (u64::from(epoch) << 32) | u64::from(deadline);
+        let Some(sink) = self.sink() else {
+            // Finish a flush that is due before a new one replaces it.
             self.sync_all(now);
+            self.flush.store(state, Ordering::Release);
+            if deadline == 0 {
+                self.sync_all(now);
+            }
+            return;
+        };
+        // With a sink, every shard is locked while the flush is reported
+        // and (when immediate) carried out, so it falls between the same
+        // changes in the report as in the store.
+        let mut guards = self.lock_all();
+        self.flush_due_locked(&mut guards, sink, now);
+        sink.record(Change::Flush { at: deadline });
+        self.flush.store(state, Ordering::Release);
+        if deadline == 0 {
+            for shard in &mut guards {
+                self.sync_flush(shard, now);
+            }
+            self.flushed_epoch.store(epoch, Ordering::Release);
+        }
+    }
+
+    fn lock_all(&self) -> Vec<RwLockWriteGuard<'_, Shard>> {
+        self.shards.iter().map(|c| c.0.write()).collect()
+    }
+
+    /// With a sink attached, a flush that is due is carried out in every
+    /// shard at once, with every lock held, and reported as one change:
+    /// changes reported before it were all dropped by it, changes after it
+    /// all survive. (Without a sink each shard applies it lazily.)
+    fn apply_due_flush(&self, now: u32) {
+        let Some(sink) = self.sink() else {
+            return;
+        };
+        let state = self.flush.load(Ordering::Acquire);
+        if (state >> 32) as u32 == self.flushed_epoch.load(Ordering::Acquire) || now < state as u32
+        {
+            return;
+        }
+        let _serial = self.flush_lock.lock();
+        let mut guards = self.lock_all();
+        self.flush_due_locked(&mut guards, sink, now);
+    }
+
+    fn flush_due_locked(
+        &self,
+        guards: &mut [RwLockWriteGuard<'_, Shard>],
+        sink: &dyn ChangeSink,
+        now: u32,
+    ) {
+        if guards.iter().any(|s| self.flush_due(s, now)) {
+            sink.record(Change::Flush { at: 0 });
+            for shard in guards.iter_mut() {
+                self.sync_flush(shard, now);
+            }
+            let epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32;
+            self.flushed_epoch.store(epoch, Ordering::Release);
         }
     }
 
@@ -344,6 +541,7 @@ impl Store {
             let mut left = None;
             loop {
                 let now = self.clock.now();
+                self.apply_due_flush(now);
                 let mut shard = cell.0.write();
                 self.sync_flush(&mut shard, now);
                 let left = left.get_or_insert(shard.slots.len());

@@ -1,0 +1,152 @@
+//! Hearing of every change, and putting entries back: what a durable server
+//! needs from the store.
+//!
+//! A [`ChangeSink`] attached with [`Store::attach`](crate::Store::attach)
+//! is told the result of every mutation while the lock of the shard that
+//! changed is still held, so the order in which it hears of the changes to
+//! one key is the order in which they happened (and the order of their
+//! replies). It hears the *result*, never the command: a set, an append or
+//! an incr all report the entry as it now is, a touch its new deadline, an
+//! eviction the key that left. Expiry is not reported: deadlines are
+//! absolute, so an entry that expired is expired on replay too.
+//!
+//! A store without a sink does none of this: every hook is one branch on an
+//! empty `OnceLock`.
+
+use crate::item::Item;
+use crate::shard::{Shard, KEY_BINARY, STALE};
+
+/// One change, as its result.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// The entry for `item.key()` now holds this.
+    Put(EntryRef<'a>),
+    /// The entry for `key` now expires at `exptime` (Unix time, 0 never).
+    Touch { key: &'a [u8], exptime: u32 },
+    /// `key` was deleted, or a store that failed took its old value away.
+    Remove { key: &'a [u8] },
+    /// `key` was evicted to make room.
+    Evict { key: &'a [u8] },
+    /// Every entry is dropped at Unix time `at` (0: dropped now).
+    Flush { at: u32 },
+}
+
+/// An entry as the store holds it, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryRef<'a> {
+    pub item: &'a Item,
+    pub cas: u64,
+    /// Unix deadline, 0 for never.
+    pub exptime: u32,
+    /// Invalidated by meta `I`, served as stale.
+    pub stale: bool,
+    /// Stored with a base64 key through the meta protocol.
+    pub binary_key: bool,
+}
+
+/// An entry to put back ([`Store::restore`](crate::Store::restore)) or
+/// one read out for a snapshot ([`Store::entries`](crate::Store::entries)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub item: Item,
+    pub cas: u64,
+    /// Unix deadline, 0 for never.
+    pub exptime: u32,
+    pub stale: bool,
+    pub binary_key: bool,
+}
+
+impl Entry {
+    /// Borrows this entry as a change would carry it.
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            item: &self.item,
+            cas: self.cas,
+            exptime: self.exptime,
+            stale: self.stale,
+            binary_key: self.binary_key,
+        }
+    }
+}
+
+/// Hears every change of a store (see the module documentation).
+///
+/// `record` runs under a shard lock, on the thread that made the change:
+/// it must be quick and must not call back into the store.
+pub trait ChangeSink: Send + Sync {
+    fn record(&self, change: Change<'_>);
+}
+
+impl Shard {
+    /// Tells `sink` what the operation just done left behind: the entries
+    /// it evicted, then the state of `key` (present or not), when `changed`.
+    pub(crate) fn report(&mut self, sink: &dyn ChangeSink, hash: u64, key: &[u8], changed: bool) {
+        self.report_evictions(sink);
+        if !changed {
+            return;
+        }
+        match self.find(hash, key) {
+            Some(idx) => {
+                let slot = self.slot(idx);
+                let item = self.item(idx);
+                sink.record(Change::Put(EntryRef {
+                    item,
+                    cas: slot.cas,
+                    exptime: slot.exptime,
+                    stale: slot.bits & STALE != 0,
+                    binary_key: slot.bits & KEY_BINARY != 0,
+                }));
+            }
+            None => sink.record(Change::Remove { key }),
+        }
+    }
+
+    /// Tells `sink` of the entries evicted since the last report.
+    pub(crate) fn report_evictions(&mut self, sink: &dyn ChangeSink) {
+        if let Some(evicted) = self.evicted.as_mut() {
+            for item in evicted.drain(..) {
+                sink.record(Change::Evict { key: item.key() });
+            }
+        }
+    }
+
+    /// Puts an entry back as it was (recovery): its CAS, deadline and
+    /// marks, replacing what the key holds. False when it does not fit.
+    pub(crate) fn restore(&mut self, hash: u64, entry: Entry, now: u32) -> bool {
+        let bits =
+            if entry.stale { STALE } else { 0 } | if entry.binary_key { KEY_BINARY } else { 0 };
+        self.observe_cas(entry.cas);
+        match self.find(hash, entry.item.key()) {
+            Some(idx) => {
+                let done = self.replace(idx, entry.item, entry.exptime, entry.cas, bits, now);
+                if !done {
+                    self.unlink(hash, idx);
+                }
+                done
+            }
+            None => self
+                .link(hash, entry.item, entry.exptime, entry.cas, bits, now)
+                .is_some(),
+        }
+    }
+
+    /// The live entries of this shard, in slot order.
+    pub(crate) fn entries(&self, now: u32) -> Vec<Entry> {
+        self.slots
+            .iter()
+            .filter_map(|slot| {
+                let item = slot.item.as_ref()?;
+                if crate::expiry::is_expired(slot.exptime, now) {
+                    return None;
+                }
+                Some(Entry {
+                    item: item.clone(),
+                    cas: slot.cas,
+                    exptime: slot.exptime,
+                    stale: slot.bits & STALE != 0,
+                    binary_key: slot.bits & KEY_BINARY != 0,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,284 @@
+//! The change sink hears enough to rebuild the store: random operations run
+//! on a store with a recording sink, the recorded changes are replayed into
+//! a fresh store (as a durable server's recovery does), and both must hold
+//! the same entries — values, flags, CAS uniques, deadlines and marks —
+//! evictions, failed stores, flushes and meta's invalidation included.
+
+use std::sync::{Arc, Mutex};
+
+use kura_store::{
+    ArithRequest, Change, ChangeSink, DeleteRequest, Entry, EvictionKind, Expiry, GetOptions, Item,
+    SetMode, SetRequest, Store, StoreConfig,
+};
+use proptest::prelude::*;
+
+/// A change, owned.
+#[derive(Debug, Clone)]
+enum Rec {
+    Put(Entry),
+    Touch(Vec<u8>, u32),
+    Remove(Vec<u8>),
+    Flush(u32),
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Rec>>);
+
+impl ChangeSink for Recorder {
+    fn record(&self, change: Change<'_>) {
+        let rec = match change {
+            Change::Put(e) => Rec::Put(Entry {
+                item: e.item.clone(),
+                cas: e.cas,
+                exptime: e.exptime,
+                stale: e.stale,
+                binary_key: e.binary_key,
+            }),
+            Change::Touch { key, exptime } => Rec::Touch(key.to_vec(), exptime),
+            Change::Remove { key } | Change::Evict { key } => Rec::Remove(key.to_vec()),
+            Change::Flush { at } => Rec::Flush(at),
+        };
+        self.0.lock().unwrap().push(rec);
+    }
+}
+
+fn replay(records: &[Rec], into: &Store) {
+    for r in records {
+        let change = match r {
+            Rec::Put(e) => Change::Put(e.as_ref()),
+            Rec::Touch(key, exptime) => Change::Touch {
+                key,
+                exptime: *exptime,
+            },
+            Rec::Remove(key) => Change::Remove { key },
+            Rec::Flush(at) => Change::Flush { at: *at },
+        };
+        into.replay(change);
+    }
+}
+
+/// Entries in key order, values as length and checksum (readable diffs).
+fn snapshot(s: &Store) -> Vec<(String, usize, u32, u32, u64, u32, bool, bool)> {
+    let mut all: Vec<_> = (0..s.shard_count())
+        .flat_map(|i| s.entries(i))
+        .map(|e| {
+            (
+                String::from_utf8_lossy(e.item.key()).into_owned(),
+                e.item.value().len(),
+                crc(e.item.value()),
+                e.item.flags(),
+                e.cas,
+                e.exptime,
+                e.stale,
+                e.binary_key,
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Store(SetMode, u8, usize, u32, u32),
+    CasCurrent(u8, usize),
+    Arith(u8, bool, u64),
+    Delete(u8),
+    Invalidate(u8),
+    RemoveValue(u8),
+    Touch(u8, u32),
+    Vivify(u8),
+    Get(u8),
+    Flush,
+    FlushLater(u32),
+    Advance(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let mode = prop_oneof![
+        Just(SetMode::Set),
+        Just(SetMode::Add),
+        Just(SetMode::Replace),
+        Just(SetMode::Append),
+        Just(SetMode::Prepend),
+    ];
+    let key = 0u8..12;
+    prop_oneof![
+        6 => (mode, key.clone(), 0usize..3000, 0u32..4, prop_oneof![Just(0u32), 1u32..5])
+            .prop_map(|(m, k, len, f, ttl)| Op::Store(m, k, len, f, ttl)),
+        1 => (key.clone(), 0usize..200).prop_map(|(k, l)| Op::CasCurrent(k, l)),
+        2 => (key.clone(), any::<bool>(), 0u64..5).prop_map(|(k, i, d)| Op::Arith(k, i, d)),
+        1 => key.clone().prop_map(Op::Delete),
+        1 => key.clone().prop_map(Op::Invalidate),
+        1 => key.clone().prop_map(Op::RemoveValue),
+        1 => (key.clone(), 0u32..5).prop_map(|(k, t)| Op::Touch(k, t)),
+        1 => key.clone().prop_map(Op::Vivify),
+        2 => key.prop_map(Op::Get),
+        1 => Just(Op::Flush),
+        1 => (1u32..4).prop_map(Op::FlushLater),
+        1 => (1u32..3).prop_map(Op::Advance),
+    ]
+}
+
+fn key(k: u8) -> Vec<u8> {
+    format!("key{k}").into_bytes()
+}
+
+fn run(ops: &[Op], eviction: EvictionKind) {
+    let config = StoreConfig {
+        // Small enough that 3000-byte values evict.
+        capacity: 16 * 1024,
+        shards: 1,
+        eviction,
+        ..StoreConfig::default()
+    };
+    let live = Store::new(config);
+    let rec = Arc::new(Recorder::default());
+    assert!(live.attach(rec.clone()));
+    for op in ops {
+        match *op {
+            Op::Store(mode, k, len, flags, ttl) => {
+                let value = vec![b'a' + k; len];
+                live.set(&SetRequest {
+                    mode,
+                    key: &key(k),
+                    value: &value,
+                    flags,
+                    expiry: Some(if ttl == 0 {
+                        Expiry::Never
+                    } else {
+                        Expiry::In(ttl * 10)
+                    }),
+                    ..SetRequest::new(b"", b"")
+                });
+            }
+            Op::CasCurrent(k, len) => {
+                let cas = live
+                    .get_with(&key(k), &GetOptions::default())
+                    .map(|h| h.cas);
+                let value = vec![b'c'; len];
+                live.set(&SetRequest {
+                    cas: Some(cas.unwrap_or(1)),
+                    ..SetRequest::new(&key(k), &value)
+                });
+            }
+            Op::Arith(k, incr, delta) => {
+                live.arith(&key(k), &ArithRequest::new(incr, delta));
+            }
+            Op::Delete(k) => {
+                live.delete(&key(k));
+            }
+            Op::Invalidate(k) => {
+                live.delete_with(
+                    &key(k),
+                    &DeleteRequest {
+                        invalidate: true,
+                        touch: Some(Expiry::In(30)),
+                        ..Default::default()
+                    },
+                );
+            }
+            Op::RemoveValue(k) => {
+                live.delete_with(
+                    &key(k),
+                    &DeleteRequest {
+                        remove_value: Some(9),
+                        ..Default::default()
+                    },
+                );
+            }
+            Op::Touch(k, ttl) => {
+                live.touch(
+                    &key(k),
+                    if ttl == 0 {
+                        Expiry::Never
+                    } else {
+                        Expiry::In(ttl * 10)
+                    },
+                );
+            }
+            Op::Vivify(k) => {
+                live.get_with(
+                    &key(k),
+                    &GetOptions {
+                        vivify: Some(Expiry::In(20)),
+                        ..Default::default()
+                    },
+                );
+            }
+            Op::Get(k) => {
+                live.get(&key(k));
+            }
+            Op::Flush => live.flush(None),
+            Op::FlushLater(secs) => live.flush(Some(Expiry::In(secs * 10))),
+            Op::Advance(secs) => {
+                live.clock().advance(secs * 10);
+                // Reading the store lets a due flush happen.
+                live.get(b"nothing");
+            }
+        }
+    }
+    let records = rec.0.lock().unwrap().clone();
+    let restored = Store::new(config);
+    // The restored store runs on the same time as the live one.
+    restored
+        .clock()
+        .advance(live.now().saturating_sub(restored.now()));
+    replay(&records, &restored);
+    assert_eq!(snapshot(&restored), snapshot(&live), "{eviction}");
+    assert_eq!(restored.pending_flush(), live.pending_flush());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn replaying_the_changes_rebuilds_the_store(ops in proptest::collection::vec(op(), 1..120)) {
+        for eviction in EvictionKind::ALL {
+            run(&ops, eviction);
+        }
+    }
+}
+
+#[test]
+fn an_eviction_is_reported_before_the_store_that_caused_it() {
+    let live = Store::new(StoreConfig {
+        capacity: 8 * 1024,
+        shards: 1,
+        eviction: EvictionKind::Lru,
+        ..StoreConfig::default()
+    });
+    let rec = Arc::new(Recorder::default());
+    live.attach(rec.clone());
+    live.insert(b"a", &[1; 3000], Expiry::Never);
+    live.insert(b"b", &[2; 3000], Expiry::Never);
+    live.insert(b"c", &[3; 3000], Expiry::Never);
+    let recs = rec.0.lock().unwrap().clone();
+    let shape: Vec<String> = recs
+        .iter()
+        .map(|r| match r {
+            Rec::Put(e) => format!("put {}", String::from_utf8_lossy(e.item.key())),
+            Rec::Remove(k) => format!("remove {}", String::from_utf8_lossy(k)),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(shape, ["put a", "put b", "remove a", "put c"]);
+}
+
+#[test]
+fn a_store_without_a_sink_reports_nothing_and_a_second_sink_is_refused() {
+    let s = Store::default();
+    s.insert(b"k", b"v", Expiry::Never);
+    let rec = Arc::new(Recorder::default());
+    assert!(s.attach(rec.clone()));
+    assert!(!s.attach(Arc::new(Recorder::default())));
+    assert!(rec.0.lock().unwrap().is_empty());
+    s.insert(b"k", b"w", Expiry::Never);
+    assert_eq!(rec.0.lock().unwrap().len(), 1);
+    let _ = Item::new(b"x", 0, b"");
+}
+
+fn crc(b: &[u8]) -> u32 {
+    b.iter()
+        .fold(17u32, |h, &x| h.wrapping_mul(31).wrapping_add(u32::from(x)))
+}
