@@ -24,11 +24,16 @@
 pub mod record;
 mod scan;
 mod segment;
+pub mod snapshot;
 mod writer;
 
-pub use record::{Mutation, Record};
+pub use record::{Mutation, MutationRef, Record};
 pub use scan::{check, repair, CheckReport, Damage, LogReader, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
+pub use snapshot::{
+    check_dir, check_snapshot, prune, read_snapshot, remove_partial_snapshots, snapshot_files,
+    DirReport, Pruned, SnapshotDamage, SnapshotFile, SnapshotStatus, SnapshotWriter,
+};
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};
 
 /// Errors of the log.
@@ -43,6 +48,10 @@ pub enum LogError {
     Scan(#[from] ScanError),
     #[error("record too large for the log: {0} bytes")]
     TooLarge(usize),
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotDamage),
+    #[error("record {got} written where {expected} was next")]
+    OutOfOrder { expected: u64, got: u64 },
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {

@@ -3,13 +3,14 @@
 //! ```text
 //! record   := len:u32 crc:u32 body          len = length of body
 //! body     := seq:u64 kind:u8 fields        crc = CRC-32 (IEEE) of body
-//! Set      := flags:u32 exptime:u32 cas:u64 klen:u16 key vlen:u32 value
+//! Set      := flags:u32 exptime:u32 cas:u64 marks:u8 klen:u16 key vlen:u32 value
 //! Delete   := klen:u16 key                  (also Evict, same fields)
 //! Touch    := exptime:u32 klen:u16 key
 //! Flush    := at:u32                        (0: now)
 //! ```
 //! Integers are little endian; `exptime` is an absolute Unix time, 0 for
-//! never.
+//! never; `marks` has bit 0 for a stale entry (meta `I`) and bit 1 for a
+//! key sent in base64 (meta `b`).
 
 /// Bytes before a record's body: its length and CRC.
 pub const RECORD_HEADER_LEN: usize = 8;
@@ -22,6 +23,9 @@ const KIND_TOUCH: u8 = 3;
 const KIND_FLUSH: u8 = 4;
 const KIND_EVICT: u8 = 5;
 
+const MARK_STALE: u8 = 1;
+const MARK_BINARY_KEY: u8 = 2;
+
 /// One change to the store, as its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mutation {
@@ -33,6 +37,10 @@ pub enum Mutation {
         /// Absolute Unix time; 0 never expires.
         exptime: u32,
         cas: u64,
+        /// Invalidated (meta `I`): served as stale.
+        stale: bool,
+        /// The key was sent base64-encoded (meta `b`).
+        binary_key: bool,
     },
     /// `key` was deleted.
     Delete { key: Vec<u8> },
@@ -43,6 +51,131 @@ pub enum Mutation {
     /// `key` was evicted; replay removes it so a restart does not bring it
     /// back.
     Evict { key: Vec<u8> },
+}
+
+/// A [`Mutation`] borrowing its bytes: what a writer encodes without
+/// copying the value first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutationRef<'a> {
+    Set {
+        key: &'a [u8],
+        value: &'a [u8],
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+        stale: bool,
+        binary_key: bool,
+    },
+    Delete {
+        key: &'a [u8],
+    },
+    Touch {
+        key: &'a [u8],
+        exptime: u32,
+    },
+    Flush {
+        at: u32,
+    },
+    Evict {
+        key: &'a [u8],
+    },
+}
+
+impl Mutation {
+    /// Borrows this mutation.
+    pub fn as_ref(&self) -> MutationRef<'_> {
+        match self {
+            Mutation::Set {
+                key,
+                value,
+                flags,
+                exptime,
+                cas,
+                stale,
+                binary_key,
+            } => MutationRef::Set {
+                key,
+                value,
+                flags: *flags,
+                exptime: *exptime,
+                cas: *cas,
+                stale: *stale,
+                binary_key: *binary_key,
+            },
+            Mutation::Delete { key } => MutationRef::Delete { key },
+            Mutation::Touch { key, exptime } => MutationRef::Touch {
+                key,
+                exptime: *exptime,
+            },
+            Mutation::Flush { at } => MutationRef::Flush { at: *at },
+            Mutation::Evict { key } => MutationRef::Evict { key },
+        }
+    }
+}
+
+impl MutationRef<'_> {
+    /// The encoded length of a record of this mutation.
+    pub fn encoded_len(&self) -> usize {
+        let fields = match self {
+            MutationRef::Set { key, value, .. } => 4 + 4 + 8 + 1 + 2 + key.len() + 4 + value.len(),
+            MutationRef::Delete { key } | MutationRef::Evict { key } => 2 + key.len(),
+            MutationRef::Touch { key, .. } => 4 + 2 + key.len(),
+            MutationRef::Flush { .. } => 4,
+        };
+        RECORD_HEADER_LEN + 8 + 1 + fields
+    }
+
+    /// Appends the record of this mutation with sequence number `seq` to
+    /// `out`.
+    pub fn encode(&self, seq: u64, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
+        out.extend_from_slice(&seq.to_le_bytes());
+        match *self {
+            MutationRef::Set {
+                key,
+                value,
+                flags,
+                exptime,
+                cas,
+                stale,
+                binary_key,
+            } => {
+                out.push(KIND_SET);
+                out.extend_from_slice(&flags.to_le_bytes());
+                out.extend_from_slice(&exptime.to_le_bytes());
+                out.extend_from_slice(&cas.to_le_bytes());
+                let marks = if stale { MARK_STALE } else { 0 }
+                    | if binary_key { MARK_BINARY_KEY } else { 0 };
+                out.push(marks);
+                put_key(out, key);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            MutationRef::Delete { key } => {
+                out.push(KIND_DELETE);
+                put_key(out, key);
+            }
+            MutationRef::Evict { key } => {
+                out.push(KIND_EVICT);
+                put_key(out, key);
+            }
+            MutationRef::Touch { key, exptime } => {
+                out.push(KIND_TOUCH);
+                out.extend_from_slice(&exptime.to_le_bytes());
+                put_key(out, key);
+            }
+            MutationRef::Flush { at } => {
+                out.push(KIND_FLUSH);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+        }
+        let body = &out[start + RECORD_HEADER_LEN..];
+        let len = body.len() as u32;
+        let crc = crc32fast::hash(body);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    }
 }
 
 /// A mutation with its sequence number.
@@ -68,59 +201,12 @@ pub enum DecodeError {
 impl Record {
     /// Appends the encoded record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
-        out.extend_from_slice(&self.seq.to_le_bytes());
-        match &self.mutation {
-            Mutation::Set {
-                key,
-                value,
-                flags,
-                exptime,
-                cas,
-            } => {
-                out.push(KIND_SET);
-                out.extend_from_slice(&flags.to_le_bytes());
-                out.extend_from_slice(&exptime.to_le_bytes());
-                out.extend_from_slice(&cas.to_le_bytes());
-                put_key(out, key);
-                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                out.extend_from_slice(value);
-            }
-            Mutation::Delete { key } => {
-                out.push(KIND_DELETE);
-                put_key(out, key);
-            }
-            Mutation::Evict { key } => {
-                out.push(KIND_EVICT);
-                put_key(out, key);
-            }
-            Mutation::Touch { key, exptime } => {
-                out.push(KIND_TOUCH);
-                out.extend_from_slice(&exptime.to_le_bytes());
-                put_key(out, key);
-            }
-            Mutation::Flush { at } => {
-                out.push(KIND_FLUSH);
-                out.extend_from_slice(&at.to_le_bytes());
-            }
-        }
-        let body = &out[start + RECORD_HEADER_LEN..];
-        let len = body.len() as u32;
-        let crc = crc32fast::hash(body);
-        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        self.mutation.as_ref().encode(self.seq, out);
     }
 
     /// The encoded length of this record.
     pub fn encoded_len(&self) -> usize {
-        let fields = match &self.mutation {
-            Mutation::Set { key, value, .. } => 4 + 4 + 8 + 2 + key.len() + 4 + value.len(),
-            Mutation::Delete { key } | Mutation::Evict { key } => 2 + key.len(),
-            Mutation::Touch { key, .. } => 4 + 2 + key.len(),
-            Mutation::Flush { .. } => 4,
-        };
-        RECORD_HEADER_LEN + 8 + 1 + fields
+        self.mutation.as_ref().encoded_len()
     }
 
     /// Decodes the record at the front of `b`; returns it and its length.
@@ -196,6 +282,10 @@ fn decode_body(body: &[u8]) -> Option<Record> {
             let flags = c.u32()?;
             let exptime = c.u32()?;
             let cas = c.u64()?;
+            let marks = c.u8()?;
+            if marks & !(MARK_STALE | MARK_BINARY_KEY) != 0 {
+                return None;
+            }
             let key = c.key()?;
             let n = c.u32()? as usize;
             let value = c.take(n)?.to_vec();
@@ -205,6 +295,8 @@ fn decode_body(body: &[u8]) -> Option<Record> {
                 flags,
                 exptime,
                 cas,
+                stale: marks & MARK_STALE != 0,
+                binary_key: marks & MARK_BINARY_KEY != 0,
             }
         }
         KIND_DELETE => Mutation::Delete { key: c.key()? },
@@ -240,6 +332,8 @@ mod tests {
                     flags: 7,
                     exptime: 1_900_000_000,
                     cas: 42,
+                    stale: true,
+                    binary_key: false,
                 },
             },
             Record {

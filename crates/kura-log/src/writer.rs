@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::record::{Mutation, Record, MAX_BODY_LEN, RECORD_HEADER_LEN};
+use crate::record::{Mutation, MutationRef, MAX_BODY_LEN, RECORD_HEADER_LEN};
 use crate::scan::{check, Damage};
 use crate::segment::{header, segment_files, segment_path};
 use crate::{io_err, LogError};
@@ -91,6 +91,20 @@ impl LogWriter {
     /// # Errors
     /// I/O errors, or corruption (see [`check`]).
     pub fn open(dir: &Path, options: WriterOptions) -> Result<LogWriter, LogError> {
+        LogWriter::open_after(dir, options, 0)
+    }
+
+    /// Like [`LogWriter::open`], but new records are numbered after
+    /// `after` at least (the sequence number of a snapshot, when the log
+    /// that led up to it is gone).
+    ///
+    /// # Errors
+    /// I/O errors, or corruption (see [`check`]).
+    pub fn open_after(
+        dir: &Path,
+        options: WriterOptions,
+        after: u64,
+    ) -> Result<LogWriter, LogError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let report = check(dir)?;
         match &report.damage {
@@ -110,10 +124,12 @@ impl LogWriter {
                 }));
             }
         }
-        let next_seq = report.last_seq.map_or(1, |s| s + 1);
-        // Continue the newest segment if it has room, else start one.
+        let from_log = report.last_seq.map_or(1, |s| s + 1);
+        let next_seq = from_log.max(after.saturating_add(1));
+        // Continue the newest segment if it has room and the numbers go on
+        // from it, else start one.
         let segments = segment_files(dir)?;
-        if let Some(last) = segments.last() {
+        if let Some(last) = segments.last().filter(|_| next_seq == from_log) {
             let size = std::fs::metadata(&last.path)
                 .map_err(io_err(&last.path))?
                 .len();
@@ -175,32 +191,53 @@ impl LogWriter {
     /// # Errors
     /// I/O errors; a record too large for the format.
     pub fn append_batch(&mut self, ms: &[Mutation]) -> Result<u64, LogError> {
-        self.buf.clear();
-        let mut last = self.next_seq.saturating_sub(1);
         for m in ms {
-            let record = Record {
-                seq: self.next_seq,
-                mutation: m.clone(),
-            };
-            let len = record.encoded_len();
-            if len - RECORD_HEADER_LEN > MAX_BODY_LEN {
-                return Err(LogError::TooLarge(len));
-            }
-            if self.size + (self.buf.len() + len) as u64 > self.options.segment_size
-                && self.size > crate::segment::FILE_HEADER_LEN as u64
-            {
-                self.write_buf()?;
-                self.rotate()?;
-            }
-            record.encode(&mut self.buf);
-            last = self.next_seq;
-            self.next_seq += 1;
+            self.push(self.next_seq, &m.as_ref())?;
         }
+        self.commit()?;
+        Ok(self.next_seq - 1)
+    }
+
+    /// Adds the record `seq` to the batch being built; it reaches the file
+    /// with [`LogWriter::commit`] (or earlier, when a segment fills up).
+    /// Sequence numbers must follow each other without gaps.
+    ///
+    /// # Errors
+    /// `seq` out of order; a record too large for the format; I/O errors
+    /// when a full segment is written out and a new one started.
+    pub fn push(&mut self, seq: u64, m: &MutationRef<'_>) -> Result<(), LogError> {
+        if seq != self.next_seq {
+            return Err(LogError::OutOfOrder {
+                expected: self.next_seq,
+                got: seq,
+            });
+        }
+        let len = m.encoded_len();
+        if len - RECORD_HEADER_LEN > MAX_BODY_LEN {
+            return Err(LogError::TooLarge(len));
+        }
+        if self.size + (self.buf.len() + len) as u64 > self.options.segment_size
+            && self.size + (self.buf.len() as u64) > crate::segment::FILE_HEADER_LEN as u64
+        {
+            self.write_buf()?;
+            self.rotate()?;
+        }
+        m.encode(seq, &mut self.buf);
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// Writes the batch to the file (the OS has it), and under `always`
+    /// syncs it.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn commit(&mut self) -> Result<(), LogError> {
         self.write_buf()?;
         if self.options.fsync == FsyncPolicy::Always {
             self.sync()?;
         }
-        Ok(last)
+        Ok(())
     }
 
     fn write_buf(&mut self) -> Result<(), LogError> {

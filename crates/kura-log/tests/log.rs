@@ -45,6 +45,8 @@ fn mutation(i: u64) -> Mutation {
             flags: i as u32,
             exptime: 0,
             cas: i,
+            stale: false,
+            binary_key: i % 2 == 0,
         },
     }
 }

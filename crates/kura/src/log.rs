@@ -4,18 +4,20 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use kura_log::{check, repair, CheckReport, Damage};
+use kura_log::{check, check_dir, remove_partial_snapshots, repair, CheckReport, Damage};
 
 #[derive(Subcommand)]
 pub enum LogCommand {
-    /// Check every segment: exit 0 when sound, 1 for a torn tail (a crash
-    /// mid-write, which `repair` cuts off), 2 for corruption.
+    /// Check every log segment and snapshot of a data directory: exit 0
+    /// when sound, 1 for a torn tail (a crash mid-write, which `repair`
+    /// cuts off), 2 for corruption, a damaged snapshot or a gap.
     Check {
         /// The log directory.
         dir: PathBuf,
     },
-    /// Cut off a torn tail; with --truncate-corrupt, also drop everything
-    /// from the first corrupt record on (those records are lost).
+    /// Cut off a torn tail and remove damaged or half-written snapshots;
+    /// with --truncate-corrupt, also drop everything from the first corrupt
+    /// log record on (those records are lost).
     Repair {
         /// The log directory.
         dir: PathBuf,
@@ -51,22 +53,48 @@ fn damage(d: &Damage) -> String {
 /// Runs the command; returns the exit status.
 pub fn run(cmd: LogCommand) -> i32 {
     match cmd {
-        LogCommand::Check { dir } => match check(&dir) {
+        LogCommand::Check { dir } => match check_dir(&dir) {
             Err(e) => {
                 eprintln!("kura: {e}");
                 2
             }
-            Ok(r) => {
-                summary(&r);
+            Ok(report) => {
+                let r = &report.log;
+                summary(r);
+                let mut status = 0;
+                for snap in &report.snapshots {
+                    match &snap.check {
+                        Ok(n) => println!(
+                            "snapshot: {} (record {}, {n} entries)",
+                            snap.file.path.display(),
+                            snap.file.seq
+                        ),
+                        Err(why) => {
+                            println!("DAMAGED snapshot: {}: {why}", snap.file.path.display());
+                            status = 2;
+                        }
+                    }
+                }
+                if let Some(gap) = &report.gap {
+                    println!("CANNOT RECOVER WHOLE: {gap}");
+                    status = 2;
+                }
                 match &r.damage {
-                    None => {
+                    None if status == 0 => {
                         println!("OK");
                         0
+                    }
+                    None => {
+                        println!(
+                            "`kura log repair {}` removes damaged snapshots",
+                            dir.display()
+                        );
+                        status
                     }
                     Some(d @ Damage::TornTail { .. }) => {
                         println!("{}", damage(d));
                         println!("run `kura log repair {}` to cut it off", dir.display());
-                        1
+                        status.max(1)
                     }
                     Some(d) => {
                         println!("{}", damage(d));
@@ -82,7 +110,7 @@ pub fn run(cmd: LogCommand) -> i32 {
         LogCommand::Repair {
             dir,
             truncate_corrupt,
-        } => match repair(&dir, truncate_corrupt) {
+        } => match remove_bad_snapshots(&dir).and_then(|()| repair(&dir, truncate_corrupt)) {
             Err(e) => {
                 eprintln!("kura: {e}");
                 2
@@ -114,4 +142,24 @@ pub fn run(cmd: LogCommand) -> i32 {
             },
         },
     }
+}
+
+/// Removes half-written and damaged snapshots (recovery skips them anyway).
+fn remove_bad_snapshots(dir: &std::path::Path) -> Result<(), kura_log::LogError> {
+    for p in remove_partial_snapshots(dir)? {
+        println!("removed half-written snapshot {}", p.display());
+    }
+    for snap in check_dir(dir)?.snapshots {
+        if let Err(why) = snap.check {
+            std::fs::remove_file(&snap.file.path).map_err(|source| kura_log::LogError::Io {
+                path: snap.file.path.clone(),
+                source,
+            })?;
+            println!(
+                "removed damaged snapshot {}: {why}",
+                snap.file.path.display()
+            );
+        }
+    }
+    Ok(())
 }

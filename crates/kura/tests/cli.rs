@@ -371,6 +371,8 @@ fn log_check_and_repair() {
             flags: i,
             exptime: 0,
             cas: u64::from(i),
+            stale: false,
+            binary_key: false,
         })
         .unwrap();
     }
