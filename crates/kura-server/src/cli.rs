@@ -175,9 +175,31 @@ pub struct ServerArgs {
     #[arg(long = "shards", value_name = "num")]
     pub shards: Option<usize>,
     /// eviction policy: s3fifo (default, scan-resistant), lru (exact
-    /// LRU), tinylfu (W-TinyLFU), sieve
+    /// LRU), tinylfu (W-TinyLFU), sieve; none never evicts (a store, not a
+    /// cache: when full, writes get SERVER_ERROR out of memory, as with -M)
     #[arg(long = "eviction", value_name = "policy")]
     pub eviction: Option<String>,
+    /// durable mode: log every change to this directory and recover from it
+    /// at startup (default: in memory only)
+    #[arg(long = "data-dir", value_name = "dir")]
+    pub data_dir: Option<PathBuf>,
+    /// with --data-dir: always (acknowledge a write once it is on disk,
+    /// group commit), everysec (default; sync at most a second apart), no
+    /// (leave it to the OS)
+    #[arg(long = "fsync", value_name = "policy")]
+    pub fsync: Option<String>,
+    /// with --data-dir: bytes per log file, with an optional k, m or g
+    /// suffix (default 64m)
+    #[arg(long = "log-file-size", value_name = "bytes")]
+    pub log_file_size: Option<String>,
+    /// with --data-dir: take a snapshot after this many log bytes, with an
+    /// optional k, m or g suffix; 0 never by size (default 256m)
+    #[arg(long = "snapshot-log-size", value_name = "bytes")]
+    pub snapshot_log_size: Option<String>,
+    /// with --data-dir: take a snapshot this many seconds after the last if
+    /// anything changed; 0 never by time (default 3600)
+    #[arg(long = "snapshot-interval", value_name = "secs")]
+    pub snapshot_interval: Option<u64>,
 }
 
 /// A command line that cannot be turned into settings.
@@ -191,6 +213,8 @@ pub enum CliError {
         "invalid max item size '{0}': expected a number of bytes with an optional k or m suffix"
     )]
     BadItemSize(String),
+    #[error("invalid {0} '{1}': expected a number of bytes with an optional k, m or g suffix")]
+    BadBytes(&'static str, String),
     #[error("invalid unix socket mask '{0}': expected an octal number")]
     BadMask(String),
     #[error("{0}")]
@@ -348,6 +372,22 @@ impl ServerArgs {
         }
         if let Some(v) = self.eviction {
             c.eviction = v;
+        }
+        if let Some(v) = self.data_dir {
+            c.data_dir = Some(v);
+        }
+        if let Some(v) = self.fsync {
+            c.fsync = v;
+        }
+        if let Some(s) = self.log_file_size {
+            c.log_file_size = parse_bytes(&s).ok_or(CliError::BadBytes("--log-file-size", s))?;
+        }
+        if let Some(s) = self.snapshot_log_size {
+            c.snapshot_log_size =
+                parse_bytes(&s).ok_or(CliError::BadBytes("--snapshot-log-size", s))?;
+        }
+        if let Some(v) = self.snapshot_interval {
+            c.snapshot_interval = v;
         }
         for (flag, given) in [
             ("-f", self.slab_growth_factor.is_some()),
@@ -513,4 +553,16 @@ mod tests {
         assert_eq!(parse_size("1m"), Some(1024 * 1024));
         assert_eq!(parse_size("x"), None);
     }
+}
+
+/// A byte count with an optional k, m or g suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }

@@ -23,6 +23,13 @@ pub mod defaults {
     /// where exact LRU falls far short, and reads that share the shard
     /// lock (BENCHMARKS.md, "In-process cache").
     pub const EVICTION: &str = "s3fifo";
+    /// Log segment size (`--log-file-size`).
+    pub const LOG_FILE_SIZE: u64 = 64 * 1024 * 1024;
+    /// Log bytes after which a snapshot is taken (`--snapshot-log-size`).
+    pub const SNAPSHOT_LOG_SIZE: u64 = 256 * 1024 * 1024;
+    /// Seconds after which a snapshot is taken if anything changed
+    /// (`--snapshot-interval`).
+    pub const SNAPSHOT_INTERVAL: u64 = 3600;
 }
 
 /// Which protocols a connection may speak (`-B`).
@@ -118,6 +125,16 @@ pub struct ServerConfig {
     pub auth_file: Option<PathBuf>,
     /// TLS on the TCP listeners (`-Z`, `-o ssl_*`), the `[tls]` section.
     pub tls: TlsConfig,
+    /// Persist every change here (`--data-dir`); none: in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// When the log reaches the disk: always, everysec, no (`--fsync`).
+    pub fsync: String,
+    /// Bytes per log file (`--log-file-size`).
+    pub log_file_size: u64,
+    /// Log bytes after which a snapshot is taken; 0 never by size.
+    pub snapshot_log_size: u64,
+    /// Seconds after which a snapshot is taken if anything changed; 0 never.
+    pub snapshot_interval: u64,
 }
 
 impl Default for ServerConfig {
@@ -148,6 +165,11 @@ impl Default for ServerConfig {
             sasl: false,
             auth_file: None,
             tls: TlsConfig::default(),
+            data_dir: None,
+            fsync: "everysec".to_string(),
+            log_file_size: defaults::LOG_FILE_SIZE,
+            snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
+            snapshot_interval: defaults::SNAPSHOT_INTERVAL,
         }
     }
 }
@@ -183,6 +205,12 @@ pub enum ConfigError {
     TlsWithoutCert,
     #[error("ssl_verify_mode {0} verifies client certificates and needs the CA that signs them: -o ssl_ca_cert=FILE")]
     VerifyWithoutCa(u8),
+    #[error("{0}")]
+    Fsync(String),
+    #[error("--fsync always acknowledges a write only once it is on disk, which UDP (-U) replies cannot wait for; use TCP")]
+    UdpWithFsyncAlways,
+    #[error("--log-file-size must be at least 4096 bytes")]
+    LogFileTooSmall,
 }
 
 impl ServerConfig {
@@ -231,10 +259,39 @@ impl ServerConfig {
         if tls.enabled && tls.verify_mode != VerifyMode::None && tls.ca_cert.is_none() {
             return Err(ConfigError::VerifyWithoutCa(tls.verify_mode.number()));
         }
-        self.eviction
-            .parse::<kura_store::EvictionKind>()
-            .map_err(ConfigError::Eviction)?;
+        if self.eviction != "none" {
+            self.eviction
+                .parse::<kura_store::EvictionKind>()
+                .map_err(|e| ConfigError::Eviction(format!("{e}, none")))?;
+        }
+        let fsync = self.fsync_policy()?;
+        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0
+        {
+            return Err(ConfigError::UdpWithFsyncAlways);
+        }
+        if self.log_file_size < 4096 {
+            return Err(ConfigError::LogFileTooSmall);
+        }
         Ok(())
+    }
+
+    /// The `--fsync` policy.
+    ///
+    /// # Errors
+    /// An unknown policy name.
+    pub fn fsync_policy(&self) -> Result<kura_log::FsyncPolicy, ConfigError> {
+        self.fsync.parse().map_err(ConfigError::Fsync)
+    }
+
+    /// The durable mode's settings, when `--data-dir` is given.
+    pub fn durable_config(&self) -> Option<crate::durable::DurableConfig> {
+        Some(crate::durable::DurableConfig {
+            dir: self.data_dir.clone()?,
+            fsync: self.fsync_policy().unwrap_or_default(),
+            segment_size: self.log_file_size,
+            snapshot_log_bytes: self.snapshot_log_size,
+            snapshot_interval: std::time::Duration::from_secs(self.snapshot_interval),
+        })
     }
 
     /// The protocols connections may speak once authentication is taken
@@ -275,7 +332,9 @@ impl ServerConfig {
                 self.shards
             },
             eviction: self.eviction.parse().unwrap_or_default(),
-            evict: !self.disable_evictions,
+            // `--eviction none` makes a store, not a cache: full means
+            // "out of memory" (memcached's -M).
+            evict: !self.disable_evictions && self.eviction != "none",
             cas: !self.disable_cas,
         }
     }

@@ -84,6 +84,13 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_event = shared.config.reqs_per_event.max(1) as usize;
+    // Under `--fsync always`, the number of the last record this
+    // connection's requests made: replies wait until it is on disk.
+    let durable = shared
+        .durable
+        .as_deref()
+        .filter(|d| d.fsync() == kura_log::FsyncPolicy::Always);
+    let mut unsynced = 0u64;
     let mut wire = match shared.config.effective_protocol() {
         Protocol::Ascii => Some(Wire::Text),
         Protocol::Binary => Some(Wire::Binary),
@@ -179,6 +186,9 @@ where
                 }
                 Step::Done { len, next } => (len, next),
             };
+            if durable.is_some() {
+                unsynced = unsynced.max(crate::durable::take_last_seq());
+            }
             pos += len;
             match next {
                 Next::Continue => {}
@@ -193,10 +203,13 @@ where
                 }
             }
             served += 1;
-            if session.out.pending() > HIGH_WATER
-                && !flush(stream, &mut session.out, stats, &mut rx, conn).await
-            {
-                return End::Io;
+            if session.out.pending() > HIGH_WATER {
+                if !synced(durable, &mut unsynced).await {
+                    return End::Io;
+                }
+                if !flush(stream, &mut session.out, stats, &mut rx, conn).await {
+                    return End::Io;
+                }
             }
             if served % per_event == 0 {
                 incr(&stats.conn_yields);
@@ -204,6 +217,9 @@ where
             }
         }
         rbuf.advance(pos.min(rbuf.len()));
+        if !synced(durable, &mut unsynced).await {
+            return End::Io;
+        }
         if !flush(stream, &mut session.out, stats, &mut rx, conn).await {
             return End::Io;
         }
@@ -217,6 +233,18 @@ where
             session.out = Output::with_capacity(READ_CHUNK);
         }
     }
+}
+
+/// Waits until the records this connection made are on disk (`--fsync
+/// always`); false if they never will be (the log failed): the connection
+/// then closes without acknowledging them.
+async fn synced(durable: Option<&crate::durable::Durable>, unsynced: &mut u64) -> bool {
+    let Some(d) = durable.filter(|_| *unsynced > 0) else {
+        return true;
+    };
+    let ok = d.wait_synced(*unsynced).await;
+    *unsynced = 0;
+    ok
 }
 
 /// Writes out pending replies; false if the connection is gone or the

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 mod conn;
+pub mod durable;
 pub mod exec;
 pub mod metrics;
 pub mod output;

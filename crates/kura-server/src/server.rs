@@ -149,9 +149,17 @@ impl Server {
         } else {
             None
         };
+        // Recovery comes last, once every listener is bound and every file
+        // read: a server that cannot start should not have loaded the data.
+        let durable = config
+            .durable_config()
+            .map(|d| crate::durable::Durable::open(d, &store))
+            .transpose()?
+            .map(Arc::new);
         let mut shared = Shared::new(config, store);
         shared.credentials = credentials;
         shared.tls = tls;
+        shared.durable = durable;
         Ok(Server {
             shared: Arc::new(shared),
             tcp,
@@ -240,6 +248,10 @@ impl ServerHandle {
     pub fn join(self) {
         for t in self.threads {
             let _ = t.join();
+        }
+        // Every connection is closed: the rest of the log goes to disk.
+        if let Some(d) = &self.shared.durable {
+            d.close();
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Shared {
     pub credentials: Option<crate::auth::Credentials>,
     /// The certificate and key TLS listeners use (`-Z`).
     pub tls: Option<crate::tls::TlsContext>,
+    /// The update log and snapshots (`--data-dir`).
+    pub durable: Option<Arc<crate::durable::Durable>>,
     state: watch::Sender<RunState>,
 }
 
@@ -54,6 +56,7 @@ impl Shared {
             pid: std::process::id(),
             credentials: None,
             tls: None,
+            durable: None,
             store,
             config,
             state,

@@ -90,6 +90,16 @@ fn general(s: &mut Session<'_>) {
             now.saturating_sub(tls.loaded_at),
         );
     }
+    if let Some(d) = &sh.durable {
+        use std::sync::atomic::Ordering::Relaxed;
+        let l = &d.stats;
+        reply::stat(o, "log_next_seq", d.next_seq());
+        reply::stat(o, "log_written_seq", l.written.load(Relaxed));
+        reply::stat(o, "log_synced_seq", l.synced.load(Relaxed));
+        reply::stat(o, "log_bytes", l.bytes.load(Relaxed));
+        reply::stat(o, "log_snapshots", l.snapshots.load(Relaxed));
+        reply::stat(o, "log_snapshot_seq", l.snapshot_seq.load(Relaxed));
+    }
 }
 
 fn settings(s: &mut Session<'_>) {
