@@ -265,8 +265,7 @@ impl ServerConfig {
                 .map_err(|e| ConfigError::Eviction(format!("{e}, none")))?;
         }
         let fsync = self.fsync_policy()?;
-        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0
-        {
+        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0 {
             return Err(ConfigError::UdpWithFsyncAlways);
         }
         if self.log_file_size < 4096 {

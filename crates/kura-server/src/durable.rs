@@ -235,10 +235,7 @@ impl Durable {
         }
         for s in &report.snapshots {
             if let Err(why) = &s.check {
-                tracing::warn!(
-                    "skipping damaged snapshot {}: {why}",
-                    s.file.path.display()
-                );
+                tracing::warn!("skipping damaged snapshot {}: {why}", s.file.path.display());
             }
         }
         if let Some(gap) = &report.gap {
@@ -363,11 +360,7 @@ impl Durable {
     /// shutdown, after the connections are closed).
     pub fn close(&self) {
         let _ = self.tx.send(Msg::Stop);
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = thread {
             let _ = t.join();
         }
@@ -435,7 +428,7 @@ impl Progress {
 
     fn tick(&mut self, what: &str) {
         self.count += 1;
-        if self.count % 4096 == 0 && self.last.elapsed() >= Duration::from_secs(1) {
+        if self.count.is_multiple_of(4096) && self.last.elapsed() >= Duration::from_secs(1) {
             self.last = Instant::now();
             tracing::info!("loading: {} {what} so far", self.count);
         }
@@ -477,7 +470,10 @@ impl LogThread {
                 Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
             };
             // Everything that has arrived goes into this batch.
-            for msg in first.into_iter().chain(std::iter::from_fn(|| self.rx.try_recv().ok())) {
+            for msg in first
+                .into_iter()
+                .chain(std::iter::from_fn(|| self.rx.try_recv().ok()))
+            {
                 match msg {
                     Msg::Record(seq, owned) => {
                         pending.insert(seq, owned);
