@@ -443,6 +443,18 @@ impl ServerArgs {
     }
 }
 
+/// A byte count with an optional k, m or g suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,16 +565,4 @@ mod tests {
         assert_eq!(parse_size("1m"), Some(1024 * 1024));
         assert_eq!(parse_size("x"), None);
     }
-}
-
-/// A byte count with an optional k, m or g suffix (powers of 1024).
-fn parse_bytes(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last()? {
-        (i, 'k' | 'K') => (&t[..i], 10),
-        (i, 'm' | 'M') => (&t[..i], 20),
-        (i, 'g' | 'G') => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }

@@ -58,7 +58,10 @@ fn replay(records: &[Rec], into: &Store) {
 }
 
 /// Entries in key order, values as length and checksum (readable diffs).
-fn snapshot(s: &Store) -> Vec<(String, usize, u32, u32, u64, u32, bool, bool)> {
+/// key, value length, value checksum, flags, CAS, exptime, stale, base64 key.
+type Row = (String, usize, u32, u32, u64, u32, bool, bool);
+
+fn snapshot(s: &Store) -> Vec<Row> {
     let mut all: Vec<_> = (0..s.shard_count())
         .flat_map(|i| s.entries(i))
         .map(|e| {

@@ -321,7 +321,7 @@ fn every_command_survives_a_restart_with_the_same_state() {
     }
     // The binary protocol (its own connection): a SET with flags and
     // exptime, and a DELETE.
-    let mut text = c;
+    let text = c;
     let mut c = server.connect();
     let bin_set = bin(0x01, b"binkey", b"binval", &[0, 0, 0, 7, 0, 0, 0x0b, 0xb8]);
     c.write_all(&bin_set).unwrap();
