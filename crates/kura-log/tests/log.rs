@@ -46,7 +46,7 @@ fn mutation(i: u64) -> Mutation {
             exptime: 0,
             cas: i,
             stale: false,
-            binary_key: i % 2 == 0,
+            binary_key: i.is_multiple_of(2),
         },
     }
 }
