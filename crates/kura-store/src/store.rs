@@ -289,12 +289,14 @@ impl Store {
         let hash = self.hasher.hash_one(key);
         let now = self.clock.now();
         let mut shard = self.cell(hash).write();
-        if self.sink.get().is_some() && self.flush_due(&shard, now) {
-            drop(shard);
-            self.apply_due_flush(now);
-            shard = self.cell(hash).write();
+        if self.flush_due(&shard, now) {
+            if self.sink.get().is_some() {
+                drop(shard);
+                self.apply_due_flush(now);
+                shard = self.cell(hash).write();
+            }
+            self.sync_flush(&mut shard, now);
         }
-        self.sync_flush(&mut shard, now);
         (shard, hash, now)
     }
 
@@ -337,20 +339,11 @@ impl Store {
             }
         }
         let (mut shard, hash, now) = self.shard(key);
+        let Some(sink) = self.sink() else {
+            return shard.get(hash, key, opts, now);
+        };
         let hit = shard.get(hash, key, opts, now);
-        if let Some(sink) = self.sink() {
-            match &hit {
-                Some(h) if h.created => shard.report(sink, hash, key, true),
-                Some(h) if opts.touch.is_some() => {
-                    shard.report_evictions(sink);
-                    sink.record(Change::Touch {
-                        key,
-                        exptime: h.exptime,
-                    });
-                }
-                _ => shard.report_evictions(sink),
-            }
-        }
+        report_get(&mut shard, sink, hash, key, opts, hit.as_ref());
         hit
     }
 
@@ -380,7 +373,7 @@ impl Store {
         let outcome = shard.set(hash, req, item, now);
         if let Some(sink) = self.sink() {
             let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
-            shard.report(sink, hash, req.key, changed);
+            report(&mut shard, sink, hash, req.key, changed);
         }
         outcome
     }
@@ -403,7 +396,7 @@ impl Store {
                 outcome,
                 ArithOutcome::Updated { .. } | ArithOutcome::NoMemory
             );
-            shard.report(sink, hash, key, changed);
+            report(&mut shard, sink, hash, key, changed);
         }
         outcome
     }
@@ -418,7 +411,13 @@ impl Store {
         let (mut shard, hash, now) = self.shard(key);
         let outcome = shard.delete(hash, key, req, now);
         if let Some(sink) = self.sink() {
-            shard.report(sink, hash, key, outcome == DeleteOutcome::Deleted);
+            report(
+                &mut shard,
+                sink,
+                hash,
+                key,
+                outcome == DeleteOutcome::Deleted,
+            );
         }
         outcome
     }
@@ -586,6 +585,39 @@ impl Store {
         for cell in self.shards.iter() {
             cell.0.write().stats = ShardStats::default();
         }
+    }
+}
+
+// The reporting is kept out of line, so that a store without a sink runs
+// the same code on its hot paths as before it existed, but for the one test
+// of an empty `OnceLock`.
+
+#[cold]
+#[inline(never)]
+fn report(shard: &mut Shard, sink: &dyn ChangeSink, hash: u64, key: &[u8], changed: bool) {
+    shard.report(sink, hash, key, changed);
+}
+
+#[cold]
+#[inline(never)]
+fn report_get(
+    shard: &mut Shard,
+    sink: &dyn ChangeSink,
+    hash: u64,
+    key: &[u8],
+    opts: &GetOptions,
+    hit: Option<&Hit>,
+) {
+    match hit {
+        Some(h) if h.created => shard.report(sink, hash, key, true),
+        Some(h) if opts.touch.is_some() => {
+            shard.report_evictions(sink);
+            sink.record(Change::Touch {
+                key,
+                exptime: h.exptime,
+            });
+        }
+        _ => shard.report_evictions(sink),
     }
 }
 

@@ -552,11 +552,16 @@ fn evictions_are_logged_so_a_restart_does_not_resurrect_them() {
     let server = Server::start(&dir, &["--fsync", "always", "-m", "2"]);
     let mut c = server.connect();
     let value = vec![b'v'; 1000];
-    for i in 0..3000 {
-        let mut req = format!("set e{i} 0 0 1000\r\n").into_bytes();
-        req.extend_from_slice(&value);
-        req.extend_from_slice(b"\r\n");
-        ask(&mut c, &req, b"STORED\r\n");
+    // In batches: each waits for one fsync (group commit), not 100.
+    for batch in 0..30 {
+        let mut req = Vec::new();
+        for i in batch * 100..(batch + 1) * 100 {
+            req.extend_from_slice(format!("set e{i} 0 0 1000 noreply\r\n").as_bytes());
+            req.extend_from_slice(&value);
+            req.extend_from_slice(b"\r\n");
+        }
+        req.extend_from_slice(b"mn\r\n");
+        ask(&mut c, &req, b"MN\r\n");
     }
     let present: Vec<bool> = (0..3000)
         .map(|i| get(&mut c, &format!("e{i}")).is_some())

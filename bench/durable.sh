@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# What durability costs: set throughput of kura in memory against kura with
+# --data-dir under --fsync no, everysec and always, same load, side by side.
+# The four servers run at once on free ports (-t THREADS each); every round
+# loads each in turn (A B C D A B C D ...) and the medians are compared as
+# ratios to in-memory.
+#
+#   bench/durable.sh
+#
+# Load: kura bench, sets only, 100-byte values, KEYS keys, CONNS connections,
+# no pipelining (every set waits for its reply, so under `always` it waits
+# for the fsync that group commit shares among the connections).
+#
+# Knobs (environment): ROUNDS=3, DURATION=5 (s per run), THREADS=2,
+# CONNS=32, KEYS=100000, CLIENT_THREADS=2, DATA=(a new temporary directory:
+# put it on the disk you mean to measure), OUT=(a new temporary directory).
+#
+# In-memory without any of this code (the "pays nothing" check): set
+# BASELINE=path/to/an/older/kura to add it as a fifth server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-32}
+KEYS=${KEYS:-100000}
+CLIENT_THREADS=${CLIENT_THREADS:-2}
+DATA=${DATA:-$(mktemp -d /tmp/kura-durable-data.XXXXXX)}
+OUT=${OUT:-$(mktemp -d /tmp/kura-durable-bench.XXXXXX)}
+BASELINE=${BASELINE:-}
+
+cargo build --release -q -p kura
+KURA=target/release/kura
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 600); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+declare -A PORT
+names=(memory no everysec always)
+start() { # name binary args...
+  local name=$1 bin=$2
+  shift 2
+  local port
+  port=$(free_port)
+  "$bin" server -l 127.0.0.1 -p "$port" -t "$THREADS" -m 1024 "$@" 2>/dev/null &
+  PIDS+=($!)
+  PORT[$name]=$port
+  wait_port "$port"
+}
+start memory "$KURA"
+for f in no everysec always; do
+  start "$f" "$KURA" --data-dir "$DATA/$f" --fsync "$f"
+done
+if [[ -n "$BASELINE" ]]; then
+  names=(baseline "${names[@]}")
+  start baseline "$BASELINE"
+fi
+
+echo "kura $(git rev-parse --short HEAD): set throughput by durability, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "servers -t $THREADS; kura bench -c $CONNS -t $CLIENT_THREADS --ratio 0:1 --value-size 100 --keys $KEYS; $ROUNDS rounds of ${DURATION}s; data in $DATA ($(df -h "$DATA" | awk 'NR==2 {print $1}'))"
+for round in $(seq "$ROUNDS"); do
+  for name in "${names[@]}"; do
+    f="$OUT/$name-$round.json"
+    "$KURA" bench -s "127.0.0.1:${PORT[$name]}" -t "$CLIENT_THREADS" -c "$CONNS" --ratio 0:1 \
+      --value-size 100 --keys "$KEYS" -d "$DURATION" --json >"$f" ||
+      echo "warning: $name reported errors (see $f)" >&2
+    printf '  round %s %-9s %s sets/s\n' "$round" "$name" \
+      "$(python3 -c "import json; print(round(json.load(open('$f'))['runs'][0]['throughput']))")"
+  done
+done
+
+python3 - "$OUT" "$ROUNDS" "${names[@]}" <<'EOF'
+import json, statistics, sys
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+med = {}
+p999 = {}
+for n in names:
+    runs = [json.load(open(f"{out}/{n}-{r}.json"))["runs"][0] for r in range(1, rounds + 1)]
+    med[n] = statistics.median(r["throughput"] for r in runs)
+    p999[n] = statistics.median(r["latency_us"]["p999"] for r in runs)
+print()
+print(f"{'server':<10} {'sets/s (median)':>16} {'vs memory':>10} {'p99.9 us':>10}")
+for n in names:
+    print(f"{n:<10} {med[n]:>16,.0f} {med[n] / med['memory']:>10.2f} {p999[n]:>10.0f}")
+EOF
