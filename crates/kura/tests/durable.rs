@@ -23,11 +23,7 @@ fn free_port() -> u16 {
 }
 
 fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "kura-durable-{name}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
+    let d = std::env::temp_dir().join(format!("kura-durable-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -79,6 +75,16 @@ impl Server {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
         self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    /// A test that fails leaves no server behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
