@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -174,6 +174,7 @@ pub struct Durable {
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
+    on_failure: Arc<OnFailure>,
     /// Held for the life of the server: one server per data directory.
     _lock: File,
 }
@@ -295,8 +296,10 @@ impl Durable {
         let stats = Arc::new(LogStats::default());
         stats.written.store(last, Ordering::Relaxed);
         stats.synced.store(last, Ordering::Relaxed);
+        let on_failure = Arc::new(OnFailure::new());
         let thread = {
             let ctx = LogThread {
+                on_failure: on_failure.clone(),
                 writer,
                 rx,
                 durable: durable_tx,
@@ -318,8 +321,14 @@ impl Durable {
             tx,
             thread: Mutex::new(Some(thread)),
             stats,
+            on_failure,
             _lock: lock,
         })
+    }
+
+    /// Sets what happens if the log cannot be written (the server stops).
+    pub fn on_failure(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_failure.set(Box::new(f));
     }
 
     /// The fsync policy.
@@ -445,13 +454,23 @@ struct LogThread {
     config: DurableConfig,
     tx: mpsc::Sender<Msg>,
     snapshot_now: bool,
+    on_failure: Arc<OnFailure>,
 }
+
+/// What to do when the log cannot be written: stop the server.
+type OnFailure = OnceLock<Box<dyn Fn() + Send + Sync>>;
 
 impl LogThread {
     fn run(mut self) {
         if let Err(e) = self.serve() {
-            tracing::error!("update log failed, no more changes are logged: {e:#}");
-            // Waiters see the sender go and stop waiting.
+            tracing::error!(
+                "update log failed: {e:#}; the server stops rather than acknowledge writes it cannot log"
+            );
+            // Connections waiting under `always` see the sender go and
+            // close without acknowledging; the server is told to stop.
+            if let Some(stop) = self.on_failure.get() {
+                stop();
+            }
         }
     }
 

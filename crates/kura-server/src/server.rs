@@ -160,8 +160,17 @@ impl Server {
         shared.credentials = credentials;
         shared.tls = tls;
         shared.durable = durable;
+        let shared = Arc::new(shared);
+        if let Some(d) = &shared.durable {
+            let weak = Arc::downgrade(&shared);
+            d.on_failure(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.shutdown();
+                }
+            });
+        }
         Ok(Server {
-            shared: Arc::new(shared),
+            shared,
             tcp,
             unix,
             udp,

@@ -622,3 +622,82 @@ fn a_data_dir_in_use_is_refused() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_log_that_cannot_be_written_stops_the_server_without_losing_acknowledged_writes() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempdir("efbig");
+    let port = free_port();
+    let mut cmd = kura();
+    cmd.args([
+        "server",
+        "-p",
+        &port.to_string(),
+        "--fsync",
+        "always",
+        "--data-dir",
+    ])
+    .arg(&dir)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // SAFETY: setrlimit and signal are async-signal-safe and touch only the
+    // child being started: files may not grow past 64 KiB, and going past
+    // is an EFBIG error instead of SIGXFSZ.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 64 * 1024,
+                rlim_max: 64 * 1024,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let server = Server { child, port };
+    let mut c = server.connect();
+    let mut acked = 0;
+    for i in 0..2000 {
+        let req = format!("set big{i} 0 0 100\r\n{:0100}\r\n", i);
+        if c.write_all(req.as_bytes()).is_err() {
+            break;
+        }
+        let mut b = [0u8; 64];
+        match c.read(&mut b) {
+            Ok(n) if &b[..n] == b"STORED\r\n" => acked = i + 1,
+            _ => break,
+        }
+    }
+    assert!(acked > 0 && acked < 2000, "{acked} writes acknowledged");
+    let mut server = server;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = server.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server kept running without its log"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    server
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("update log failed"), "{status}: {err}");
+    drop(server);
+    // Without the limit, every acknowledged write is there.
+    let server = Server::start(&dir, &[]);
+    let mut c = server.connect();
+    for i in 0..acked {
+        assert!(get(&mut c, &format!("big{i}")).is_some(), "big{i} lost");
+    }
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
