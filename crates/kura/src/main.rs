@@ -62,8 +62,11 @@ fn init_logging(verbosity: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // What the durable mode says about recovery and snapshots is worth
+    // seeing at any verbosity (like Redis's loading messages).
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},kura_server::durable=info"))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

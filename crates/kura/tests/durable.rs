@@ -701,3 +701,45 @@ fn a_log_that_cannot_be_written_stops_the_server_without_losing_acknowledged_wri
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn recovery_says_what_it_loaded() {
+    use std::io::BufRead;
+    let dir = tempdir("progress");
+    let server = Server::start(&dir, &[]);
+    fill(&server, "p", 500);
+    server.stop();
+    let port = free_port();
+    let mut child = kura()
+        .args(["server", "-p", &port.to_string(), "--data-dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let server = Server { child, port };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = rx.recv_timeout(left) else {
+            panic!("no recovery report; the server said {seen:?}");
+        };
+        if line.contains("recovered 500 items") {
+            break;
+        }
+        seen.push(line);
+    }
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
