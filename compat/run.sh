@@ -26,6 +26,10 @@
 #                    (this and tls-openssl are skipped with --against-memcached:
 #                    Debian's memcached is built without TLS)
 #   tls-openssl      `openssl s_client` with a client certificate against the same server
+#   durable          compat/durable_test.py: pymemcache writes to a third kura started with
+#                    --data-dir and --fsync always, which is then killed with SIGKILL and
+#                    started again on the same directory; pylibmc reads every key back
+#                    (kura only: memcached keeps nothing)
 #   server-alive     the server is still running and answering after all of the above
 set -euo pipefail
 
@@ -366,6 +370,31 @@ if [[ "$target" == kura ]]; then
 else
     skip_client tls-pymemcache "Debian's memcached is built without TLS"
     skip_client tls-openssl "Debian's memcached is built without TLS"
+fi
+
+durable_roundtrip() {
+    local data="$workdir/data" dport pid
+    dport="$(free_port)"
+    "$bin" server -p "$dport" --data-dir "$data" --fsync always >"$workdir/durable-server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do port_open "$dport" && break; sleep 0.1; done
+    "$PYTHON" "$here/durable_test.py" write --port "$dport" --state "$workdir/durable.json"
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "killed kura (SIGKILL); starting it again on $data"
+    "$bin" server -p "$dport" --data-dir "$data" >>"$workdir/durable-server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do port_open "$dport" && break; sleep 0.1; done
+    local rc=0
+    "$PYTHON" "$here/durable_test.py" verify --port "$dport" --state "$workdir/durable.json" || rc=$?
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    return "$rc"
+}
+if [[ "$target" == kura ]]; then
+    run_client durable check_exit durable_roundtrip
+else
+    skip_client durable "memcached keeps nothing across a restart"
 fi
 
 server_alive() {
