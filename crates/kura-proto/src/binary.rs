@@ -581,7 +581,9 @@ impl BinRequest<'_> {
                         extras[4..8].copy_from_slice(&exptime.to_be_bytes());
                         8
                     }
-                    StoreMode::Append | StoreMode::Prepend => 0,
+                    // Rotation has no binary opcode; it is never parsed
+                    // from one, and would carry no extras like append.
+                    StoreMode::Append | StoreMode::Prepend | StoreMode::Rotate { .. } => 0,
                 };
                 match data {
                     Data::Bytes(v) => (ext, key, v),

@@ -192,6 +192,7 @@ fn store(out: &mut Vec<u8>, s: &Store<'_>) {
         (None, StoreMode::Replace) => b"replace ",
         (None, StoreMode::Append) => b"append ",
         (None, StoreMode::Prepend) => b"prepend ",
+        (None, StoreMode::Rotate { .. }) => b"rotate ",
     });
     out.extend_from_slice(s.key);
     out.push(b' ');
@@ -204,6 +205,9 @@ fn store(out: &mut Vec<u8>, s: &Store<'_>) {
     if let Some(cas) = s.cas {
         out.push(b' ');
         put_u64(out, cas);
+    } else if let StoreMode::Rotate { max } = s.mode {
+        out.push(b' ');
+        put_u64(out, u64::from(max));
     }
     noreply(out, s.noreply);
     data_block(out, block);

@@ -98,6 +98,10 @@ fn preparse<'a>(key: &'a [u8], raw: &'a [u8]) -> Result<(MetaKey<'a>, MetaFlags<
                 Some(v) => f.delta = Some(v),
                 None => error = Some(Error::InvalidDelta),
             },
+            b'w' => match parse_u32(tok) {
+                Some(v) => f.window = Some(v),
+                None => error = Some(Error::BadToken),
+            },
             b'q' => f.quiet = true,
             b'v' => f.value = true,
             b'u' => f.no_bump = true,
@@ -171,6 +175,11 @@ fn set<'a>(line: &'a [u8], t: &Tokens<'a>, limits: &Limits) -> Parsed<'a> {
         Some(b'A') => StoreMode::Append,
         Some(b'P') => StoreMode::Prepend,
         Some(b'R') => StoreMode::Replace,
+        // kura's rotation mode: `w` gives the window, at least one byte.
+        Some(b'W') => match flags.window {
+            Some(max) if max > 0 => StoreMode::Rotate { max },
+            _ => return swallow(Error::BadToken),
+        },
         Some(_) => return swallow(Error::InvalidSetMode),
     };
     let too_large = limits.too_large(key.bytes.len(), flags.client_flags.unwrap_or(0), data_len);

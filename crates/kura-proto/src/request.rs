@@ -100,6 +100,11 @@ pub enum StoreMode {
     Replace,
     Append,
     Prepend,
+    /// kura's value rotation: append, then cut from the front so that the
+    /// value is at most `max` bytes (`rotate`, meta `MW w<max>`).
+    Rotate {
+        max: u32,
+    },
 }
 
 /// The payload of a storage command.
@@ -241,6 +246,8 @@ pub struct MetaFlags<'a> {
     pub invalidate: bool,
     /// `x`: on `md`, drop the value but keep the item.
     pub remove_value: bool,
+    /// `w(bytes)`: the window of `ms` rotation mode (`MW`), kura's own.
+    pub window: Option<u32>,
 }
 
 /// One flag token as it appears in a meta request, for building a reply in

@@ -27,6 +27,7 @@ pub(crate) fn parse<'a>(
         b"append" => storage(t, StoreMode::Append, false, limits),
         b"prepend" => storage(t, StoreMode::Prepend, false, limits),
         b"cas" => storage(t, StoreMode::Set, true, limits),
+        b"rotate" => rotate(t, limits),
         b"delete" => delete(t),
         b"incr" => arith(t, true),
         b"decr" => arith(t, false),
@@ -125,6 +126,32 @@ fn storage<'a>(t: &Tokens<'a>, mode: StoreMode, with_cas: bool, limits: &Limits)
     })
 }
 
+/// `rotate <key> <flags> <exptime> <bytes> <max> [noreply]`: kura's value
+/// rotation, framed like a storage command (a bad line swallows nothing, as
+/// memcached does for `set`; the client's data line then fails on its own).
+fn rotate<'a>(t: &Tokens<'a>, limits: &Limits) -> Parsed<'a> {
+    let n = t.len();
+    if n != 6 && n != 7 {
+        return err(Error::UnknownCommand);
+    }
+    let noreply = t.noreply();
+    let Some(max) = parse_u32(t.get(5)).filter(|&m| m > 0) else {
+        return quiet(Error::BadFormat, noreply);
+    };
+    // Framed as `cas` is (one more number after the length), then made a
+    // rotation.
+    match storage(t, StoreMode::Set, true, limits) {
+        Parsed::WithData(mut data) => {
+            if let Request::Store(s) = &mut data.request {
+                s.mode = StoreMode::Rotate { max };
+                s.cas = None;
+            }
+            Parsed::WithData(data)
+        }
+        other => other,
+    }
+}
+
 fn delete<'a>(t: &Tokens<'a>) -> Parsed<'a> {
     let n = t.len();
     if !(2..=4).contains(&n) {
@@ -201,4 +228,41 @@ fn flush_all<'a>(t: &Tokens<'a>) -> Parsed<'a> {
         }
     };
     Parsed::Line(Request::FlushAll(FlushAll { delay, noreply }))
+}
+
+#[cfg(test)]
+mod rotate_tests {
+    use crate::{parse, Data, Frame, Limits, Request, StoreMode};
+
+    #[test]
+    fn rotate_parses_like_a_storage_command_with_a_window() {
+        let wire = b"rotate fp 3 60 4 480 noreply\r\nabcd\r\n";
+        match parse(wire, &Limits::default()) {
+            Frame::Request {
+                request: Request::Store(s),
+                len,
+            } => {
+                assert_eq!(len, wire.len());
+                assert_eq!(s.mode, StoreMode::Rotate { max: 480 });
+                assert_eq!((s.key, s.flags, s.exptime), (&b"fp"[..], 3, 60));
+                assert_eq!(s.data, Data::Bytes(b"abcd"));
+                assert!(s.noreply && s.cas.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rotate_refuses_a_zero_or_missing_window() {
+        for wire in [
+            &b"rotate fp 0 0 1 0\r\nx\r\n"[..],
+            b"rotate fp 0 0 1 x\r\nx\r\n",
+        ] {
+            assert!(
+                matches!(parse(wire, &Limits::default()), Frame::Error { .. }),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
 }

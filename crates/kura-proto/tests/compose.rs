@@ -368,6 +368,9 @@ fn spec() -> impl Strategy<Value = Spec> {
             StoreMode::Replace,
             StoreMode::Append,
             StoreMode::Prepend,
+            StoreMode::Rotate { max: 1 },
+            StoreMode::Rotate { max: 480 },
+            StoreMode::Rotate { max: u32::MAX },
         ][..],
     );
     let data = || prop::collection::vec(any::<u8>(), 0..64);

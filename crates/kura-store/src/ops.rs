@@ -69,6 +69,12 @@ pub enum SetMode {
     Append,
     /// Add to the front of an existing value.
     Prepend,
+    /// Value rotation (seed 003's footprints): append to the value, then
+    /// cut from its front so that it is at most `max` bytes; a missing
+    /// entry is created (with the request's flags and expiry) from the last
+    /// `max` bytes of the data. An existing entry keeps its flags and
+    /// expiry, as with append.
+    Rotate { max: u32 },
 }
 
 /// A storage request.
@@ -367,7 +373,13 @@ impl Shard {
         match existing {
             None => match (req.mode, req.cas) {
                 (SetMode::Set, None) | (SetMode::Add, _) => {}
-                (SetMode::Set | SetMode::Replace, Some(_)) => return SetOutcome::NotFound,
+                (SetMode::Set | SetMode::Replace | SetMode::Rotate { .. }, Some(_)) => {
+                    return SetOutcome::NotFound
+                }
+                (SetMode::Rotate { max }, None) => {
+                    let tail = &req.value[req.value.len().saturating_sub(max as usize)..];
+                    item = Some(Item::new(req.key, req.flags, tail));
+                }
                 (SetMode::Replace | SetMode::Append | SetMode::Prepend, _) => {
                     return SetOutcome::NotStored
                 }
@@ -390,6 +402,34 @@ impl Shard {
                         exptime = slot.exptime;
                         bits |= STALE | (slot.bits & TOKEN_SENT);
                     }
+                }
+                SetMode::Rotate { max } => {
+                    let slot = self.slot(idx);
+                    if req.cas.is_some_and(|c| c != slot.cas) {
+                        return SetOutcome::Exists;
+                    }
+                    // A new item, like append's: it keeps the flags and TTL.
+                    exptime = slot.exptime;
+                    let old = self.item(idx);
+                    let max = max as usize;
+                    let (old_part, new_part) = if req.value.len() >= max {
+                        (&b""[..], &req.value[req.value.len() - max..])
+                    } else {
+                        let keep = (max - req.value.len()).min(old.value().len());
+                        (&old.value()[old.value().len() - keep..], req.value)
+                    };
+                    let len = old_part.len() + new_part.len();
+                    if req
+                        .size_limit
+                        .is_some_and(|l| !l.fits(req.key.len(), old.flags(), len))
+                    {
+                        return SetOutcome::NotStored;
+                    }
+                    item = Some(Item::from_parts(
+                        req.key,
+                        old.flags(),
+                        &[old_part, new_part],
+                    ));
                 }
                 SetMode::Append | SetMode::Prepend => {
                     let slot = self.slot(idx);

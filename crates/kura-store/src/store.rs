@@ -366,7 +366,7 @@ impl Store {
         // Build the item before taking the lock; append and prepend need
         // the old value and build theirs under it.
         let item = match req.mode {
-            SetMode::Append | SetMode::Prepend => None,
+            SetMode::Append | SetMode::Prepend | SetMode::Rotate { .. } => None,
             _ => Some(Item::new(req.key, req.flags, req.value)),
         };
         let (mut shard, hash, now) = self.shard(req.key);

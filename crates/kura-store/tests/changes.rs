@@ -104,6 +104,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(SetMode::Replace),
         Just(SetMode::Append),
         Just(SetMode::Prepend),
+        Just(SetMode::Rotate { max: 2500 }),
     ];
     let key = 0u8..12;
     prop_oneof![

@@ -303,6 +303,21 @@ impl Harness {
                             cas,
                             ..old
                         },
+                        // Rotation: append, then keep the last `max` bytes.
+                        (SetMode::Rotate { max }, Some(old)) => {
+                            let all = [&old.value[..], &value[..]].concat();
+                            Entry {
+                                value: all[all.len().saturating_sub(max as usize)..].to_vec(),
+                                cas,
+                                ..old
+                            }
+                        }
+                        (SetMode::Rotate { max }, None) => Entry {
+                            value: value[value.len().saturating_sub(max as usize)..].to_vec(),
+                            flags,
+                            cas,
+                            deadline,
+                        },
                         _ => Entry {
                             value,
                             flags,
@@ -496,6 +511,8 @@ fn mode() -> impl Strategy<Value = SetMode> {
         SetMode::Replace,
         SetMode::Append,
         SetMode::Prepend,
+        SetMode::Rotate { max: 8 },
+        SetMode::Rotate { max: 24 },
     ])
 }
 

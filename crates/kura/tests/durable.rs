@@ -309,6 +309,10 @@ fn every_command_survives_a_restart_with_the_same_state() {
         (b"set stale 0 0 1\r\ns\r\n", b"STORED\r\n"),
         (b"md stale I T30\r\n", b"HD\r\n"),
         (b"mg viv N100\r\n", b"HD W\r\n"),
+        (b"rotate fp 3 0 8 12\r\naaaabbbb\r\n", b"STORED\r\n"),
+        (b"rotate fp 0 0 8 12\r\nccccdddd\r\n", b"STORED\r\n"),
+        (b"ms mfp 4 MW w6 F2\r\nabcd\r\n", b"HD\r\n"),
+        (b"ms mfp 4 MW w6\r\nefgh\r\n", b"HD\r\n"),
         (b"set noreply 0 0 1 noreply\r\nn\r\n", b""),
         (b"mn\r\n", b"MN\r\n"),
     ];
@@ -339,7 +343,7 @@ fn every_command_survives_a_restart_with_the_same_state() {
     let mut c = text;
     let keys = [
         "plain", "ttl", "added", "repl", "app", "num", "touched", "gone", "expired", "meta",
-        "mnum", "stale", "viv", "noreply", "binkey", "bWV0YWI=",
+        "mnum", "stale", "viv", "noreply", "binkey", "bWV0YWI=", "fp", "mfp",
     ];
     let before = state(&mut c, &keys);
     let flush_probe = ask(

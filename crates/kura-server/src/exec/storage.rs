@@ -13,6 +13,7 @@ pub(crate) fn set_mode(m: StoreMode) -> SetMode {
         StoreMode::Replace => SetMode::Replace,
         StoreMode::Append => SetMode::Append,
         StoreMode::Prepend => SetMode::Prepend,
+        StoreMode::Rotate { max } => SetMode::Rotate { max },
     }
 }
 
