@@ -200,6 +200,11 @@ pub struct ServerArgs {
     /// anything changed; 0 never by time (default 3600)
     #[arg(long = "snapshot-interval", value_name = "secs")]
     pub snapshot_interval: Option<u64>,
+    /// a fixed-length table for dense integer ids, NAME:width=BYTES:max=ID
+    /// [:path=FILE]; its records are the keys NAME:1 to NAME:max (repeat for
+    /// more tables; see docs/tables.md)
+    #[arg(long = "table", value_name = "spec")]
+    pub table: Vec<String>,
 }
 
 /// A command line that cannot be turned into settings.
@@ -215,6 +220,8 @@ pub enum CliError {
     BadItemSize(String),
     #[error("invalid {0} '{1}': expected a number of bytes with an optional k, m or g suffix")]
     BadBytes(&'static str, String),
+    #[error("{0}")]
+    Table(String),
     #[error("invalid unix socket mask '{0}': expected an octal number")]
     BadMask(String),
     #[error("{0}")]
@@ -388,6 +395,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.snapshot_interval {
             c.snapshot_interval = v;
+        }
+        for t in self.table {
+            c.tables.push(t.parse().map_err(CliError::Table)?);
         }
         for (flag, given) in [
             ("-f", self.slab_growth_factor.is_some()),

@@ -135,6 +135,58 @@ pub struct ServerConfig {
     pub snapshot_log_size: u64,
     /// Seconds after which a snapshot is taken if anything changed; 0 never.
     pub snapshot_interval: u64,
+    /// Fixed-length tables (`--table`, `[[tables]]` in TOML).
+    pub tables: Vec<TableSpec>,
+}
+
+/// A fixed-length table: `--table NAME:width=W:max=N[:path=FILE]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    /// Its keys are `NAME:ID`.
+    pub name: String,
+    /// Bytes per record.
+    pub width: u32,
+    /// The largest id (ids are 1 to max).
+    pub max: u64,
+    /// Its file; default `DATA_DIR/NAME.ktbl` with `--data-dir`, else in
+    /// memory.
+    pub path: Option<PathBuf>,
+}
+
+impl std::str::FromStr for TableSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = "expected NAME:width=BYTES:max=ID[:path=FILE]";
+        let mut parts = s.split(':');
+        let name = parts.next().unwrap_or_default().to_string();
+        let (mut width, mut max, mut path) = (None, None, None);
+        for p in parts {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("invalid table '{s}': {usage}"))?;
+            match k {
+                "width" => width = v.parse::<u32>().ok(),
+                "max" => max = v.parse::<u64>().ok(),
+                "path" => path = Some(PathBuf::from(v)),
+                _ => {
+                    return Err(format!(
+                        "invalid table '{s}': unknown setting '{k}'; {usage}"
+                    ))
+                }
+            }
+        }
+        match (width, max) {
+            (Some(width), Some(max)) => Ok(TableSpec {
+                name,
+                width,
+                max,
+                path,
+            }),
+            _ => Err(format!("invalid table '{s}': {usage}")),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -170,6 +222,7 @@ impl Default for ServerConfig {
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
             snapshot_interval: defaults::SNAPSHOT_INTERVAL,
+            tables: Vec::new(),
         }
     }
 }
@@ -211,6 +264,8 @@ pub enum ConfigError {
     UdpWithFsyncAlways,
     #[error("--log-file-size must be at least 4096 bytes")]
     LogFileTooSmall,
+    #[error("table '{0}': {1}")]
+    Table(String, String),
 }
 
 impl ServerConfig {
@@ -270,6 +325,21 @@ impl ServerConfig {
         }
         if self.log_file_size < 4096 {
             return Err(ConfigError::LogFileTooSmall);
+        }
+        for (i, t) in self.tables.iter().enumerate() {
+            let bad = |why: &str| Err(ConfigError::Table(t.name.clone(), why.to_string()));
+            if t.name.is_empty() || t.name.bytes().any(|b| b == b':' || b <= b' ' || b == 0x7f) {
+                return bad("a name is one or more characters without ':', spaces or controls");
+            }
+            if t.width == 0 || t.width > kura_table::MAX_WIDTH {
+                return bad("width must be 1 to 1048576 bytes");
+            }
+            if t.max == 0 {
+                return bad("max must be at least 1");
+            }
+            if self.tables[..i].iter().any(|o| o.name == t.name) {
+                return bad("declared twice");
+            }
         }
         Ok(())
     }

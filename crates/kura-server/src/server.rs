@@ -156,7 +156,35 @@ impl Server {
             .map(|d| crate::durable::Durable::open(d, &store))
             .transpose()?
             .map(Arc::new);
+        let mut tables = crate::shared::Tables::default();
+        for spec in &config.tables {
+            let path = spec.path.clone().or_else(|| {
+                config
+                    .data_dir
+                    .as_ref()
+                    .map(|d| d.join(format!("{}.ktbl", spec.name)))
+            });
+            if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
+                std::fs::create_dir_all(dir).ok();
+            }
+            let durability = match config.fsync_policy()? {
+                kura_log::FsyncPolicy::Always => kura_table::Durability::Always,
+                kura_log::FsyncPolicy::EverySec => kura_table::Durability::EverySec,
+                kura_log::FsyncPolicy::No => kura_table::Durability::No,
+            };
+            let table = kura_table::Table::open(
+                path.as_deref(),
+                kura_table::TableOptions {
+                    width: spec.width,
+                    max: spec.max,
+                    durability,
+                },
+            )
+            .with_context(|| format!("table {}", spec.name))?;
+            tables.add(&spec.name, table);
+        }
         let mut shared = Shared::new(config, store);
+        shared.tables = tables;
         shared.credentials = credentials;
         shared.tls = tls;
         shared.durable = durable;

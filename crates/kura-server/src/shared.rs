@@ -14,6 +14,43 @@ use crate::metrics::{ConnCounters, Conns, StatsTotals, ThreadStats};
 /// kura speaks, then kura's own version.
 pub const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));
 
+/// The fixed-length tables, by name.
+#[derive(Debug, Default)]
+pub struct Tables(Vec<(Box<[u8]>, Arc<kura_table::Table>)>);
+
+impl Tables {
+    /// Adds table `name`.
+    pub fn add(&mut self, name: &str, table: kura_table::Table) {
+        self.0.push((name.as_bytes().into(), Arc::new(table)));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The table `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<kura_table::Table>> {
+        self.0
+            .iter()
+            .find(|(n, _)| **n == *name.as_bytes())
+            .map(|(_, t)| t)
+    }
+
+    /// The table a key `NAME:REST` belongs to, and `REST`; `None` for an
+    /// ordinary key.
+    pub fn route<'k>(&self, key: &'k [u8]) -> Option<(&kura_table::Table, &'k [u8])> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let colon = key.iter().position(|&b| b == b':')?;
+        let (name, rest) = (&key[..colon], &key[colon + 1..]);
+        self.0
+            .iter()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, t)| (&**t, rest))
+    }
+}
+
 /// Whether and how the server is stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunState {
@@ -40,6 +77,8 @@ pub struct Shared {
     pub tls: Option<crate::tls::TlsContext>,
     /// The update log and snapshots (`--data-dir`).
     pub durable: Option<Arc<crate::durable::Durable>>,
+    /// Fixed-length tables (`--table`).
+    pub tables: Tables,
     state: watch::Sender<RunState>,
 }
 
@@ -57,6 +96,7 @@ impl Shared {
             credentials: None,
             tls: None,
             durable: None,
+            tables: Tables::default(),
             store,
             config,
             state,

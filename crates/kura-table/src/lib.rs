@@ -27,8 +27,8 @@
 //! let mut buf = Vec::new();
 //! assert_eq!(t.get_into(42, &mut buf)?, Some(0));
 //! assert_eq!(buf, b"hello");
-//! t.rotate(7, b"abcd", 6)?;
-//! t.rotate(7, b"efgh", 6)?;
+//! t.rotate(7, b"abcd", 6, 0)?;
+//! t.rotate(7, b"efgh", 6, 0)?;
 //! assert_eq!(t.get(7)?.map(|(v, _)| v), Some(b"cdefgh".to_vec()));
 //! let mut ids = Vec::new();
 //! t.range(&"[1,max]".parse()?, usize::MAX, |id, _, _| ids.push(id));
@@ -202,7 +202,14 @@ impl Table {
         if width == 0 || width > MAX_WIDTH || max == 0 {
             return Err(TableError::BadShape);
         }
-        let slot_size = SLOT_HEADER + (width as usize).div_ceil(8) * 8;
+        // Slots never straddle a cache line more than they must: small ones
+        // are a power of two (so a read is one line), large ones whole lines.
+        let raw = SLOT_HEADER + (width as usize).div_ceil(8) * 8;
+        let slot_size = if raw <= 64 {
+            raw.next_power_of_two()
+        } else {
+            raw.div_ceil(64) * 64
+        };
         let bytes = (slot_size as u64)
             .checked_mul(max)
             .and_then(|b| b.checked_add(HEADER_LEN as u64))
@@ -215,6 +222,10 @@ impl Table {
                     .len(bytes as usize)
                     .map_anon()
                     .map_err(io(Path::new("(anonymous table)")))?;
+                // Random reads over a large table miss the TLB on every
+                // read with 4 KiB pages; ask for huge pages (a hint).
+                #[cfg(target_os = "linux")]
+                let _ = map.advise(memmap2::Advice::HugePage);
                 (map, Durability::No)
             }
             Some(p) => {
@@ -413,17 +424,24 @@ impl Table {
         Ok(had)
     }
 
-    /// Value rotation: appends `data` to record `id` (creating it, with
-    /// flags 0, when absent), then cuts from the front so it is at most
-    /// `max_len` bytes (and at most the slot width). Returns the new length.
+    /// Value rotation: appends `data` to record `id` (creating it with
+    /// `flags` when absent; an existing record keeps its flags), then cuts
+    /// from the front so it is at most `max_len` bytes (and at most the
+    /// slot width). Returns the new length.
     ///
     /// # Errors
     /// An id outside the table.
-    pub fn rotate(&self, id: u64, data: &[u8], max_len: usize) -> Result<usize, TableError> {
+    pub fn rotate(
+        &self,
+        id: u64,
+        data: &[u8],
+        max_len: usize,
+        flags: u32,
+    ) -> Result<usize, TableError> {
         let keep = max_len.min(self.inner.width as usize);
         let mut len = 0;
         self.update(id, |old| {
-            let (old, flags) = old.unwrap_or((&[], 0));
+            let (old, flags) = old.unwrap_or((&[], flags));
             let mut v = Vec::with_capacity(old.len() + data.len());
             v.extend_from_slice(old);
             v.extend_from_slice(data);
@@ -617,10 +635,7 @@ impl Inner {
         // words are aligned; AtomicU64 has u64's layout; the memory is only
         // ever accessed through atomics while the table is shared.
         unsafe {
-            std::slice::from_raw_parts(
-                self.base.add(off).cast::<AtomicU64>(),
-                self.slot_size / 8,
-            )
+            std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU64>(), self.slot_size / 8)
         }
     }
 
@@ -691,7 +706,10 @@ impl Inner {
         let len = v.len() as u32;
         words[1].store(u64::from(flags), Ordering::Relaxed);
         let crc = slot_crc(len, flags, v);
-        words[0].store(u64::from(len + 1) | (u64::from(crc) << 32), Ordering::Relaxed);
+        words[0].store(
+            u64::from(len + 1) | (u64::from(crc) << 32),
+            Ordering::Relaxed,
+        );
     }
 
     /// After a write to slot `id`: sync it (`Always`) or note the table dirty.

@@ -79,7 +79,7 @@ proptest! {
                     }
                 }
                 Op::Rotate(id, v, max) => {
-                    let r = t.rotate(id, &v, max);
+                    let r = t.rotate(id, &v, max, 0);
                     if id == 0 || id > MAX {
                         prop_assert!(r.is_err());
                     } else {
@@ -173,7 +173,8 @@ fn a_slot_torn_by_a_crash_is_cleared_and_the_rest_kept() {
     )
     .unwrap();
     for id in 1..=50 {
-        t.put(id, format!("record {id}").as_bytes(), id as u32).unwrap();
+        t.put(id, format!("record {id}").as_bytes(), id as u32)
+            .unwrap();
     }
     // A crash: the table is never closed, so its header still says in use.
     std::mem::forget(t);
@@ -214,7 +215,8 @@ fn readers_never_see_a_torn_value_while_writers_write() {
                     let len = (n % 64) as usize;
                     let b = w.wrapping_mul(100).wrapping_add(n as u8);
                     // Every byte equal, and the flags say which byte and length.
-                    t.put(id, &vec![b; len], u32::from(b) << 8 | len as u32).unwrap();
+                    t.put(id, &vec![b; len], u32::from(b) << 8 | len as u32)
+                        .unwrap();
                 }
             })
         })
@@ -254,7 +256,7 @@ fn concurrent_rotations_of_one_record_keep_whole_records_once() {
             let t = t.clone();
             std::thread::spawn(move || {
                 for i in 0..1000u64 {
-                    t.rotate(3, &((w << 56) | i).to_be_bytes(), 480).unwrap();
+                    t.rotate(3, &((w << 56) | i).to_be_bytes(), 480, 0).unwrap();
                 }
             })
         })
@@ -279,12 +281,22 @@ fn concurrent_rotations_of_one_record_keep_whole_records_once() {
 #[test]
 fn ids_and_widths_are_checked() {
     let t = Table::open(None, opts(4, 10)).unwrap();
-    assert!(matches!(t.put(0, b"x", 0), Err(TableError::BadId { id: 0, max: 10 })));
+    assert!(matches!(
+        t.put(0, b"x", 0),
+        Err(TableError::BadId { id: 0, max: 10 })
+    ));
     assert!(matches!(t.put(11, b"x", 0), Err(TableError::BadId { .. })));
-    assert!(matches!(t.put(1, b"12345", 0), Err(TableError::TooWide { len: 5, width: 4 })));
+    assert!(matches!(
+        t.put(1, b"12345", 0),
+        Err(TableError::TooWide { len: 5, width: 4 })
+    ));
     assert_eq!(t.get(1).unwrap(), None);
     t.put(1, b"", 9).unwrap();
-    assert_eq!(t.get(1).unwrap(), Some((Vec::new(), 9)), "empty is not absent");
+    assert_eq!(
+        t.get(1).unwrap(),
+        Some((Vec::new(), 9)),
+        "empty is not absent"
+    );
     assert!(matches!(
         Table::open(None, opts(0, 10)),
         Err(TableError::BadShape)

@@ -102,7 +102,30 @@ fn fail(s: &mut Session<'_>, r: &BinRequest<'_>, status: Status) {
     error_response(&mut s.out, r.opcode, r.opaque, status);
 }
 
+/// The item key a request names, if any.
+fn item_key<'a>(c: &Command<'a>) -> Option<&'a [u8]> {
+    match c {
+        Command::Get { key, .. }
+        | Command::Store { key, .. }
+        | Command::Delete { key }
+        | Command::Arith { key, .. } => Some(key),
+        _ => None,
+    }
+}
+
 fn run(s: &mut Session<'_>, r: &BinRequest<'_>) -> Next {
+    // Fixed-length tables are served over the text and meta protocols only.
+    if item_key(&r.command).is_some_and(|k| s.shared.tables.route(k).is_some()) {
+        fail(s, r, Status::InvalidArguments);
+        return match &r.command {
+            // The refused value's bytes are still to come.
+            Command::Store {
+                data: Data::TooLarge { len },
+                ..
+            } => Next::Swallow(*len),
+            _ => Next::Continue,
+        };
+    }
     match &r.command {
         Command::Get {
             key,

@@ -24,22 +24,26 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
         touch: g.touch.map(expiry),
         ..Default::default()
     };
-    let store = s.store();
     for key in g.keys() {
-        let hit = store.get_with(key, &opts);
-        count(s.stats, opts.touch.is_some(), hit.is_some());
-        if let Some(hit) = hit {
-            let cas = g.cas.then_some(hit.cas);
-            reply::value_header(
-                &mut s.out,
-                key,
-                hit.item.flags(),
-                hit.item.value().len(),
-                cas,
-            );
-            s.out.push_value(&hit.item);
-            s.out.extend_from_slice(b"\r\n");
-        }
+        one(s, key, &opts, g.cas);
     }
     s.out.extend_from_slice(reply::END);
+}
+
+/// One key of a retrieval: its `VALUE` block on a hit.
+pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) {
+    let hit = s.store().get_with(key, opts);
+    count(s.stats, opts.touch.is_some(), hit.is_some());
+    if let Some(hit) = hit {
+        let cas = with_cas.then_some(hit.cas);
+        reply::value_header(
+            &mut s.out,
+            key,
+            hit.item.flags(),
+            hit.item.value().len(),
+            cas,
+        );
+        s.out.push_value(&hit.item);
+        s.out.extend_from_slice(b"\r\n");
+    }
 }

@@ -15,6 +15,7 @@ mod meta_get;
 mod meta_set;
 mod stats;
 mod storage;
+mod table;
 mod touch;
 
 use kura_proto::{reply, Frame, Request};
@@ -175,6 +176,11 @@ impl<'a> Session<'a> {
 
     /// Runs one request, appending its reply to `self.out`.
     pub fn execute(&mut self, req: &Request<'_>) -> Next {
+        if !self.shared.tables.is_empty() {
+            if let Some(next) = table::route(self, req) {
+                return next;
+            }
+        }
         match req {
             Request::Get(g) => get::run(self, g),
             Request::Store(s) => return storage::run(self, s),

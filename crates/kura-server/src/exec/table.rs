@@ -1,0 +1,366 @@
+//! Requests on fixed-length table keys (`NAME:ID`, `--table`): get, gets
+//! (with ranges `NAME:[lo,hi)`), set, add, replace, append, prepend,
+//! rotate, delete, and the meta `mg`, `ms`, `md`. See docs/tables.md.
+//!
+//! [`route`] is called first for every request when tables are declared; it
+//! returns `None` for requests that touch no table key, which then run as
+//! usual. A `get` mixing table keys and ordinary keys answers each from
+//! where it lives, in order.
+
+use kura_proto::{reply, Data, MetaKey, Request, StoreMode};
+use kura_store::GetOptions;
+use kura_table::{RangeSpec, Table};
+
+use super::{echo_flag, expiry, get, Next, Session};
+use crate::metrics::incr;
+
+/// Records one range of a `get` may return; a client reads on from the
+/// last id it got.
+pub const RANGE_LIMIT: usize = 10_000;
+
+const BAD_ID: &[u8] = b"CLIENT_ERROR bad table id: expected a number from 1 to the table's max, or a range like [10,20)\r\n";
+const NO_EXPIRY: &[u8] = b"CLIENT_ERROR table records do not expire: exptime must be 0\r\n";
+const NO_CAS: &[u8] =
+    b"CLIENT_ERROR table records have no CAS: use set, add, replace, append, prepend or rotate\r\n";
+const UNSUPPORTED: &[u8] = b"CLIENT_ERROR not supported on table records\r\n";
+const NO_RANGE: &[u8] = b"CLIENT_ERROR ranges are read with get\r\n";
+
+/// What the part of a table key after `NAME:` names.
+enum Target {
+    Id(u64),
+    Range(RangeSpec),
+}
+
+fn target(t: &Table, rest: &[u8]) -> Option<Target> {
+    let s = std::str::from_utf8(rest).ok()?;
+    if s.starts_with(['[', '(']) {
+        return s.parse().ok().map(Target::Range);
+    }
+    let id: u64 = s.parse().ok()?;
+    (1..=t.max()).contains(&id).then_some(Target::Id(id))
+}
+
+/// The id of a single-record key, or the error line to answer.
+fn one_id(t: &Table, rest: &[u8]) -> Result<u64, &'static [u8]> {
+    match target(t, rest) {
+        Some(Target::Id(id)) => Ok(id),
+        Some(Target::Range(_)) => Err(NO_RANGE),
+        None => Err(BAD_ID),
+    }
+}
+
+/// Runs `req` if it is about a table key.
+pub(super) fn route(s: &mut Session<'_>, req: &Request<'_>) -> Option<Next> {
+    let tables = &s.shared.tables;
+    let key_is_table = |k: &[u8]| tables.route(k).is_some();
+    match req {
+        Request::Get(g) if g.keys().any(key_is_table) => {
+            get_keys(s, g);
+            Some(Next::Continue)
+        }
+        Request::Store(c) if key_is_table(c.key) => Some(store(s, c)),
+        Request::Delete(d) if key_is_table(d.key) => {
+            delete(s, d.key, d.noreply);
+            Some(Next::Continue)
+        }
+        Request::Arith(a) if key_is_table(a.key) => {
+            s.reply(a.noreply, UNSUPPORTED);
+            Some(Next::Continue)
+        }
+        Request::Touch(t) if key_is_table(t.key) => {
+            s.reply(t.noreply, UNSUPPORTED);
+            Some(Next::Continue)
+        }
+        Request::MetaGet(m) if key_is_table(&m.key.bytes) => {
+            meta_get(s, &m.key, &m.flags);
+            Some(Next::Continue)
+        }
+        Request::MetaSet(m) if key_is_table(&m.key.bytes) => Some(meta_set(s, m)),
+        Request::MetaDelete(m) if key_is_table(&m.key.bytes) => {
+            meta_delete(s, &m.key, &m.flags);
+            Some(Next::Continue)
+        }
+        Request::MetaArith(m) if key_is_table(&m.key.bytes) => {
+            s.out.extend_from_slice(UNSUPPORTED);
+            Some(Next::Continue)
+        }
+        Request::MetaDebug(m) if key_is_table(&m.key.bytes) => {
+            s.out.extend_from_slice(UNSUPPORTED);
+            Some(Next::Continue)
+        }
+        _ => None,
+    }
+}
+
+fn get_keys(s: &mut Session<'_>, g: &kura_proto::Get<'_>) {
+    // Refuse the whole request if a table key is bad, before any reply.
+    for key in g.keys() {
+        if let Some((t, rest)) = s.shared.tables.route(key) {
+            if target(t, rest).is_none() {
+                s.out.extend_from_slice(BAD_ID);
+                return;
+            }
+            if g.touch.is_some() {
+                s.out.extend_from_slice(UNSUPPORTED);
+                return;
+            }
+        }
+    }
+    let opts = GetOptions {
+        touch: g.touch.map(expiry),
+        ..Default::default()
+    };
+    let mut buf = Vec::new();
+    for key in g.keys() {
+        let Some((t, rest)) = s.shared.tables.route(key) else {
+            get::one(s, key, &opts, g.cas);
+            continue;
+        };
+        let cas = g.cas.then_some(0);
+        match target(t, rest) {
+            Some(Target::Id(id)) => {
+                let hit = t.get_into(id, &mut buf).ok().flatten();
+                get::count(s.stats, false, hit.is_some());
+                if let Some(flags) = hit {
+                    reply::value(&mut s.out, key, flags, &buf, cas);
+                }
+            }
+            Some(Target::Range(range)) => {
+                let name = &key[..key.len() - rest.len()];
+                let out = &mut s.out;
+                let n = t.range(&range, RANGE_LIMIT, |id, v, flags| {
+                    let mut k = name.to_vec();
+                    reply::put_u64(&mut k, id);
+                    reply::value(out, &k, flags, v, cas);
+                });
+                for _ in 0..n {
+                    get::count(s.stats, false, true);
+                }
+            }
+            None => {}
+        }
+    }
+    s.out.extend_from_slice(reply::END);
+}
+
+/// A storage command on a table record.
+fn store(s: &mut Session<'_>, c: &kura_proto::Store<'_>) -> Next {
+    let value = match c.data {
+        Data::TooLarge { len } => {
+            incr(&s.stats.store_too_large);
+            s.reply(c.noreply, reply::TOO_LARGE);
+            return Next::Swallow(len + 2);
+        }
+        Data::Bytes(v) => v,
+    };
+    incr(&s.stats.cmd_set);
+    let Some((t, rest)) = s.shared.tables.route(c.key) else {
+        return Next::Continue;
+    };
+    let line = match one_id(t, rest) {
+        Err(e) => e,
+        Ok(_) if c.cas.is_some() => NO_CAS,
+        Ok(_) if c.exptime != 0 => NO_EXPIRY,
+        Ok(id) => match apply(t, id, c.mode, value, c.flags) {
+            Ok(true) => reply::STORED,
+            Ok(false) => reply::NOT_STORED,
+            Err(line) => line,
+        },
+    };
+    s.reply(c.noreply, line);
+    Next::Continue
+}
+
+/// Carries out a storage mode on record `id`: whether it stored, or the
+/// error line.
+fn apply(
+    t: &Table,
+    id: u64,
+    mode: StoreMode,
+    value: &[u8],
+    flags: u32,
+) -> Result<bool, &'static [u8]> {
+    let width = t.width() as usize;
+    if let StoreMode::Rotate { max } = mode {
+        return t
+            .rotate(id, value, max as usize, flags)
+            .map(|_| true)
+            .map_err(|_| BAD_ID);
+    }
+    if value.len() > width {
+        return Err(reply::TOO_LARGE);
+    }
+    let mut stored = false;
+    let mut too_wide = false;
+    let r = t.update(id, |old| {
+        let new = match (mode, old) {
+            (StoreMode::Set, _) | (StoreMode::Add, None) | (StoreMode::Replace, Some(_)) => {
+                Some((value.to_vec(), flags))
+            }
+            (StoreMode::Append, Some((v, f))) => Some(([v, value].concat(), f)),
+            (StoreMode::Prepend, Some((v, f))) => Some(([value, v].concat(), f)),
+            _ => None,
+        };
+        match new {
+            Some((v, _)) if v.len() > width => {
+                too_wide = true;
+                old.map(|(v, f)| (v.to_vec(), f))
+            }
+            Some(n) => {
+                stored = true;
+                Some(n)
+            }
+            None => old.map(|(v, f)| (v.to_vec(), f)),
+        }
+    });
+    match r {
+        Err(_) => Err(BAD_ID),
+        // memcached answers an append past the item size limit NOT_STORED.
+        Ok(_) if too_wide => Ok(false),
+        Ok(_) => Ok(stored),
+    }
+}
+
+fn delete(s: &mut Session<'_>, key: &[u8], noreply: bool) {
+    let Some((t, rest)) = s.shared.tables.route(key) else {
+        return;
+    };
+    let line = match one_id(t, rest) {
+        Err(e) => e,
+        Ok(id) => match t.delete(id) {
+            Ok(true) => {
+                incr(&s.stats.delete_hits);
+                reply::DELETED
+            }
+            _ => {
+                incr(&s.stats.delete_misses);
+                reply::NOT_FOUND
+            }
+        },
+    };
+    s.reply(noreply, line);
+}
+
+/// Meta flags that mean nothing for a table record are refused, rather
+/// than silently ignored.
+fn meta_supported(f: &kura_proto::MetaFlags<'_>, allowed: &[u8]) -> bool {
+    f.iter().all(|fl| allowed.contains(&fl.code))
+}
+
+fn meta_get(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags<'_>) {
+    incr(&s.stats.cmd_meta);
+    let Some((t, rest)) = s.shared.tables.route(&key.bytes) else {
+        return;
+    };
+    let id = match one_id(t, rest) {
+        Ok(id) => id,
+        Err(e) => {
+            s.out.extend_from_slice(e);
+            return;
+        }
+    };
+    if key.binary || !meta_supported(f, b"vfsktcqOu") {
+        s.out.extend_from_slice(UNSUPPORTED);
+        return;
+    }
+    let mut buf = Vec::new();
+    let hit = t.get_into(id, &mut buf).ok().flatten();
+    get::count(s.stats, false, hit.is_some());
+    let Some(flags) = hit else {
+        if !f.quiet {
+            s.out.extend_from_slice(reply::EN);
+        }
+        return;
+    };
+    let o = &mut s.out;
+    if f.value {
+        o.extend_from_slice(b"VA ");
+        reply::put_u64(o, buf.len() as u64);
+    } else {
+        o.extend_from_slice(b"HD");
+    }
+    for fl in f.iter() {
+        if echo_flag(o, fl, key) {
+            continue;
+        }
+        match fl.code {
+            b'f' => reply::meta_num(o, b'f', u64::from(flags)),
+            b's' => reply::meta_num(o, b's', buf.len() as u64),
+            b't' => reply::meta_signed(o, b't', -1),
+            b'c' => reply::meta_num(o, b'c', 0),
+            _ => {}
+        }
+    }
+    o.extend_from_slice(b"\r\n");
+    if f.value {
+        o.extend_from_slice(&buf);
+        o.extend_from_slice(b"\r\n");
+    }
+}
+
+fn meta_set(s: &mut Session<'_>, m: &kura_proto::MetaSet<'_>) -> Next {
+    incr(&s.stats.cmd_meta);
+    let f = &m.flags;
+    let value = match m.data {
+        Data::TooLarge { len } => {
+            incr(&s.stats.store_too_large);
+            s.out.extend_from_slice(reply::TOO_LARGE);
+            return Next::Swallow(len + 2);
+        }
+        Data::Bytes(v) => v,
+    };
+    incr(&s.stats.cmd_set);
+    let Some((t, rest)) = s.shared.tables.route(&m.key.bytes) else {
+        return Next::Continue;
+    };
+    let id = match one_id(t, rest) {
+        Ok(id) => id,
+        Err(e) => {
+            s.out.extend_from_slice(e);
+            return Next::Continue;
+        }
+    };
+    if m.key.binary || !meta_supported(f, b"FTMwqkOb") {
+        s.out.extend_from_slice(UNSUPPORTED);
+        return Next::Continue;
+    }
+    if f.ttl.is_some_and(|t| t != 0) {
+        s.out.extend_from_slice(NO_EXPIRY);
+        return Next::Continue;
+    }
+    let code: &[u8] = match apply(t, id, m.mode, value, f.client_flags.unwrap_or(0)) {
+        Ok(true) if f.quiet => return Next::Continue,
+        Ok(true) => b"HD",
+        Ok(false) => b"NS",
+        Err(line) => {
+            s.out.extend_from_slice(line);
+            return Next::Continue;
+        }
+    };
+    super::meta_status(&mut s.out, code, f, &m.key);
+    Next::Continue
+}
+
+fn meta_delete(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags<'_>) {
+    incr(&s.stats.cmd_meta);
+    let Some((t, rest)) = s.shared.tables.route(&key.bytes) else {
+        return;
+    };
+    let id = match one_id(t, rest) {
+        Ok(id) => id,
+        Err(e) => {
+            s.out.extend_from_slice(e);
+            return;
+        }
+    };
+    if key.binary || !meta_supported(f, b"qkO") {
+        s.out.extend_from_slice(UNSUPPORTED);
+        return;
+    }
+    let code: &[u8] = match t.delete(id) {
+        Ok(true) if f.quiet => return,
+        Ok(true) => b"HD",
+        _ => b"NF",
+    };
+    super::meta_status(&mut s.out, code, f, key);
+}

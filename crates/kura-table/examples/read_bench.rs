@@ -1,0 +1,59 @@
+//! In-process reads of a fixed-length table on one thread, for
+//! `bench/table.sh` (side by side with Tokyo Cabinet's `tcftest read`).
+//!
+//!   read_bench FILE RECORDS WIDTH READS [seq|rnd]
+//!
+//! Fills RECORDS records of WIDTH bytes into a table in FILE (created if
+//! needed), then times READS reads of ids in order (`seq`, as `tcftest read`
+//! does) or at random (`rnd`), and prints the reads per second.
+
+use std::time::Instant;
+
+use kura_table::{Durability, Table, TableOptions};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize, d: &str| args.get(i).cloned().unwrap_or_else(|| d.to_string());
+    let file = arg(1, "/tmp/kura-read-bench.ktbl");
+    let records: u64 = arg(2, "1000000").parse().expect("RECORDS");
+    let width: u32 = arg(3, "8").parse().expect("WIDTH");
+    let reads: u64 = arg(4, "20000000").parse().expect("READS");
+    let random = arg(5, "rnd") == "rnd";
+    let path = (file != "mem").then(|| std::path::PathBuf::from(&file));
+    let t = Table::open(
+        path.as_deref(),
+        TableOptions {
+            width,
+            max: records,
+            durability: Durability::No,
+        },
+    )
+    .expect("open");
+    if t.len() < records {
+        let value = vec![b'x'; width as usize];
+        for id in 1..=records {
+            t.put(id, &value, 0).expect("put");
+        }
+    }
+    let mut buf = Vec::with_capacity(width as usize);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut found = 0u64;
+    let start = Instant::now();
+    for i in 0..reads {
+        let id = if random {
+            // xorshift64, scaled to 1..=records without a division.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (((x >> 32) * records) >> 32) + 1
+        } else {
+            i % records + 1
+        };
+        if let Ok(Some(_)) = t.get_into(id, &mut buf) {
+            found += 1;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(found, reads, "every id is present");
+    println!("{:.0}", reads as f64 / secs);
+}
