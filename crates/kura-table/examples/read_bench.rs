@@ -1,4 +1,5 @@
-//! In-process reads of a fixed-length table on one thread, for
+//! In-process reads of a fixed-length table on one thread (`get_buf`, into
+//! the caller's buffer, like Tokyo Cabinet's `tcftest read -wb`), for
 //! `bench/table.sh` (side by side with Tokyo Cabinet's `tcftest read`).
 //!
 //!   read_bench FILE RECORDS WIDTH READS [seq|rnd]
@@ -35,7 +36,7 @@ fn main() {
             t.put(id, &value, 0).expect("put");
         }
     }
-    let mut buf = Vec::with_capacity(width as usize);
+    let mut buf = vec![0u8; t.buf_len()];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut found = 0u64;
     let start = Instant::now();
@@ -49,7 +50,7 @@ fn main() {
         } else {
             i % records + 1
         };
-        if let Ok(Some(_)) = t.get_into(id, &mut buf) {
+        if let Ok(Some(_)) = t.get_buf(id, &mut buf) {
             found += 1;
         }
     }

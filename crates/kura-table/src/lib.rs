@@ -123,7 +123,9 @@ struct Inner {
     slot_size: usize,
     width: u32,
     max: u64,
-    stripes: Box<[Stripe]>,
+    stripes: Box<[Stripe; STRIPES]>,
+    /// `slot_size / 8`.
+    slot_words: usize,
     count: AtomicU64,
     low: AtomicU64,
     high: AtomicU64,
@@ -264,11 +266,10 @@ impl Table {
             slot_size,
             width,
             max,
-            stripes: (0..STRIPES)
-                .map(|_| Stripe {
-                    seq: AtomicU64::new(0),
-                })
-                .collect(),
+            stripes: Box::new(std::array::from_fn(|_| Stripe {
+                seq: AtomicU64::new(0),
+            })),
+            slot_words: slot_size / 8,
             count: AtomicU64::new(0),
             low: AtomicU64::new(u64::MAX),
             high: AtomicU64::new(0),
@@ -351,6 +352,12 @@ impl Table {
         self.report
     }
 
+    /// The size of a buffer that [`Table::get_buf`] fills fastest: the
+    /// width rounded up to whole 8-byte words.
+    pub fn buf_len(&self) -> usize {
+        (self.inner.width as usize).div_ceil(8) * 8
+    }
+
     /// The slot width in bytes.
     pub fn width(&self) -> u32 {
         self.inner.width
@@ -371,14 +378,21 @@ impl Table {
         self.len() == 0
     }
 
+    #[inline(always)]
     fn check_id(&self, id: u64) -> Result<(), TableError> {
-        if id == 0 || id > self.inner.max {
-            return Err(TableError::BadId {
-                id,
-                max: self.inner.max,
-            });
+        if id.wrapping_sub(1) >= self.inner.max {
+            return Err(self.bad_id(id));
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_id(&self, id: u64) -> TableError {
+        TableError::BadId {
+            id,
+            max: self.inner.max,
+        }
     }
 
     /// Copies record `id` into `buf` (replacing its contents); returns its
@@ -391,6 +405,21 @@ impl Table {
     pub fn get_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<Option<u32>, TableError> {
         self.check_id(id)?;
         Ok(self.inner.read(id, buf))
+    }
+
+    /// Copies record `id` into `out` (Tokyo Cabinet's `tcfdbget4`, reading
+    /// into the caller's buffer); returns its length and flags, or `None`
+    /// when absent. The bytes past the record's length in `out` may be
+    /// overwritten up to the next multiple of 8 (give it [`Table::buf_len`]
+    /// bytes); a shorter `out` gets the first `out.len()` bytes (the length
+    /// returned is the record's).
+    ///
+    /// # Errors
+    /// An id outside the table.
+    #[inline]
+    pub fn get_buf(&self, id: u64, out: &mut [u8]) -> Result<Option<(usize, u32)>, TableError> {
+        self.check_id(id)?;
+        Ok(self.inner.read_buf(id, out))
     }
 
     /// Record `id` and its flags, or `None` when absent.
@@ -467,7 +496,7 @@ impl Table {
     ) -> Result<bool, TableError> {
         self.check_id(id)?;
         let inner = &*self.inner;
-        let stripe = &inner.stripes[(id as usize) % STRIPES];
+        let stripe = inner.stripe(id);
         let seq = lock(stripe);
         let mut old = Vec::new();
         let old_flags = inner.read_locked(id, &mut old);
@@ -625,6 +654,11 @@ fn lock(stripe: &Stripe) -> u64 {
 }
 
 impl Inner {
+    #[inline]
+    fn stripe(&self, id: u64) -> &Stripe {
+        &self.stripes[(id as usize) & (STRIPES - 1)]
+    }
+
     /// The words of slot `id` (1-based, checked by the caller).
     #[inline]
     fn slot(&self, id: u64) -> &[AtomicU64] {
@@ -635,7 +669,7 @@ impl Inner {
         // words are aligned; AtomicU64 has u64's layout; the memory is only
         // ever accessed through atomics while the table is shared.
         unsafe {
-            std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU64>(), self.slot_size / 8)
+            std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU64>(), self.slot_words)
         }
     }
 
@@ -643,9 +677,10 @@ impl Inner {
     fn copy_value(&self, words: &[AtomicU64], len: u32, buf: &mut Vec<u8>) {
         let len = len.min(self.width) as usize;
         buf.clear();
-        let n = len.div_ceil(8);
-        for w in &words[2..2 + n] {
-            buf.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        if let Some(data) = words.get(2..2 + len.div_ceil(8)) {
+            for w in data {
+                buf.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+            }
         }
         buf.truncate(len);
     }
@@ -657,7 +692,7 @@ impl Inner {
     /// A consistent copy of slot `id` without taking its lock.
     #[inline]
     fn read(&self, id: u64, buf: &mut Vec<u8>) -> Option<u32> {
-        let stripe = &self.stripes[(id as usize) % STRIPES];
+        let stripe = self.stripe(id);
         let words = self.slot(id);
         loop {
             let s1 = stripe.seq.load(Ordering::Acquire);
@@ -677,6 +712,69 @@ impl Inner {
                 return (len_plus != 0).then_some(flags);
             }
         }
+    }
+
+    /// Like [`Inner::read`], into a caller's slice: one optimistic pass,
+    /// and a loop only when a writer was in the stripe.
+    #[inline]
+    fn read_buf(&self, id: u64, out: &mut [u8]) -> Option<(usize, u32)> {
+        let stripe = self.stripe(id);
+        let words = self.slot(id);
+        let s1 = stripe.seq.load(Ordering::Acquire);
+        let got = self.copy_into(words, out);
+        fence(Ordering::Acquire);
+        if s1 & 1 == 0 && stripe.seq.load(Ordering::Relaxed) == s1 {
+            return got;
+        }
+        self.read_buf_slow(stripe, words, out)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read_buf_slow(
+        &self,
+        stripe: &Stripe,
+        words: &[AtomicU64],
+        out: &mut [u8],
+    ) -> Option<(usize, u32)> {
+        loop {
+            let s1 = stripe.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let got = self.copy_into(words, out);
+            fence(Ordering::Acquire);
+            if stripe.seq.load(Ordering::Relaxed) == s1 {
+                return got;
+            }
+        }
+    }
+
+    /// Copies a slot into `out` (see [`Table::get_buf`]); may be torn: the
+    /// caller checks the stripe's sequence around it.
+    #[inline(always)]
+    fn copy_into(&self, words: &[AtomicU64], out: &mut [u8]) -> Option<(usize, u32)> {
+        let hdr = words[0].load(Ordering::Relaxed);
+        let flags = words[1].load(Ordering::Relaxed) as u32;
+        let len = ((hdr as u32).saturating_sub(1)).min(self.width) as usize;
+        // Whole words while `out` has room for them (fixed-size copies, no
+        // memcpy call), then the part of a word that still fits.
+        let n = len.div_ceil(8);
+        let full = n.min(out.len() / 8);
+        for (i, w) in words.iter().skip(2).take(full).enumerate() {
+            let b = w.load(Ordering::Relaxed).to_le_bytes();
+            out[i * 8..i * 8 + 8].copy_from_slice(&b);
+        }
+        if full < n && out.len() > full * 8 {
+            if let Some(w) = words.get(2 + full) {
+                let b = w.load(Ordering::Relaxed).to_le_bytes();
+                let rest = &mut out[full * 8..];
+                let k = rest.len().min(8);
+                rest[..k].copy_from_slice(&b[..k]);
+            }
+        }
+        (hdr as u32 != 0).then_some((len, flags))
     }
 
     /// Slot `id` while its stripe lock is held.

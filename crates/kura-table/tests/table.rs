@@ -120,8 +120,20 @@ proptest! {
             }
             prop_assert_eq!(t.len(), model.len() as u64);
         }
+        let mut buf = vec![0u8; t.buf_len()];
+        let mut short = [0u8; 5];
         for id in 1..=MAX {
-            prop_assert_eq!(t.get(id).unwrap(), model.get(&id).cloned());
+            let want = model.get(&id).cloned();
+            prop_assert_eq!(t.get(id).unwrap(), want.clone());
+            // Into a caller's buffer: the same bytes, also when it is short.
+            let got = t.get_buf(id, &mut buf).unwrap();
+            prop_assert_eq!(got.map(|(len, f)| (buf[..len].to_vec(), f)), want.clone());
+            let got = t.get_buf(id, &mut short).unwrap();
+            prop_assert_eq!(got, want.as_ref().map(|(v, f)| (v.len(), *f)));
+            if let (Some((len, _)), Some((v, _))) = (got, &want) {
+                let k = len.min(short.len());
+                prop_assert_eq!(&short[..k], &v[..k]);
+            }
         }
         prop_assert_eq!(t.min_id(), model.keys().next().copied());
         prop_assert_eq!(t.max_id(), model.keys().next_back().copied());
@@ -180,7 +192,8 @@ fn a_slot_torn_by_a_crash_is_cleared_and_the_rest_kept() {
     std::mem::forget(t);
     // The crash tore the write of record 7: its bytes changed, its CRC not.
     let mut bytes = std::fs::read(&path).unwrap();
-    let slot = 16 + 24;
+    // A 16-byte slot header and 24 bytes of data, rounded up to 64.
+    let slot = 64;
     let data_of_7 = 64 + 6 * slot + 16;
     bytes[data_of_7] ^= 0x55;
     std::fs::write(&path, &bytes).unwrap();
