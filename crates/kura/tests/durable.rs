@@ -747,3 +747,45 @@ fn recovery_says_what_it_loaded() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn snapshots_taken_while_writers_write_lose_nothing_acknowledged() {
+    let dir = tempdir("busy-snapshots");
+    let opts = [
+        "--fsync",
+        "always",
+        "--snapshot-log-size",
+        "64k",
+        "--log-file-size",
+        "16k",
+    ];
+    let server = Server::start(&dir, &opts);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers = load(&server, 4, &stop, 0);
+    // Let several snapshots happen under the load.
+    let mut c = server.connect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stat(&mut c, "log_snapshots") < 3 {
+        assert!(Instant::now() < deadline, "no snapshots under load");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.kill();
+    stop.store(true, Ordering::Relaxed);
+    let acked: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let server = Server::start(&dir, &[]);
+    let mut c = server.connect();
+    for (t, &n) in acked.iter().enumerate() {
+        let keys: Vec<String> = (1..=n).map(|i| format!("r0w{t}-{i}")).collect();
+        for chunk in keys.chunks(100) {
+            let req = format!("get {}\r\n", chunk.join(" "));
+            let got = String::from_utf8(ask(&mut c, req.as_bytes(), b"END\r\n")).unwrap();
+            assert_eq!(
+                got.matches("VALUE ").count(),
+                chunk.len(),
+                "writer {t}: acknowledged writes lost"
+            );
+        }
+    }
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
