@@ -761,17 +761,26 @@ impl Inner {
         // Whole words while `out` has room for them (fixed-size copies, no
         // memcpy call), then the part of a word that still fits.
         let n = len.div_ceil(8);
-        let full = n.min(out.len() / 8);
-        for (i, w) in words.iter().skip(2).take(full).enumerate() {
-            let b = w.load(Ordering::Relaxed).to_le_bytes();
-            out[i * 8..i * 8 + 8].copy_from_slice(&b);
+        let data = words.get(2..).unwrap_or_default();
+        // The common small record: one word.
+        if n <= 1 {
+            if let (Some(dst), Some(w)) = (out.first_chunk_mut::<8>(), data.first()) {
+                *dst = w.load(Ordering::Relaxed).to_le_bytes();
+                return (hdr as u32 != 0).then_some((len, flags));
+            }
         }
-        if full < n && out.len() > full * 8 {
-            if let Some(w) = words.get(2 + full) {
+        let mut chunks = out.chunks_exact_mut(8);
+        let mut copied = 0;
+        for (dst, w) in (&mut chunks).zip(data).take(n) {
+            dst.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+            copied += 1;
+        }
+        if copied < n {
+            let rest = chunks.into_remainder();
+            if let (false, Some(w)) = (rest.is_empty(), data.get(copied)) {
                 let b = w.load(Ordering::Relaxed).to_le_bytes();
-                let rest = &mut out[full * 8..];
-                let k = rest.len().min(8);
-                rest[..k].copy_from_slice(&b[..k]);
+                let k = rest.len();
+                rest.copy_from_slice(&b[..k]);
             }
         }
         (hdr as u32 != 0).then_some((len, flags))
