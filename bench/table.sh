@@ -10,7 +10,8 @@
 # (ids 1 to RECORDS in order; -nl no locking, -wb reading into a buffer) and
 # `tcftest read -nl -wb -rnd FILE` (random ids); its reads/s are RECORDS over
 # the "time" it prints. kura: crates/kura-table/examples/read_bench.rs, READS
-# reads of ids in order and at random on a table of the same shape.
+# reads of ids in order and at random on a table of the same shape in a file,
+# and (a third column) on an in-memory table (anonymous memory, huge pages).
 #
 # Knobs: ROUNDS=5, RECORDS=1000000, WIDTH=8, READS=20000000, DIR (temporary).
 set -euo pipefail
@@ -36,8 +37,9 @@ for round in $(seq "$ROUNDS"); do
     flag=""; [[ $order == rnd ]] && flag="-rnd"
     tc=$(tc_rate $flag)
     k=$("$KURA" "$DIR/kura.ktbl" "$RECORDS" "$WIDTH" "$READS" "$order")
-    printf '  round %s %-3s  tokyocabinet %12s reads/s   kura %12s reads/s\n' "$round" "$order" "$tc" "$k"
-    printf '%s %s %s\n' "$order" "$tc" "$k" >>"$DIR/results"
+    m=$("$KURA" mem "$RECORDS" "$WIDTH" "$READS" "$order")
+    printf '  round %s %-3s  tokyocabinet %12s reads/s   kura %12s reads/s   kura in memory %12s reads/s\n' "$round" "$order" "$tc" "$k" "$m"
+    printf '%s %s %s %s\n' "$order" "$tc" "$k" "$m" >>"$DIR/results"
   done
 done
 python3 - "$DIR/results" <<'PY'
@@ -46,5 +48,6 @@ rows = [l.split() for l in open(sys.argv[1])]
 for order, name in (("seq", "ids in order"), ("rnd", "random ids")):
     tc = statistics.median(float(r[1]) for r in rows if r[0] == order)
     k = statistics.median(float(r[2]) for r in rows if r[0] == order)
-    print(f"{name:13} tokyocabinet {tc/1e6:7.2f}M/s   kura {k/1e6:7.2f}M/s   kura/tc {k/tc:6.1f}x")
+    m = statistics.median(float(r[3]) for r in rows if r[0] == order)
+    print(f"{name:13} tokyocabinet {tc/1e6:7.2f}M/s   kura file {k/1e6:7.2f}M/s ({k/tc:5.1f}x)   kura in memory {m/1e6:7.2f}M/s ({m/tc:5.1f}x)")
 PY
