@@ -116,7 +116,19 @@ impl Shard {
         let bits =
             if entry.stale { STALE } else { 0 } | if entry.binary_key { KEY_BINARY } else { 0 };
         self.observe_cas(entry.cas);
-        match self.find(hash, entry.item.key()) {
+        let existing = self.find(hash, entry.item.key());
+        // An expired entry (replay puts those back too) is not replaced in
+        // place: making room reclaims expired entries, which could be this
+        // one, from under the replacement. It goes, and the new one is
+        // linked.
+        let existing = match existing {
+            Some(idx) if crate::expiry::is_expired(self.slot(idx).exptime, now) => {
+                self.unlink(hash, idx);
+                None
+            }
+            other => other,
+        };
+        match existing {
             Some(idx) => {
                 let done = self.replace(idx, entry.item, entry.exptime, entry.cas, bits, now);
                 if !done {

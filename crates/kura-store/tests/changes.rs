@@ -286,3 +286,33 @@ fn crc(b: &[u8]) -> u32 {
     b.iter()
         .fold(17u32, |h, &x| h.wrapping_mul(31).wrapping_add(u32::from(x)))
 }
+
+/// A case the property test found (CI, 2026-11-22): under TinyLFU a
+/// replayed store ended with two entries for one key.
+#[test]
+fn regression_tinylfu_rotation_then_set() {
+    use SetMode::*;
+    let ops = vec![
+        Op::Vivify(0),
+        Op::Advance(1),
+        Op::Store(Set, 5, 0, 0, 1),
+        Op::Store(Set, 8, 1117, 0, 0),
+        Op::Store(Rotate { max: 2500 }, 9, 1273, 0, 0),
+        Op::Vivify(4),
+        Op::CasCurrent(4, 77),
+        Op::Store(Rotate { max: 2500 }, 1, 797, 0, 0),
+        Op::Advance(1),
+        Op::Store(Set, 10, 1868, 0, 0),
+        Op::Store(Append, 9, 1956, 0, 0),
+        Op::Store(Rotate { max: 2500 }, 7, 2490, 0, 0),
+        Op::Store(Set, 3, 1565, 0, 0),
+        Op::Vivify(2),
+        Op::Store(Set, 6, 2461, 0, 0),
+        Op::Store(Append, 7, 211, 0, 0),
+        Op::Store(Rotate { max: 2500 }, 0, 1229, 0, 0),
+        Op::Store(Set, 0, 0, 0, 0),
+    ];
+    for eviction in EvictionKind::ALL {
+        run(&ops, eviction);
+    }
+}
