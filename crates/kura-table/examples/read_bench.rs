@@ -2,11 +2,12 @@
 //! the caller's buffer, like Tokyo Cabinet's `tcftest read -wb`), for
 //! `bench/table.sh` (side by side with Tokyo Cabinet's `tcftest read`).
 //!
-//!   read_bench FILE RECORDS WIDTH READS [seq|rnd]
+//!   read_bench FILE|mem RECORDS WIDTH READS [seq|rnd|batch]
 //!
 //! Fills RECORDS records of WIDTH bytes into a table in FILE (created if
-//! needed), then times READS reads of ids in order (`seq`, as `tcftest read`
-//! does) or at random (`rnd`), and prints the reads per second.
+//! needed; `mem`: an in-memory table), then times READS reads of ids in
+//! order (`seq`, as `tcftest read` does), at random one at a time (`rnd`),
+//! or at random 16 per `get_many` call (`batch`), and prints reads/s.
 
 use std::time::Instant;
 
@@ -19,7 +20,7 @@ fn main() {
     let records: u64 = arg(2, "1000000").parse().expect("RECORDS");
     let width: u32 = arg(3, "8").parse().expect("WIDTH");
     let reads: u64 = arg(4, "20000000").parse().expect("READS");
-    let random = arg(5, "rnd") == "rnd";
+    let mode = arg(5, "rnd");
     let path = (file != "mem").then(|| std::path::PathBuf::from(&file));
     let t = Table::open(
         path.as_deref(),
@@ -38,10 +39,10 @@ fn main() {
     }
     let mut buf = vec![0u8; t.buf_len()];
     let start = Instant::now();
-    let found = if random {
-        random_reads(&t, records, reads, &mut buf)
-    } else {
-        ordered_reads(&t, records, reads, &mut buf)
+    let found = match mode.as_str() {
+        "rnd" => random_reads(&t, records, reads, &mut buf),
+        "batch" => batched_reads(&t, records, reads),
+        _ => ordered_reads(&t, records, reads, &mut buf),
     };
     let secs = start.elapsed().as_secs_f64();
     assert_eq!(found, reads, "every id is present");
@@ -61,6 +62,24 @@ fn random_reads(t: &Table, records: u64, reads: u64, buf: &mut [u8]) -> u64 {
         if let Ok(Some(_)) = t.get_buf(id, buf) {
             found += 1;
         }
+    }
+    found
+}
+
+/// The same random ids, asked 16 at a time with `get_many` (a multi-get).
+fn batched_reads(t: &Table, records: u64, reads: u64) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut found = 0;
+    let mut ids = [0u64; 16];
+    let mut buf = Vec::new();
+    for _ in 0..reads / 16 {
+        for id in ids.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *id = (((x >> 32) * records) >> 32) + 1;
+        }
+        t.get_many(&ids, &mut buf, |_, got| found += u64::from(got.is_some()));
     }
     found
 }

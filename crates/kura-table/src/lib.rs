@@ -422,6 +422,46 @@ impl Table {
         Ok(self.inner.read_buf(id, out))
     }
 
+    /// Reads many records, as a multi-get does: `each(i, found)` for every
+    /// `ids[i]` in order, with its length and flags (the bytes in `buf`,
+    /// which gets [`Table::buf_len`] bytes) or `None` when absent or
+    /// outside the table. The slots of the next few ids are touched before
+    /// they are read, so the cache misses of a batch of random ids overlap
+    /// instead of following one another.
+    pub fn get_many(
+        &self,
+        ids: &[u64],
+        buf: &mut Vec<u8>,
+        mut each: impl FnMut(usize, Option<(&[u8], u32)>),
+    ) {
+        const AHEAD: usize = 8;
+        let inner = &*self.inner;
+        buf.resize(self.buf_len(), 0);
+        let valid = |id: u64| id.wrapping_sub(1) < inner.max;
+        let touch = |id: u64| {
+            if valid(id) {
+                // A plain load whose result is not needed: the line (and
+                // its TLB entry) is then on its way while earlier ids are
+                // read.
+                std::hint::black_box(inner.slot(id)[0].load(Ordering::Relaxed));
+            }
+        };
+        for &id in ids.iter().take(AHEAD) {
+            touch(id);
+        }
+        for (i, &id) in ids.iter().enumerate() {
+            if let Some(&ahead) = ids.get(i + AHEAD) {
+                touch(ahead);
+            }
+            let got = if valid(id) {
+                inner.read_buf(id, buf)
+            } else {
+                None
+            };
+            each(i, got.map(|(len, flags)| (&buf[..len], flags)));
+        }
+    }
+
     /// Record `id` and its flags, or `None` when absent.
     ///
     /// # Errors

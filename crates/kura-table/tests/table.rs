@@ -135,6 +135,14 @@ proptest! {
                 prop_assert_eq!(&short[..k], &v[..k]);
             }
         }
+        // A multi-get answers like one get per id, ids out of the table included.
+        let ids: Vec<u64> = (0..=MAX + 2).rev().collect();
+        let mut many = Vec::new();
+        t.get_many(&ids, &mut Vec::new(), |i, got| {
+            many.push((ids[i], got.map(|(v, f)| (v.to_vec(), f))));
+        });
+        let want: Vec<_> = ids.iter().map(|id| (*id, model.get(id).cloned())).collect();
+        prop_assert_eq!(many, want);
         prop_assert_eq!(t.min_id(), model.keys().next().copied());
         prop_assert_eq!(t.max_id(), model.keys().next_back().copied());
         let mut all = Vec::new();
