@@ -36,14 +36,22 @@ pub(crate) fn header(first_seq: u64) -> [u8; FILE_HEADER_LEN] {
 /// # Errors
 /// The directory cannot be read.
 pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, LogError> {
+    Ok(numbered_files(dir, EXTENSION)?
+        .into_iter()
+        .map(|(path, first_seq)| SegmentFile { path, first_seq })
+        .collect())
+}
+
+/// The files `NNNNNNNNNNNNNNNNNNNN.<extension>` of `dir` (20-digit numbers),
+/// with their numbers, in number order. Other files are ignored.
+pub(crate) fn numbered_files(dir: &Path, extension: &str) -> Result<Vec<(PathBuf, u64)>, LogError> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let entry = entry.map_err(io_err(dir))?;
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
+        let path = entry.map_err(io_err(dir))?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some(extension) {
             continue;
         }
-        let Some(first_seq) = path
+        let Some(n) = path
             .file_stem()
             .and_then(|s| s.to_str())
             .filter(|s| s.len() == 20)
@@ -51,8 +59,8 @@ pub fn segment_files(dir: &Path) -> Result<Vec<SegmentFile>, LogError> {
         else {
             continue;
         };
-        out.push(SegmentFile { path, first_seq });
+        out.push((path, n));
     }
-    out.sort_by_key(|s| s.first_seq);
+    out.sort_by_key(|(_, n)| *n);
     Ok(out)
 }

@@ -45,24 +45,10 @@ pub struct SnapshotFile {
 /// # Errors
 /// The directory cannot be read.
 pub fn snapshot_files(dir: &Path) -> Result<Vec<SnapshotFile>, LogError> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let path = entry.map_err(io_err(dir))?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
-            continue;
-        }
-        let Some(seq) = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .filter(|s| s.len() == 20)
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        out.push(SnapshotFile { path, seq });
-    }
-    out.sort_by_key(|s| s.seq);
-    Ok(out)
+    Ok(crate::segment::numbered_files(dir, EXTENSION)?
+        .into_iter()
+        .map(|(path, seq)| SnapshotFile { path, seq })
+        .collect())
 }
 
 /// Removes snapshots a crash left half written; returns their paths.
@@ -220,6 +206,9 @@ fn scan(path: &Path, each: &mut dyn FnMut(Record)) -> Result<(u64, u64), LogErro
     if header[8] != VERSION {
         return Err(damage(8, "unknown snapshot version"));
     }
+    if header[9..16].iter().any(|&b| b != 0) {
+        return Err(damage(9, "damaged header (reserved bytes are not zero)"));
+    }
     let seq = u64::from_le_bytes(header[16..24].try_into().unwrap_or_default());
     let end = size - TRAILER_LEN as u64;
     let mut pos = HEADER_LEN as u64;
@@ -263,6 +252,9 @@ fn scan(path: &Path, each: &mut dyn FnMut(Record)) -> Result<(u64, u64), LogErro
     r.read_exact(&mut trailer).map_err(io_err(path))?;
     if &trailer[..8] != END_MAGIC {
         return Err(damage(end, "no trailer: the snapshot was cut short"));
+    }
+    if trailer[20..].iter().any(|&b| b != 0) {
+        return Err(damage(end + 20, "damaged trailer"));
     }
     let count = u64::from_le_bytes(trailer[8..16].try_into().unwrap_or_default());
     let want = u32::from_le_bytes(trailer[16..20].try_into().unwrap_or_default());

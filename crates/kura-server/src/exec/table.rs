@@ -247,22 +247,29 @@ fn meta_supported(f: &kura_proto::MetaFlags<'_>, allowed: &[u8]) -> bool {
     f.iter().all(|fl| allowed.contains(&fl.code))
 }
 
+/// The table and id a meta request names, or `None` after answering the
+/// error: a bad id, a base64 key, or a flag outside `allowed`.
+fn meta_record<'a>(
+    s: &mut Session<'a>,
+    key: &MetaKey<'_>,
+    f: &kura_proto::MetaFlags<'_>,
+    allowed: &[u8],
+) -> Option<(&'a Table, u64)> {
+    let shared: &'a crate::shared::Shared = s.shared;
+    let (t, rest) = shared.tables.route(&key.bytes)?;
+    match one_id(t, rest) {
+        Err(e) => s.out.extend_from_slice(e),
+        Ok(_) if key.binary || !meta_supported(f, allowed) => s.out.extend_from_slice(UNSUPPORTED),
+        Ok(id) => return Some((t, id)),
+    }
+    None
+}
+
 fn meta_get(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags<'_>) {
     incr(&s.stats.cmd_meta);
-    let Some((t, rest)) = s.shared.tables.route(&key.bytes) else {
+    let Some((t, id)) = meta_record(s, key, f, b"vfsktcqOu") else {
         return;
     };
-    let id = match one_id(t, rest) {
-        Ok(id) => id,
-        Err(e) => {
-            s.out.extend_from_slice(e);
-            return;
-        }
-    };
-    if key.binary || !meta_supported(f, b"vfsktcqOu") {
-        s.out.extend_from_slice(UNSUPPORTED);
-        return;
-    }
     let mut buf = Vec::new();
     let hit = t.get_into(id, &mut buf).ok().flatten();
     get::count(s.stats, false, hit.is_some());
@@ -310,20 +317,9 @@ fn meta_set(s: &mut Session<'_>, m: &kura_proto::MetaSet<'_>) -> Next {
         Data::Bytes(v) => v,
     };
     incr(&s.stats.cmd_set);
-    let Some((t, rest)) = s.shared.tables.route(&m.key.bytes) else {
+    let Some((t, id)) = meta_record(s, &m.key, f, b"FTMwqkO") else {
         return Next::Continue;
     };
-    let id = match one_id(t, rest) {
-        Ok(id) => id,
-        Err(e) => {
-            s.out.extend_from_slice(e);
-            return Next::Continue;
-        }
-    };
-    if m.key.binary || !meta_supported(f, b"FTMwqkOb") {
-        s.out.extend_from_slice(UNSUPPORTED);
-        return Next::Continue;
-    }
     if f.ttl.is_some_and(|t| t != 0) {
         s.out.extend_from_slice(NO_EXPIRY);
         return Next::Continue;
@@ -343,20 +339,9 @@ fn meta_set(s: &mut Session<'_>, m: &kura_proto::MetaSet<'_>) -> Next {
 
 fn meta_delete(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags<'_>) {
     incr(&s.stats.cmd_meta);
-    let Some((t, rest)) = s.shared.tables.route(&key.bytes) else {
+    let Some((t, id)) = meta_record(s, key, f, b"qkO") else {
         return;
     };
-    let id = match one_id(t, rest) {
-        Ok(id) => id,
-        Err(e) => {
-            s.out.extend_from_slice(e);
-            return;
-        }
-    };
-    if key.binary || !meta_supported(f, b"qkO") {
-        s.out.extend_from_slice(UNSUPPORTED);
-        return;
-    }
     let code: &[u8] = match t.delete(id) {
         Ok(true) if f.quiet => return,
         Ok(true) => b"HD",
