@@ -21,7 +21,7 @@ fn entry(i: u64) -> Mutation {
         flags: i as u32,
         exptime: 0,
         cas: i,
-        stale: i % 3 == 0,
+        stale: i.is_multiple_of(3),
         binary_key: false,
     }
 }
