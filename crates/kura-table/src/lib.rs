@@ -434,7 +434,7 @@ impl Table {
         buf: &mut Vec<u8>,
         mut each: impl FnMut(usize, Option<(&[u8], u32)>),
     ) {
-        const AHEAD: usize = 8;
+        const AHEAD: usize = 16;
         let inner = &*self.inner;
         buf.resize(self.buf_len(), 0);
         let valid = |id: u64| id.wrapping_sub(1) < inner.max;
