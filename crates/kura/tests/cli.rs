@@ -1,6 +1,9 @@
 //! The `kura` binary as an operator runs it: flags, config file, pid file,
 //! signals.
 
+mod common;
+
+use common::free_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -8,14 +11,6 @@ use std::time::{Duration, Instant};
 
 fn kura() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kura"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn connect(port: u16) -> TcpStream {

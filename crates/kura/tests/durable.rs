@@ -2,6 +2,9 @@
 //! `--data-dir`, killed with SIGKILL mid-load and started again on the same
 //! directory; damaged logs and snapshots; `kura log check/repair`.
 
+mod common;
+
+use common::free_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -12,14 +15,6 @@ use std::time::{Duration, Instant};
 
 fn kura() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kura"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn tempdir(name: &str) -> PathBuf {
@@ -45,8 +40,15 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let s = Server { child, port };
+        let mut s = Server { child, port };
         s.connect();
+        // The answer must have come from this server, not from another
+        // test's on a port the OS handed out twice.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            matches!(s.child.try_wait(), Ok(None)),
+            "kura exited at startup (port {port} taken?)"
+        );
         s
     }
 

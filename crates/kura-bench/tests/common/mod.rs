@@ -100,6 +100,13 @@ fn wait_until(mut child: Child, ready: impl Fn() -> bool) -> Option<Child> {
             return None;
         }
         if ready() {
+            // What answered may be another test's server on the same port,
+            // ours about to exit because the port is taken: give it a
+            // moment to fail before trusting the port.
+            std::thread::sleep(Duration::from_millis(100));
+            if let Ok(Some(_)) = child.try_wait() {
+                return None;
+            }
             return Some(child);
         }
         if Instant::now() > deadline {
@@ -119,8 +126,18 @@ impl Drop for Memcached {
 }
 
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
+    // Tests run in parallel threads: never hand out the same port twice in
+    // one process (the OS may offer a port again once its probe closed).
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = l.local_addr().expect("local addr").port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// kura's server in this process, on a free port; stopped when dropped.
