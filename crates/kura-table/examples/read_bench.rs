@@ -9,6 +9,7 @@
 //! order (`seq`, as `tcftest read` does), at random one at a time (`rnd`),
 //! or at random 16 per `get_many` call (`batch`), and prints reads/s: the
 //! median of three timed runs after an untimed pass over every record.
+//! Loops of reads go through a `Reader`, as a caller's loop should.
 
 use std::time::Instant;
 
@@ -63,6 +64,7 @@ fn main() {
 /// division); returns how many were found.
 #[inline(always)]
 fn random_reads(t: &Table, records: u64, reads: u64, buf: &mut [u8]) -> u64 {
+    let t = t.reader();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut found = 0;
     for _ in 0..reads {
@@ -97,6 +99,7 @@ fn batched_reads(t: &Table, records: u64, reads: u64) -> u64 {
 
 /// Reads of ids 1, 2, ... in order, wrapping around.
 fn ordered_reads(t: &Table, records: u64, reads: u64, buf: &mut [u8]) -> u64 {
+    let t = t.reader();
     let mut found = 0;
     let mut id = 0;
     for _ in 0..reads {

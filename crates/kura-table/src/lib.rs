@@ -3,13 +3,13 @@
 //! slot of fixed width in one memory-mapped file, so get, put and delete are
 //! O(1): an offset computation and a copy.
 //!
-//! * Concurrency: slots are grouped in [`STRIPES`] stripes, each with a
-//!   sequence lock. A writer takes its stripe's lock (an odd sequence
-//!   number) and releases it by moving to the next even number; a reader
-//!   takes no lock at all: it copies the slot with plain (relaxed atomic)
-//!   loads and retries if the sequence moved meanwhile. Reads of different
-//!   ids never touch a shared cache line for writing, so they scale and keep
-//!   many cache misses in flight.
+//! * Concurrency: writers take one of [`STRIPES`] striped mutexes (Tokyo
+//!   Cabinet used 127), chosen by id. A reader takes no lock at all: each
+//!   slot carries a version that a writer makes odd while it writes, and a
+//!   reader copies the slot with plain (relaxed atomic) loads between two
+//!   looks at it, retrying if it moved (`slots.rs`). Reads never write a
+//!   shared cache line and touch nothing but the slot, so they scale and
+//!   keep many cache misses in flight.
 //! * Durability ([`Durability`]): `Always` syncs the pages a write touched
 //!   before the write returns; `EverySec` syncs dirty tables from a
 //!   background thread at most a second apart; `No` leaves it to the OS.
@@ -37,27 +37,33 @@
 //! ```
 
 mod range;
+mod slots;
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use memmap2::{MmapMut, MmapOptions};
 
 pub use range::{End, RangeError, RangeSpec};
+pub use slots::Reader;
+use slots::{slot_crc, Layout, HEADER_LEN};
 
-/// Stripes of sequence locks (Tokyo Cabinet used 127 mutexes).
+/// Stripes of writers' locks (Tokyo Cabinet used 127 mutexes).
 pub const STRIPES: usize = 256;
+
+/// One writers' lock, alone on its cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Stripe(Mutex<()>);
+
 /// The largest slot width.
 pub const MAX_WIDTH: u32 = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"KURATBL\x01";
-const HEADER_LEN: usize = 64;
-/// Per slot: a word of length + 1 (0: absent) and CRC, a word of flags.
-const SLOT_HEADER: usize = 16;
 
 /// When writes reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,20 +118,10 @@ pub struct OpenReport {
     pub records: u64,
 }
 
-#[repr(align(64))]
-struct Stripe {
-    seq: AtomicU64,
-}
-
 struct Inner {
     map: MmapMut,
-    base: *mut u8,
-    slot_size: usize,
-    width: u32,
-    max: u64,
+    layout: Layout,
     stripes: Box<[Stripe; STRIPES]>,
-    /// `slot_size / 8`.
-    slot_words: usize,
     count: AtomicU64,
     low: AtomicU64,
     high: AtomicU64,
@@ -137,7 +133,7 @@ struct Inner {
 // SAFETY: `base` points into `map`, which lives as long as `Inner` and is
 // never remapped. Every access through it is to one slot, read with atomic
 // loads (any thread) or written with atomic stores by the one thread that
-// holds that slot's stripe lock; the header is written only by `open` and
+// holds that slot's stripe lock (see slots.rs for the version protocol); the header is written only by `open` and
 // `Drop`, which have the table to themselves.
 unsafe impl Send for Inner {}
 // SAFETY: as above: shared access goes through atomics only.
@@ -155,8 +151,8 @@ impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
             .field("path", &self.inner.path)
-            .field("width", &self.inner.width)
-            .field("max", &self.inner.max)
+            .field("width", &self.inner.layout.width)
+            .field("max", &self.inner.layout.max)
             .finish()
     }
 }
@@ -180,14 +176,6 @@ fn header_bytes(width: u32, max: u64, slot_size: u64, clean: bool) -> [u8; HEADE
     h
 }
 
-fn slot_crc(len: u32, flags: u32, value: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&len.to_le_bytes());
-    h.update(&flags.to_le_bytes());
-    h.update(value);
-    h.finalize()
-}
-
 impl Table {
     /// Opens (or creates) the table in `path`, or an in-memory table when
     /// `path` is `None`. An existing file must have the same width and max.
@@ -204,14 +192,7 @@ impl Table {
         if width == 0 || width > MAX_WIDTH || max == 0 {
             return Err(TableError::BadShape);
         }
-        // Slots never straddle a cache line more than they must: small ones
-        // are a power of two (so a read is one line), large ones whole lines.
-        let raw = SLOT_HEADER + (width as usize).div_ceil(8) * 8;
-        let slot_size = if raw <= 64 {
-            raw.next_power_of_two()
-        } else {
-            raw.div_ceil(64) * 64
-        };
+        let slot_size = Layout::slot_size(width);
         let bytes = (slot_size as u64)
             .checked_mul(max)
             .and_then(|b| b.checked_add(HEADER_LEN as u64))
@@ -262,14 +243,15 @@ impl Table {
         };
         let inner = Inner {
             map,
-            base,
-            slot_size,
-            width,
-            max,
-            stripes: Box::new(std::array::from_fn(|_| Stripe {
-                seq: AtomicU64::new(0),
-            })),
-            slot_words: slot_size / 8,
+            layout: Layout {
+                base,
+                slot_size,
+                slot_words: slot_size / 8,
+                data_words: (width as usize).div_ceil(8),
+                width,
+                max,
+            },
+            stripes: Box::new(std::array::from_fn(|_| Stripe::default())),
             count: AtomicU64::new(0),
             low: AtomicU64::new(u64::MAX),
             high: AtomicU64::new(0),
@@ -282,22 +264,28 @@ impl Table {
         if report.existed {
             report.checked = !clean_before;
             for id in 1..=max {
-                let words = inner.slot(id);
+                let words = inner.reader().slot(id);
                 let hdr = words[0].load(Ordering::Relaxed);
                 let len_plus = hdr as u32;
+                if !clean_before {
+                    // A crash may have left the version odd (a write in
+                    // progress): the CRC decides whether the slot is whole;
+                    // either way its version starts again at 0.
+                    let flags = words[1].load(Ordering::Relaxed) as u32;
+                    words[1].store(u64::from(flags), Ordering::Relaxed);
+                    if len_plus != 0 {
+                        let len = len_plus - 1;
+                        let mut v = Vec::new();
+                        inner.reader().copy_value(words, len, &mut v);
+                        if len > width || slot_crc(len, flags, &v) != (hdr >> 32) as u32 {
+                            words[0].store(0, Ordering::Relaxed);
+                            report.torn += 1;
+                            continue;
+                        }
+                    }
+                }
                 if len_plus == 0 {
                     continue;
-                }
-                if !clean_before {
-                    let len = len_plus - 1;
-                    let flags = words[1].load(Ordering::Relaxed) as u32;
-                    let mut v = Vec::new();
-                    inner.copy_value(words, len, &mut v);
-                    if len > width || slot_crc(len, flags, &v) != (hdr >> 32) as u32 {
-                        words[0].store(0, Ordering::Relaxed);
-                        report.torn += 1;
-                        continue;
-                    }
                 }
                 records += 1;
                 inner.low.fetch_min(id, Ordering::Relaxed);
@@ -355,17 +343,17 @@ impl Table {
     /// The size of a buffer that [`Table::get_buf`] fills fastest: the
     /// width rounded up to whole 8-byte words.
     pub fn buf_len(&self) -> usize {
-        (self.inner.width as usize).div_ceil(8) * 8
+        self.inner.layout.data_words * 8
     }
 
     /// The slot width in bytes.
     pub fn width(&self) -> u32 {
-        self.inner.width
+        self.inner.layout.width
     }
 
     /// The largest id.
     pub fn max(&self) -> u64 {
-        self.inner.max
+        self.inner.layout.max
     }
 
     /// Records present.
@@ -380,19 +368,33 @@ impl Table {
 
     #[inline(always)]
     fn check_id(&self, id: u64) -> Result<(), TableError> {
-        if id.wrapping_sub(1) >= self.inner.max {
-            return Err(self.bad_id(id));
+        let r = self.reader();
+        if r.valid(id) {
+            Ok(())
+        } else {
+            Err(r.bad_id(id))
         }
-        Ok(())
     }
 
-    #[cold]
-    #[inline(never)]
-    fn bad_id(&self, id: u64) -> TableError {
-        TableError::BadId {
-            id,
-            max: self.inner.max,
-        }
+    /// A [`Reader`] for a loop of reads: the same reads as
+    /// [`Table::get_buf`], with the table's geometry kept in the caller's
+    /// registers instead of fetched again on every call.
+    ///
+    /// ```
+    /// use kura_table::{Durability, Table, TableOptions};
+    ///
+    /// let t = Table::open(None, TableOptions { width: 8, max: 100, durability: Durability::No })?;
+    /// t.put(3, b"abc", 7)?;
+    /// let (r, mut buf) = (t.reader(), vec![0u8; t.buf_len()]);
+    /// let found: Vec<u64> = (1..=100).filter(|&id| matches!(r.get_buf(id, &mut buf), Ok(Some(_)))).collect();
+    /// assert_eq!(found, [3]);
+    /// assert_eq!(r.get_buf(3, &mut buf)?, Some((3, 7)));
+    /// assert!(r.get_buf(101, &mut buf).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline(always)]
+    pub fn reader(&self) -> Reader<'_> {
+        self.inner.reader()
     }
 
     /// Copies record `id` into `buf` (replacing its contents); returns its
@@ -404,7 +406,7 @@ impl Table {
     #[inline]
     pub fn get_into(&self, id: u64, buf: &mut Vec<u8>) -> Result<Option<u32>, TableError> {
         self.check_id(id)?;
-        Ok(self.inner.read(id, buf))
+        Ok(self.inner.reader().read(id, buf))
     }
 
     /// Copies record `id` into `out` (Tokyo Cabinet's `tcfdbget4`, reading
@@ -418,8 +420,7 @@ impl Table {
     /// An id outside the table.
     #[inline]
     pub fn get_buf(&self, id: u64, out: &mut [u8]) -> Result<Option<(usize, u32)>, TableError> {
-        self.check_id(id)?;
-        Ok(self.inner.read_buf(id, out))
+        self.reader().get_buf(id, out)
     }
 
     /// Reads many records, as a multi-get does: `each(i, found)` for every
@@ -435,15 +436,14 @@ impl Table {
         mut each: impl FnMut(usize, Option<(&[u8], u32)>),
     ) {
         const AHEAD: usize = 16;
-        let inner = &*self.inner;
+        let r = self.reader();
         buf.resize(self.buf_len(), 0);
-        let valid = |id: u64| id.wrapping_sub(1) < inner.max;
         let touch = |id: u64| {
-            if valid(id) {
+            if r.valid(id) {
                 // A plain load whose result is not needed: the line (and
                 // its TLB entry) is then on its way while earlier ids are
                 // read.
-                std::hint::black_box(inner.slot(id)[0].load(Ordering::Relaxed));
+                std::hint::black_box(r.slot(id)[0].load(Ordering::Relaxed));
             }
         };
         for &id in ids.iter().take(AHEAD) {
@@ -453,8 +453,8 @@ impl Table {
             if let Some(&ahead) = ids.get(i + AHEAD) {
                 touch(ahead);
             }
-            let got = if valid(id) {
-                inner.read_buf(id, buf)
+            let got = if r.valid(id) {
+                r.read_buf(id, buf)
             } else {
                 None
             };
@@ -507,7 +507,7 @@ impl Table {
         max_len: usize,
         flags: u32,
     ) -> Result<usize, TableError> {
-        let keep = max_len.min(self.inner.width as usize);
+        let keep = max_len.min(self.inner.layout.width as usize);
         let mut len = 0;
         self.update(id, |old| {
             let (old, flags) = old.unwrap_or((&[], flags));
@@ -522,7 +522,7 @@ impl Table {
         Ok(len)
     }
 
-    /// Changes record `id` under its stripe's lock: `f` gets the current
+    /// Changes record `id` under its stripe's lock (readers go on): `f` gets the current
     /// value and flags (or `None`) and returns the new ones (or `None` to
     /// delete). Returns whether the record is present afterwards.
     ///
@@ -536,22 +536,25 @@ impl Table {
     ) -> Result<bool, TableError> {
         self.check_id(id)?;
         let inner = &*self.inner;
-        let stripe = inner.stripe(id);
-        let seq = lock(stripe);
+        let held = inner.stripes[(id as usize) & (STRIPES - 1)]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut old = Vec::new();
-        let old_flags = inner.read_locked(id, &mut old);
+        let old_flags = inner.reader().read_locked(id, &mut old);
         let new = f(old_flags.map(|fl| (&old[..], fl)));
         if let Some((v, _)) = &new {
-            if v.len() > inner.width as usize {
-                stripe.seq.store(seq, Ordering::Release);
+            if v.len() > inner.layout.width as usize {
                 return Err(TableError::TooWide {
                     len: v.len(),
-                    width: inner.width,
+                    width: inner.layout.width,
                 });
             }
         }
         let present = new.is_some();
-        inner.write_locked(id, new.as_ref().map(|(v, fl)| (&v[..], *fl)));
+        inner
+            .reader()
+            .write_locked(id, new.as_ref().map(|(v, fl)| (&v[..], *fl)));
         match (old_flags.is_some(), present) {
             (false, true) => {
                 inner.count.fetch_add(1, Ordering::Relaxed);
@@ -565,8 +568,7 @@ impl Table {
             inner.low.fetch_min(id, Ordering::Relaxed);
             inner.high.fetch_max(id, Ordering::Relaxed);
         }
-        // Release: readers that saw the old sequence retry.
-        stripe.seq.store(seq + 2, Ordering::Release);
+        drop(held);
         inner.wrote(id)?;
         Ok(present)
     }
@@ -575,14 +577,16 @@ impl Table {
     pub fn min_id(&self) -> Option<u64> {
         let inner = &*self.inner;
         let from = inner.low.load(Ordering::Relaxed).max(1);
-        (from..=inner.max).find(|&id| inner.present(id))
+        let r = inner.reader();
+        (from..=inner.layout.max).find(|&id| r.present(id))
     }
 
     /// The largest id present.
     pub fn max_id(&self) -> Option<u64> {
         let inner = &*self.inner;
-        let to = inner.high.load(Ordering::Relaxed).min(inner.max);
-        (1..=to).rev().find(|&id| inner.present(id))
+        let to = inner.high.load(Ordering::Relaxed).min(inner.layout.max);
+        let r = inner.reader();
+        (1..=to).rev().find(|&id| r.present(id))
     }
 
     /// Calls `each(id, value, flags)` for the records present in `range`, in
@@ -597,14 +601,15 @@ impl Table {
         let Some((lo, hi)) = range.resolve(self.min_id(), self.max_id()) else {
             return 0;
         };
-        let hi = hi.min(self.inner.max);
-        let mut buf = Vec::with_capacity(self.inner.width as usize);
+        let hi = hi.min(self.inner.layout.max);
+        let mut buf = Vec::with_capacity(self.inner.layout.width as usize);
+        let r = self.reader();
         let mut n = 0;
         for id in lo..=hi {
             if n >= limit {
                 break;
             }
-            if let Some(flags) = self.inner.read(id, &mut buf) {
+            if let Some(flags) = r.read(id, &mut buf) {
                 each(id, &buf, flags);
                 n += 1;
             }
@@ -671,192 +676,10 @@ fn open_file(p: &Path, bytes: u64) -> Result<(File, bool), TableError> {
     Ok((file, existed))
 }
 
-/// Takes a stripe's write lock; returns the (even) sequence number held.
-fn lock(stripe: &Stripe) -> u64 {
-    let mut spins = 0u32;
-    loop {
-        let s = stripe.seq.load(Ordering::Relaxed);
-        if s & 1 == 0
-            && stripe
-                .seq
-                .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
-            return s;
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
 impl Inner {
-    #[inline]
-    fn stripe(&self, id: u64) -> &Stripe {
-        &self.stripes[(id as usize) & (STRIPES - 1)]
-    }
-
-    /// The words of slot `id` (1-based, checked by the caller).
-    #[inline]
-    fn slot(&self, id: u64) -> &[AtomicU64] {
-        let off = HEADER_LEN + (id as usize - 1) * self.slot_size;
-        // SAFETY: `off + slot_size` is within the mapping (id <= max and the
-        // mapping has HEADER_LEN + max * slot_size bytes); `base` is page
-        // aligned and HEADER_LEN and slot_size are multiples of 8, so the
-        // words are aligned; AtomicU64 has u64's layout; the memory is only
-        // ever accessed through atomics while the table is shared.
-        unsafe {
-            std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU64>(), self.slot_words)
-        }
-    }
-
-    #[inline]
-    fn copy_value(&self, words: &[AtomicU64], len: u32, buf: &mut Vec<u8>) {
-        let len = len.min(self.width) as usize;
-        buf.clear();
-        if let Some(data) = words.get(2..2 + len.div_ceil(8)) {
-            for w in data {
-                buf.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-            }
-        }
-        buf.truncate(len);
-    }
-
-    fn present(&self, id: u64) -> bool {
-        self.slot(id)[0].load(Ordering::Relaxed) as u32 != 0
-    }
-
-    /// A consistent copy of slot `id` without taking its lock.
-    #[inline]
-    fn read(&self, id: u64, buf: &mut Vec<u8>) -> Option<u32> {
-        let stripe = self.stripe(id);
-        let words = self.slot(id);
-        loop {
-            let s1 = stripe.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let hdr = words[0].load(Ordering::Relaxed);
-            let flags = words[1].load(Ordering::Relaxed) as u32;
-            let len_plus = hdr as u32;
-            if len_plus != 0 {
-                self.copy_value(words, len_plus - 1, buf);
-            }
-            // Order the copy before the second look at the sequence.
-            fence(Ordering::Acquire);
-            if stripe.seq.load(Ordering::Relaxed) == s1 {
-                return (len_plus != 0).then_some(flags);
-            }
-        }
-    }
-
-    /// Like [`Inner::read`], into a caller's slice: one optimistic pass,
-    /// and a loop only when a writer was in the stripe.
-    #[inline]
-    fn read_buf(&self, id: u64, out: &mut [u8]) -> Option<(usize, u32)> {
-        let stripe = self.stripe(id);
-        let words = self.slot(id);
-        let s1 = stripe.seq.load(Ordering::Acquire);
-        let got = self.copy_into(words, out);
-        fence(Ordering::Acquire);
-        if s1 & 1 == 0 && stripe.seq.load(Ordering::Relaxed) == s1 {
-            return got;
-        }
-        self.read_buf_slow(stripe, words, out)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn read_buf_slow(
-        &self,
-        stripe: &Stripe,
-        words: &[AtomicU64],
-        out: &mut [u8],
-    ) -> Option<(usize, u32)> {
-        loop {
-            let s1 = stripe.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let got = self.copy_into(words, out);
-            fence(Ordering::Acquire);
-            if stripe.seq.load(Ordering::Relaxed) == s1 {
-                return got;
-            }
-        }
-    }
-
-    /// Copies a slot into `out` (see [`Table::get_buf`]); may be torn: the
-    /// caller checks the stripe's sequence around it.
     #[inline(always)]
-    fn copy_into(&self, words: &[AtomicU64], out: &mut [u8]) -> Option<(usize, u32)> {
-        let hdr = words[0].load(Ordering::Relaxed);
-        let flags = words[1].load(Ordering::Relaxed) as u32;
-        let len = ((hdr as u32).saturating_sub(1)).min(self.width) as usize;
-        // Whole words while `out` has room for them (fixed-size copies, no
-        // memcpy call), then the part of a word that still fits.
-        let n = len.div_ceil(8);
-        let data = words.get(2..).unwrap_or_default();
-        // The common small record: one word.
-        if n <= 1 {
-            if let (Some(dst), Some(w)) = (out.first_chunk_mut::<8>(), data.first()) {
-                *dst = w.load(Ordering::Relaxed).to_le_bytes();
-                return (hdr as u32 != 0).then_some((len, flags));
-            }
-        }
-        let mut chunks = out.chunks_exact_mut(8);
-        let mut copied = 0;
-        for (dst, w) in (&mut chunks).zip(data).take(n) {
-            dst.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-            copied += 1;
-        }
-        if copied < n {
-            let rest = chunks.into_remainder();
-            if let (false, Some(w)) = (rest.is_empty(), data.get(copied)) {
-                let b = w.load(Ordering::Relaxed).to_le_bytes();
-                let k = rest.len();
-                rest.copy_from_slice(&b[..k]);
-            }
-        }
-        (hdr as u32 != 0).then_some((len, flags))
-    }
-
-    /// Slot `id` while its stripe lock is held.
-    fn read_locked(&self, id: u64, buf: &mut Vec<u8>) -> Option<u32> {
-        let words = self.slot(id);
-        let hdr = words[0].load(Ordering::Relaxed);
-        let len_plus = hdr as u32;
-        if len_plus == 0 {
-            return None;
-        }
-        self.copy_value(words, len_plus - 1, buf);
-        Some(words[1].load(Ordering::Relaxed) as u32)
-    }
-
-    /// Writes slot `id` (or clears it) while its stripe lock is held.
-    fn write_locked(&self, id: u64, new: Option<(&[u8], u32)>) {
-        let words = self.slot(id);
-        let Some((v, flags)) = new else {
-            words[0].store(0, Ordering::Relaxed);
-            return;
-        };
-        for (i, chunk) in v.chunks(8).enumerate() {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            words[2 + i].store(u64::from_le_bytes(w), Ordering::Relaxed);
-        }
-        let len = v.len() as u32;
-        words[1].store(u64::from(flags), Ordering::Relaxed);
-        let crc = slot_crc(len, flags, v);
-        words[0].store(
-            u64::from(len + 1) | (u64::from(crc) << 32),
-            Ordering::Relaxed,
-        );
+    fn reader(&self) -> Reader<'_> {
+        Reader::new(self.layout)
     }
 
     /// After a write to slot `id`: sync it (`Always`) or note the table dirty.
@@ -866,8 +689,10 @@ impl Inner {
         };
         match self.durability {
             Durability::Always => {
-                let off = HEADER_LEN + (id as usize - 1) * self.slot_size;
-                self.map.flush_range(off, self.slot_size).map_err(io(path))
+                let off = self.layout.offset(id);
+                self.map
+                    .flush_range(off, self.layout.slot_size)
+                    .map_err(io(path))
             }
             Durability::EverySec => {
                 self.dirty.store(true, Ordering::Release);
@@ -878,11 +703,12 @@ impl Inner {
     }
 
     fn write_header(&self, clean: bool) {
-        let h = header_bytes(self.width, self.max, self.slot_size as u64, clean);
+        let l = self.layout;
+        let h = header_bytes(l.width, l.max, l.slot_size as u64, clean);
         // SAFETY: the first HEADER_LEN bytes of the mapping are the header,
         // which no slot overlaps; only open and drop write it, when no other
         // thread uses the table.
-        unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), self.base, HEADER_LEN) };
+        unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), l.base, HEADER_LEN) };
     }
 }
 
