@@ -14,6 +14,10 @@
 
 /// Bytes before a record's body: its length and CRC.
 pub const RECORD_HEADER_LEN: usize = 8;
+/// The smallest body: a sequence number and a kind.
+const MIN_BODY_LEN: usize = 9;
+/// The smallest record.
+pub const MIN_RECORD_LEN: usize = RECORD_HEADER_LEN + MIN_BODY_LEN;
 /// The largest body a record may have (a 1 GiB item plus its fields).
 pub const MAX_BODY_LEN: usize = (1 << 30) + 4096;
 
@@ -220,7 +224,7 @@ impl Record {
         }
         let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
         let crc = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        if !(9..=MAX_BODY_LEN).contains(&len) {
+        if !(MIN_BODY_LEN..=MAX_BODY_LEN).contains(&len) {
             return Err(DecodeError::BadLength);
         }
         let Some(body) = b.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::record::{DecodeError, Record, RECORD_HEADER_LEN};
+use crate::record::{DecodeError, Record, MIN_RECORD_LEN, RECORD_HEADER_LEN};
 use crate::segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 use crate::{io_err, LogError};
 
@@ -156,7 +156,22 @@ fn scan_segment(
                     .get(claimed.min(rest.len() as u64) as usize..)
                     .is_some_and(|t| t.iter().all(|&b| b == 0));
                 if newest && (e == DecodeError::Truncated || reaches_end || zeros_after) {
-                    return End::Torn { offset: pos as u64 };
+                    // A crash tears only the last write: a valid later
+                    // record behind the damage means the damaged one was
+                    // written whole and changed since (a flipped bit in
+                    // its length can make it look cut short), and cutting
+                    // here would drop acknowledged records.
+                    let Some((at, seq)) = later_record(rest, expect) else {
+                        return End::Torn { offset: pos as u64 };
+                    };
+                    return End::Corrupt {
+                        offset: pos as u64,
+                        reason: format!(
+                            "damaged record {expect}, yet record {seq} follows at offset {}: \
+                             not a torn write",
+                            pos + at
+                        ),
+                    };
                 }
                 let reason = match e {
                     DecodeError::Truncated => {
@@ -174,6 +189,26 @@ fn scan_segment(
         }
     }
     End::Clean
+}
+
+/// The first valid record after the damaged one at the front of `rest`
+/// whose number is after `expect` (and no further than the bytes left
+/// could hold): its offset in `rest` and its number. The number is checked
+/// before the CRC, so the search is one pass over the bytes.
+fn later_record(rest: &[u8], expect: u64) -> Option<(usize, u64)> {
+    const SEQ_AT: usize = RECORD_HEADER_LEN;
+    let most = expect.saturating_add(rest.len() as u64 / MIN_RECORD_LEN as u64);
+    (1..rest.len().saturating_sub(SEQ_AT + 8)).find_map(|at| {
+        let seq_bytes: [u8; 8] = rest[at + SEQ_AT..at + SEQ_AT + 8].try_into().ok()?;
+        let seq = u64::from_le_bytes(seq_bytes);
+        if seq <= expect || seq > most {
+            return None;
+        }
+        match Record::decode(&rest[at..]) {
+            Ok((record, _)) if record.seq == seq => Some((at, seq)),
+            _ => None,
+        }
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, LogError> {

@@ -233,6 +233,42 @@ fn a_flipped_bit_in_the_middle_is_corruption_with_file_and_offset() {
 }
 
 #[test]
+fn a_flipped_length_bit_in_the_newest_segment_is_corruption_not_a_torn_tail() {
+    let d = TempDir::new("flip-len");
+    write(&d.0, 12);
+    let last = segment_files(&d.0).unwrap().pop().unwrap().path;
+    let mut bytes = std::fs::read(&last).unwrap();
+    // Walk to the second record of the newest segment and make its length
+    // run past the end of the file, as a torn write would look.
+    let first = 16;
+    let len = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let second = first + 8 + len(&bytes, first);
+    assert!(
+        second + 8 < bytes.len(),
+        "the newest segment holds two records"
+    );
+    bytes[second + 3] ^= 0x40;
+    std::fs::write(&last, &bytes).unwrap();
+    let report = check(&d.0).unwrap();
+    match &report.damage {
+        Some(Damage::Corrupt {
+            file,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(file, &last);
+            assert_eq!(*offset, second as u64);
+            assert!(reason.contains("not a torn write"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing is cut on open: the writer refuses the log.
+    let e = LogWriter::open(&d.0, small(FsyncPolicy::No)).unwrap_err();
+    assert!(e.to_string().contains("corrupt update log"), "{e}");
+    assert_eq!(std::fs::read(&last).unwrap(), bytes);
+}
+
+#[test]
 fn a_missing_segment_is_a_gap() {
     let d = TempDir::new("gap");
     write(&d.0, 300);
