@@ -13,8 +13,8 @@
 //! A store without a sink does none of this: every hook is one branch on an
 //! empty `OnceLock`.
 
-use crate::item::Item;
-use crate::shard::{Shard, KEY_BINARY, STALE};
+use crate::item::{Item, KEY_BINARY, STALE};
+use crate::shard::Shard;
 
 /// One change, as its result.
 #[derive(Debug, Clone, Copy)]
@@ -86,15 +86,15 @@ impl Shard {
             return;
         }
         match self.find(hash, key) {
-            Some(idx) => {
-                let slot = self.slot(idx);
-                let item = self.item(idx);
+            Some(off) => {
+                let m = self.meta(off);
+                let item = m.handle();
                 sink.record(Change::Put(EntryRef {
-                    item,
-                    cas: slot.cas,
-                    exptime: slot.exptime,
-                    stale: slot.bits & STALE != 0,
-                    binary_key: slot.bits & KEY_BINARY != 0,
+                    item: &item,
+                    cas: m.cas(),
+                    exptime: m.exptime(),
+                    stale: m.marks() & STALE != 0,
+                    binary_key: m.marks() & KEY_BINARY != 0,
                 }));
             }
             None => sink.record(Change::Remove { key }),
@@ -111,9 +111,10 @@ impl Shard {
     }
 
     /// Puts an entry back as it was (recovery): its CAS, deadline and
-    /// marks, replacing what the key holds. False when it does not fit.
+    /// marks, replacing what the key holds, in a block of this shard. False
+    /// when it does not fit.
     pub(crate) fn restore(&mut self, hash: u64, entry: Entry, now: u32) -> bool {
-        let bits =
+        let marks =
             if entry.stale { STALE } else { 0 } | if entry.binary_key { KEY_BINARY } else { 0 };
         self.observe_cas(entry.cas);
         let existing = self.find(hash, entry.item.key());
@@ -122,41 +123,42 @@ impl Shard {
         // one, from under the replacement. It goes, and the new one is
         // linked.
         let existing = match existing {
-            Some(idx) if crate::expiry::is_expired(self.slot(idx).exptime, now) => {
-                self.unlink(hash, idx);
+            Some(off) if crate::expiry::is_expired(self.meta(off).exptime(), now) => {
+                self.unlink(hash, off);
                 None
             }
             other => other,
         };
-        match existing {
-            Some(idx) => {
-                let done = self.replace(idx, entry.item, entry.exptime, entry.cas, bits, now);
-                if !done {
-                    self.unlink(hash, idx);
-                }
-                done
+        let it = &entry.item;
+        let value = [it.value()];
+        let contents = Shard::contents(it.key(), it.flags(), &value);
+        let Some(item) = self.alloc(&contents, now, existing) else {
+            if let Some(off) = existing {
+                self.unlink(hash, off);
             }
-            None => self
-                .link(hash, entry.item, entry.exptime, entry.cas, bits, now)
-                .is_some(),
-        }
+            return false;
+        };
+        match existing {
+            Some(off) => self.replace(hash, off, item, entry.exptime, entry.cas, marks, now),
+            None => self.link(hash, item, entry.exptime, entry.cas, marks, now),
+        };
+        true
     }
 
-    /// The live entries of this shard, in slot order.
+    /// The live entries of this shard.
     pub(crate) fn entries(&self, now: u32) -> Vec<Entry> {
-        self.slots
-            .iter()
-            .filter_map(|slot| {
-                let item = slot.item.as_ref()?;
-                if crate::expiry::is_expired(slot.exptime, now) {
+        self.offsets()
+            .filter_map(|off| {
+                let m = self.meta(off);
+                if crate::expiry::is_expired(m.exptime(), now) {
                     return None;
                 }
                 Some(Entry {
-                    item: item.clone(),
-                    cas: slot.cas,
-                    exptime: slot.exptime,
-                    stale: slot.bits & STALE != 0,
-                    binary_key: slot.bits & KEY_BINARY != 0,
+                    item: m.handle(),
+                    cas: m.cas(),
+                    exptime: m.exptime(),
+                    stale: m.marks() & STALE != 0,
+                    binary_key: m.marks() & KEY_BINARY != 0,
                 })
             })
             .collect()

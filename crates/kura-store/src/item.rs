@@ -1,23 +1,163 @@
-//! [`Item`]: one stored entry's key, value and client flags in a single
-//! reference-counted allocation. Readers get a clone of the handle (one
-//! atomic increment), never a copy of the bytes; an item that is replaced,
-//! deleted, evicted or expired while a reader holds it stays valid for that
-//! reader and is freed when the last handle drops.
+//! [`Item`]: one stored entry's key, value and client flags, with the
+//! entry's metadata, in a single block of its shard's arena (arena.rs).
+//! Readers get a handle (one atomic increment), never a copy of the bytes;
+//! an item that is replaced, deleted, evicted or expired while a reader
+//! holds it stays valid for that reader, and its block goes back to the
+//! shard when the last handle drops.
+//!
+//! A block, in bytes (28 of header; the first word is the allocator's):
+//!
+//! ```text
+//! 0  size in 4-byte units, padding (2 bits), allocator flags
+//! 4  reference count: handles, plus one while the entry is linked
+//! 8  CAS unique (u64)         16 deadline (Unix, 0 never)
+//! 20 last access (Unix)       24 key length (12 bits), tail (4 bits)
+//! 26 marks (atomic u8)        27 eviction policy's byte (atomic u8)
+//! 28 [eviction links: two u32, for list-based policies]
+//!    [client flags: u32, only when not 0, as memcached]
+//!    key, value, then 0-15 unused bytes (the tail)
+//! ```
+//!
+//! The value's length is what is left of the block before the tail (a
+//! block is rounded up to whole units, and the allocator may hand out a few
+//! more units than asked for rather than leave a sliver too small to be a
+//! block). The metadata after the
+//! reference count (CAS, deadline, access time, marks, policy byte, links)
+//! belongs to the shard, which reads and writes it under its lock; a handle
+//! only reads the size word, the marks that say where the key starts, and
+//! the key, flags and value, which never change while a handle exists.
+//! Items made with [`Item::new`] outside any store live on the heap with
+//! the same layout (the `HEAP` mark).
 
-use std::mem::MaybeUninit;
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
 
 use bytes::Bytes;
-use triomphe::{HeaderWithLength, ThinArc, UniqueArc};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ItemHeader {
-    flags: u32,
-    key_len: u32,
+use crate::arena::{release_detached, UNIT};
+
+pub(crate) const CAS: usize = 8;
+pub(crate) const EXPTIME: usize = 16;
+pub(crate) const LAST_ACCESS: usize = 20;
+const KEY_LEN: usize = 24;
+const MARKS: usize = 26;
+const POLICY: usize = 27;
+const HEADER: usize = 28;
+const LINKS: usize = 8;
+
+/// The entry was stored with a base64 (binary) key through the meta protocol.
+pub(crate) const KEY_BINARY: u8 = 1;
+/// The entry has been read since it was stored.
+pub(crate) const FETCHED: u8 = 2;
+/// The entry was invalidated (`md ... I`) and is served as stale.
+pub(crate) const STALE: u8 = 4;
+/// A client has been handed the recache token (`W`) for this entry.
+pub(crate) const TOKEN_SENT: u8 = 8;
+/// Client flags follow the header (they are not 0).
+const HAS_FLAGS: u8 = 16;
+/// Eviction links follow the header.
+const HAS_LINKS: u8 = 32;
+/// The block is a heap allocation, not in an arena.
+const HEAP: u8 = 64;
+/// The entry is in its shard's index.
+pub(crate) const LINKED: u8 = 128;
+/// The marks an entry's metadata may carry (the rest describe the block).
+pub(crate) const ENTRY_MARKS: u8 = KEY_BINARY | FETCHED | STALE | TOKEN_SENT;
+
+/// The largest key a block can hold.
+pub const KEY_MAX: usize = (1 << 12) - 1;
+/// The key length's share of its 16 bits; the rest is the tail.
+const KEY_BITS: u32 = 12;
+
+/// What a new block holds.
+pub(crate) struct Contents<'a> {
+    pub key: &'a [u8],
+    pub flags: u32,
+    /// The value, as pieces laid end to end (append builds from two).
+    pub parts: &'a [&'a [u8]],
+    /// Room for the eviction policy's links.
+    pub links: bool,
+}
+
+impl Contents<'_> {
+    fn value_len(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+
+    fn bytes(&self) -> usize {
+        HEADER
+            + if self.links { LINKS } else { 0 }
+            + if self.flags != 0 { 4 } else { 0 }
+            + self.key.len()
+            + self.value_len()
+    }
+
+    /// The block size these contents need, in units.
+    pub(crate) fn units(&self) -> u32 {
+        self.bytes().div_ceil(UNIT) as u32
+    }
+
+    /// Writes everything but the first word into the block at `p` of
+    /// `units` units, with a reference count of one (the caller's handle).
+    ///
+    /// # Safety
+    /// `p` is the start of a block of `units` units, at least
+    /// `self.units()` and at most 3 more, that nothing else uses, whose
+    /// first word (its size) is already written; the key is at most
+    /// [`KEY_MAX`] bytes.
+    pub(crate) unsafe fn write(&self, p: *mut u8, units: u32, heap: bool) {
+        let tail = units as usize * UNIT - self.bytes();
+        debug_assert!(tail < 16 && self.key.len() <= KEY_MAX);
+        let mut marks = 0;
+        if heap {
+            marks |= HEAP;
+        }
+        if self.links {
+            marks |= HAS_LINKS;
+        }
+        if self.flags != 0 {
+            marks |= HAS_FLAGS;
+        }
+        // SAFETY: all offsets below are inside the block (its size was
+        // computed from these contents), which is ours alone.
+        unsafe {
+            p.add(UNIT).cast::<u32>().write(1);
+            p.add(CAS).cast::<[u8; 8]>().write_unaligned([0; 8]);
+            p.add(EXPTIME).cast::<u32>().write(0);
+            p.add(LAST_ACCESS).cast::<u32>().write(0);
+            p.add(KEY_LEN)
+                .cast::<u16>()
+                .write(self.key.len() as u16 | (tail as u16) << KEY_BITS);
+            p.add(MARKS).write(marks);
+            p.add(POLICY).write(0);
+            let mut at = HEADER;
+            if self.links {
+                p.add(at).cast::<[u8; 8]>().write_unaligned([0xff; 8]);
+                at += LINKS;
+            }
+            if self.flags != 0 {
+                p.add(at)
+                    .cast::<[u8; 4]>()
+                    .write_unaligned(self.flags.to_le_bytes());
+                at += 4;
+            }
+            for part in std::iter::once(self.key).chain(self.parts.iter().copied()) {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len());
+                at += part.len();
+            }
+        }
+    }
 }
 
 /// An immutable key/value/flags triple, cheap to clone and share.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Item(ThinArc<ItemHeader, u8>);
+pub struct Item(NonNull<u8>);
+
+// SAFETY: what a handle reads never changes while it exists, or is atomic;
+// the reference count is atomic (see the module documentation).
+unsafe impl Send for Item {}
+// SAFETY: as above.
+unsafe impl Sync for Item {}
 
 impl std::fmt::Debug for Item {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,69 +169,176 @@ impl std::fmt::Debug for Item {
     }
 }
 
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key() && self.flags() == other.flags() && self.value() == other.value()
+    }
+}
+
+impl Eq for Item {}
+
+impl Clone for Item {
+    fn clone(&self) -> Self {
+        let old = self.refcount().fetch_add(1, Ordering::Relaxed);
+        if old > i32::MAX as u32 {
+            // As `Arc`: a count this high means handles are leaking.
+            std::process::abort();
+        }
+        Item(self.0)
+    }
+}
+
+impl Drop for Item {
+    fn drop(&mut self) {
+        if self.refcount().fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let p = self.0.as_ptr();
+        if self.marks() & HEAP != 0 {
+            let layout = heap_layout(self.units());
+            // SAFETY: a heap block was allocated with this layout (its size
+            // never changes), and this was its last handle.
+            unsafe { std::alloc::dealloc(p, layout) };
+        } else {
+            // SAFETY: an arena block whose count just reached zero: the
+            // shard holds no reference (it would count), so this was the
+            // last handle.
+            unsafe { release_detached(p) };
+        }
+    }
+}
+
+fn heap_layout(units: u32) -> Layout {
+    // Blocks are at most 2^28 units; 8-byte alignment keeps the header's
+    // words aligned as they are in an arena.
+    Layout::from_size_align(units as usize * UNIT, 8).unwrap_or(Layout::new::<u64>())
+}
+
 impl Item {
     /// Builds an item from a key, client flags and a value.
     pub fn new(key: &[u8], flags: u32, value: &[u8]) -> Item {
         Item::from_parts(key, flags, &[value])
     }
 
-    /// Builds an item whose value is the concatenation of `parts` (used by
-    /// append and prepend without an intermediate buffer).
+    /// Builds an item whose value is the concatenation of `parts`.
     ///
     /// # Panics
-    /// If the key is longer than `u32::MAX` bytes.
+    /// If the key is longer than [`KEY_MAX`] bytes or the item larger than
+    /// 1 GiB.
     pub fn from_parts(key: &[u8], flags: u32, parts: &[&[u8]]) -> Item {
-        let key_len = u32::try_from(key.len()).expect("key longer than 4 GiB");
-        let len = key.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let header = HeaderWithLength::new(ItemHeader { flags, key_len }, len);
-        let mut uninit =
-            UniqueArc::<triomphe::HeaderSlice<_, [MaybeUninit<u8>]>>::from_header_and_uninit_slice(
-                header, len,
-            );
-        let mut at = 0;
-        for part in std::iter::once(key).chain(parts.iter().copied()) {
-            uninit.slice[at..at + part.len()].write_copy_of_slice(part);
-            at += part.len();
+        assert!(key.len() <= KEY_MAX, "key longer than {KEY_MAX} bytes");
+        let c = Contents {
+            key,
+            flags,
+            parts,
+            links: false,
+        };
+        let units = c.units();
+        assert!(units < 1 << 28, "item larger than 1 GiB");
+        let layout = heap_layout(units);
+        // SAFETY: the layout has a nonzero size (at least the header).
+        let p = unsafe { std::alloc::alloc(layout) };
+        let Some(p) = NonNull::new(p) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        // SAFETY: a fresh allocation of `units` units, ours alone.
+        unsafe {
+            p.as_ptr().cast::<u32>().write(units);
+            c.write(p.as_ptr(), units, true);
         }
-        debug_assert_eq!(at, len);
-        // SAFETY: the loop above wrote every byte of the slice: the key and
-        // the parts, whose lengths sum to `len`, back to back from offset 0.
-        let init = unsafe { uninit.assume_init_slice_with_header() };
-        Item(triomphe::Arc::into_thin(init.shareable()))
+        Item(p)
+    }
+
+    /// A handle on the block at `p`, taking over one reference the caller
+    /// holds.
+    ///
+    /// # Safety
+    /// `p` is a block written by [`Contents::write`], and the caller owns
+    /// one of its references.
+    pub(crate) unsafe fn from_raw(p: NonNull<u8>) -> Item {
+        Item(p)
+    }
+
+    /// Gives up the handle without dropping its reference: the block's
+    /// address, whose reference the caller now owns.
+    pub(crate) fn into_raw(self) -> NonNull<u8> {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+
+    fn refcount(&self) -> &AtomicU32 {
+        // SAFETY: the second word of a live block, 4-aligned.
+        unsafe { &*self.0.as_ptr().add(UNIT).cast::<AtomicU32>() }
+    }
+
+    fn marks(&self) -> u8 {
+        // SAFETY: a byte of a live block's header.
+        unsafe { &*self.0.as_ptr().add(MARKS).cast::<AtomicU8>() }.load(Ordering::Relaxed)
+    }
+
+    fn units(&self) -> u32 {
+        // SAFETY: the first word of a live block.
+        let w = unsafe { &*self.0.as_ptr().cast::<AtomicU32>() }.load(Ordering::Relaxed);
+        w & ((1 << 28) - 1)
+    }
+
+    /// The key's length and the tail's.
+    fn lengths(&self) -> (usize, usize) {
+        // SAFETY: an immutable field of a live block, 2-aligned.
+        let v = unsafe { self.0.as_ptr().add(KEY_LEN).cast::<u16>().read() };
+        (
+            usize::from(v & ((1 << KEY_BITS) - 1)),
+            usize::from(v >> KEY_BITS),
+        )
+    }
+
+    /// Where the flags (if any) and the key start.
+    fn body(&self) -> (usize, bool) {
+        let m = self.marks();
+        let at = HEADER + if m & HAS_LINKS != 0 { LINKS } else { 0 };
+        (at, m & HAS_FLAGS != 0)
     }
 
     /// The key.
     pub fn key(&self) -> &[u8] {
-        &self.0.slice[..self.0.header.header.key_len as usize]
+        let (at, flags) = self.body();
+        let at = at + if flags { 4 } else { 0 };
+        // SAFETY: the key's bytes, inside the block, immutable while this
+        // handle lives (which the returned borrow cannot outlive).
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(at), self.lengths().0) }
     }
 
     /// The value.
     pub fn value(&self) -> &[u8] {
-        &self.0.slice[self.0.header.header.key_len as usize..]
+        let (at, flags) = self.body();
+        let (key_len, tail) = self.lengths();
+        let start = at + if flags { 4 } else { 0 } + key_len;
+        let end = self.units() as usize * UNIT - tail;
+        // SAFETY: as in `key`: the bytes between the key and the padding.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(start), end - start) }
     }
 
     /// The client flags.
     pub fn flags(&self) -> u32 {
-        self.0.header.header.flags
+        let (at, flags) = self.body();
+        if !flags {
+            return 0;
+        }
+        // SAFETY: the four bytes after the header and links, immutable.
+        u32::from_le_bytes(unsafe { self.0.as_ptr().add(at).cast::<[u8; 4]>().read_unaligned() })
     }
 
-    /// The value as [`Bytes`] sharing this item's allocation (no copy).
+    /// The value as [`Bytes`] sharing this item's block (no copy).
     pub fn value_bytes(&self) -> Bytes {
         Bytes::from_owner(ValueOwner(self.clone()))
     }
 
-    /// Bytes this item occupies on the heap: the allocator's chunk for the
-    /// reference count, header, length, key and value.
+    /// Bytes this item's block occupies.
     pub fn heap_size(&self) -> usize {
-        heap_size_for(self.0.slice.len())
+        self.units() as usize * UNIT
     }
-}
-
-/// Heap bytes of an item whose key and value total `payload` bytes: 24
-/// bytes of reference count, header and length, plus the payload, rounded
-/// up to the allocator's 16-byte granularity with its 8-byte chunk header.
-pub(crate) fn heap_size_for(payload: usize) -> usize {
-    (24 + payload + 8).div_ceil(16) * 16
 }
 
 struct ValueOwner(Item);
@@ -99,6 +346,123 @@ struct ValueOwner(Item);
 impl AsRef<[u8]> for ValueOwner {
     fn as_ref(&self) -> &[u8] {
         self.0.value()
+    }
+}
+
+/// The shard's view of a block's metadata, under the shard lock, for as
+/// long as `'a` (a borrow of the shard's arena).
+#[derive(Clone, Copy)]
+pub(crate) struct Meta<'a>(NonNull<u8>, std::marker::PhantomData<&'a ()>);
+
+impl<'a> Meta<'a> {
+    /// # Safety
+    /// `p` is a live block written by [`Contents::write`], and the caller
+    /// holds its shard's lock (exclusively, for the setters) for as long as
+    /// it uses the view, and the block stays allocated for `'a`.
+    pub(crate) unsafe fn new(p: *mut u8) -> Meta<'a> {
+        // SAFETY: blocks are never at address 0.
+        Meta(
+            unsafe { NonNull::new_unchecked(p) },
+            std::marker::PhantomData,
+        )
+    }
+
+    fn at<T>(&self, off: usize) -> *mut T {
+        // SAFETY: `off` is a header offset, inside the block.
+        unsafe { self.0.as_ptr().add(off).cast::<T>() }
+    }
+
+    pub(crate) fn refcount(&self) -> &'a AtomicU32 {
+        // SAFETY: the second word, 4-aligned, atomic for every user.
+        unsafe { &*self.at::<AtomicU32>(UNIT) }
+    }
+
+    pub(crate) fn cas(&self) -> u64 {
+        // SAFETY: the shard's field, under its lock.
+        u64::from_le_bytes(unsafe { self.at::<[u8; 8]>(CAS).read_unaligned() })
+    }
+
+    pub(crate) fn set_cas(&self, cas: u64) {
+        // SAFETY: the shard's field, under its exclusive lock.
+        unsafe { self.at::<[u8; 8]>(CAS).write_unaligned(cas.to_le_bytes()) }
+    }
+
+    pub(crate) fn exptime(&self) -> u32 {
+        // SAFETY: the shard's field, 4-aligned, under its lock.
+        unsafe { self.at::<u32>(EXPTIME).read() }
+    }
+
+    pub(crate) fn set_exptime(&self, t: u32) {
+        // SAFETY: the shard's field, under its exclusive lock.
+        unsafe { self.at::<u32>(EXPTIME).write(t) }
+    }
+
+    pub(crate) fn last_access(&self) -> u32 {
+        // SAFETY: the shard's field, 4-aligned, under its lock.
+        unsafe { self.at::<u32>(LAST_ACCESS).read() }
+    }
+
+    pub(crate) fn set_last_access(&self, t: u32) {
+        // SAFETY: the shard's field, under its exclusive lock.
+        unsafe { self.at::<u32>(LAST_ACCESS).write(t) }
+    }
+
+    fn marks_cell(&self) -> &'a AtomicU8 {
+        // SAFETY: the marks byte, atomic for every user.
+        unsafe { &*self.at::<AtomicU8>(MARKS) }
+    }
+
+    /// The entry's marks ([`ENTRY_MARKS`] and [`LINKED`]).
+    pub(crate) fn marks(&self) -> u8 {
+        self.marks_cell().load(Ordering::Relaxed) & (ENTRY_MARKS | LINKED)
+    }
+
+    /// Replaces the entry's marks, keeping those describing the block.
+    pub(crate) fn set_marks(&self, marks: u8) {
+        let cell = self.marks_cell();
+        let keep = cell.load(Ordering::Relaxed) & !(ENTRY_MARKS | LINKED);
+        cell.store(keep | (marks & (ENTRY_MARKS | LINKED)), Ordering::Relaxed);
+    }
+
+    pub(crate) fn policy(&self) -> &'a AtomicU8 {
+        // SAFETY: the policy byte, atomic (reads under a shared lock may
+        // update it).
+        unsafe { &*self.at::<AtomicU8>(POLICY) }
+    }
+
+    /// The eviction links, for blocks made with room for them.
+    pub(crate) fn links(&self) -> [u32; 2] {
+        // SAFETY: blocks of a list-based policy have 8 bytes of links after
+        // the header; the shard's field, under its lock.
+        let b = unsafe { self.at::<[u8; 8]>(HEADER).read_unaligned() };
+        [
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        ]
+    }
+
+    pub(crate) fn set_links(&self, links: [u32; 2]) {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&links[0].to_le_bytes());
+        b[4..].copy_from_slice(&links[1].to_le_bytes());
+        // SAFETY: as in `links`, under the exclusive lock.
+        unsafe { self.at::<[u8; 8]>(HEADER).write_unaligned(b) }
+    }
+
+    /// The key (immutable).
+    pub(crate) fn key(&self) -> &'a [u8] {
+        // SAFETY: the view stands for a live block as a handle would; the
+        // borrow is tied to the view, which the lock bounds.
+        let item = std::mem::ManuallyDrop::new(Item(self.0));
+        let key = item.key();
+        // SAFETY: the key lives in the block, not in the handle.
+        unsafe { std::slice::from_raw_parts(key.as_ptr(), key.len()) }
+    }
+
+    /// A new handle on the block.
+    pub(crate) fn handle(&self) -> Item {
+        self.refcount().fetch_add(1, Ordering::Relaxed);
+        Item(self.0)
     }
 }
 
@@ -119,6 +483,27 @@ mod tests {
         let it = Item::new(b"", 0, b"");
         assert_eq!(it.key(), b"");
         assert_eq!(it.value(), b"");
+        assert_eq!(it.flags(), 0);
+    }
+
+    #[test]
+    fn every_length_round_trips() {
+        for klen in [0usize, 1, 3, 250, 1000] {
+            for vlen in 0..40 {
+                for flags in [0, 1, u32::MAX] {
+                    let key = vec![b'k'; klen.min(KEY_MAX)];
+                    let klen = key.len();
+                    let value: Vec<u8> = (0..vlen as u8).collect();
+                    let it = Item::new(&key, flags, &value);
+                    assert_eq!(
+                        (it.key(), it.value(), it.flags()),
+                        (&key[..], &value[..], flags)
+                    );
+                    assert_eq!(it.heap_size() % UNIT, 0);
+                    assert!(it.heap_size() - (28 + klen + vlen) < UNIT + 4);
+                }
+            }
+        }
     }
 
     #[test]
@@ -130,9 +515,31 @@ mod tests {
     }
 
     #[test]
-    fn clones_share_the_allocation() {
+    fn clones_share_the_block() {
         let it = Item::new(b"k", 0, &[1u8; 1000]);
         let c = it.clone();
         assert_eq!(it.value().as_ptr(), c.value().as_ptr());
+        drop(it);
+        assert_eq!(c.value(), &[1u8; 1000][..]);
+    }
+
+    #[test]
+    fn handles_cross_threads() {
+        let it = Item::new(b"k", 3, b"shared");
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let it = it.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        let c = it.clone();
+                        assert_eq!(c.value(), b"shared");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(it.refcount().load(Ordering::Relaxed), 1);
     }
 }

@@ -25,6 +25,7 @@
 //! assert_eq!(item.value(), b"alice");
 //! ```
 
+mod arena;
 mod changes;
 mod clock;
 pub mod eviction;
@@ -39,7 +40,7 @@ pub use changes::{Change, ChangeSink, Entry, EntryRef};
 pub use clock::Clock;
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
-pub use item::Item;
+pub use item::{Item, KEY_MAX};
 pub use ops::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
     SetRequest, SizeLimit,

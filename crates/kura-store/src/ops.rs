@@ -5,8 +5,8 @@
 //! replies, it reports what happened.
 
 use crate::expiry::{is_expired, Expiry};
-use crate::item::Item;
-use crate::shard::{Shard, SharedRead, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use crate::item::{Item, ENTRY_MARKS, FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
+use crate::shard::{Shard, SharedRead};
 
 /// What a lookup may do besides reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -263,27 +263,24 @@ impl Shard {
         opts: &GetOptions,
         now: u32,
     ) -> Option<Hit> {
-        let (idx, created) = match self.find_live(hash, key, now) {
-            Some(idx) => (idx, false),
+        let (off, created) = match self.find_live(hash, key, now) {
+            Some(off) => (off, false),
             None => {
                 let expiry = opts.vivify?;
                 let cas = self.next_cas();
-                let item = Item::new(key, 0, b"");
-                (
-                    self.link(hash, item, expiry.deadline(now), cas, 0, now)?,
-                    true,
-                )
+                let item = self.alloc(&Shard::contents(key, 0, &[]), now, None)?;
+                let deadline = expiry.deadline(now);
+                (self.link(hash, item, deadline, cas, 0, now), true)
             }
         };
-        let exptime_before = self.slot(idx).exptime;
+        let exptime_before = self.meta(off).exptime();
         if let Some(t) = opts.touch.filter(|_| !created) {
-            self.set_exptime(idx, t.deadline(now));
+            self.set_exptime(off, t.deadline(now));
         }
-        let slot = self.slot(idx);
-        let (bits, last_access) = (slot.bits, slot.last_access);
-        let mut exptime = slot.exptime;
-        let token_sent = bits & TOKEN_SENT != 0;
-        let stale = bits & STALE != 0;
+        let m = self.meta(off);
+        let (marks, last_access, exptime) = (m.marks(), m.last_access(), m.exptime());
+        let token_sent = marks & TOKEN_SENT != 0;
+        let stale = marks & STALE != 0;
         let mut won = false;
         if created {
             won = true;
@@ -298,28 +295,25 @@ impl Shard {
         if opts.stale_token && stale && !token_sent {
             won = true;
         }
-        if created {
-            exptime = self.slot(idx).exptime;
-        }
         if won {
-            self.slot_mut(idx).bits |= TOKEN_SENT;
+            m.set_marks(m.marks() | TOKEN_SENT);
         }
         if !opts.no_bump {
-            self.bump(idx, now);
+            self.bump(hash, off, now);
         }
-        let slot = self.slot(idx);
+        let m = self.meta(off);
         Some(Hit {
-            item: self.item(idx).clone(),
-            cas: slot.cas,
+            item: m.handle(),
+            cas: m.cas(),
             exptime,
             exptime_before,
             last_access,
-            fetched: bits & FETCHED != 0,
+            fetched: marks & FETCHED != 0,
             stale,
             won,
             token_sent,
             created,
-            binary_key: bits & KEY_BINARY != 0,
+            binary_key: marks & KEY_BINARY != 0,
         })
     }
 
@@ -329,153 +323,140 @@ impl Shard {
     /// or [`SharedRead::Exclusive`] to do it again with the lock held
     /// exclusively. Answers as [`get`](Self::get) would.
     pub(crate) fn get_shared(&self, hash: u64, key: &[u8], now: u32) -> SharedRead {
-        let Some(idx) = self.find(hash, key) else {
+        let Some(off) = self.find(hash, key) else {
             return SharedRead::Miss;
         };
-        let slot = self.slot(idx);
-        if is_expired(slot.exptime, now)
-            || slot.bits & FETCHED == 0
-            || slot.last_access != now
-            || !self.touch_shared(idx)
+        let m = self.meta(off);
+        let marks = m.marks();
+        if is_expired(m.exptime(), now)
+            || marks & FETCHED == 0
+            || m.last_access() != now
+            || !self.touch_shared(off)
         {
             return SharedRead::Exclusive;
         }
         SharedRead::Hit(Hit {
-            item: self.item(idx).clone(),
-            cas: slot.cas,
-            exptime: slot.exptime,
-            exptime_before: slot.exptime,
-            last_access: slot.last_access,
+            item: m.handle(),
+            cas: m.cas(),
+            exptime: m.exptime(),
+            exptime_before: m.exptime(),
+            last_access: m.last_access(),
             fetched: true,
-            stale: slot.bits & STALE != 0,
+            stale: marks & STALE != 0,
             won: false,
-            token_sent: slot.bits & TOKEN_SENT != 0,
+            token_sent: marks & TOKEN_SENT != 0,
             created: false,
-            binary_key: slot.bits & KEY_BINARY != 0,
+            binary_key: marks & KEY_BINARY != 0,
         })
     }
 
-    /// Stores `item` (already built for set/add/replace/cas; `None` for
-    /// append/prepend, which build it here from the old value).
-    pub(crate) fn set(
-        &mut self,
-        hash: u64,
-        req: &SetRequest<'_>,
-        item: Option<Item>,
-        now: u32,
-    ) -> SetOutcome {
+    /// Carries out a storage request: builds the new item in the arena
+    /// (from the request, or from the old value for append, prepend and
+    /// rotate) and links it.
+    pub(crate) fn set(&mut self, hash: u64, req: &SetRequest<'_>, now: u32) -> SetOutcome {
         let existing = self.find_live(hash, req.key, now);
         let deadline = req.expiry.unwrap_or(Expiry::Never).deadline(now);
-        let key_bits = if req.binary_key { KEY_BINARY } else { 0 };
-        let mut bits = key_bits;
+        let mut marks = if req.binary_key { KEY_BINARY } else { 0 };
         let mut exptime = deadline;
-        let mut item = item;
+        let mut flags = req.flags;
+        // A handle on the old item while the new one is built from it.
+        let old: Option<Item>;
+        let mut parts: [&[u8]; 2] = [req.value, b""];
         match existing {
-            None => match (req.mode, req.cas) {
-                (SetMode::Set, None) | (SetMode::Add, _) => {}
-                (SetMode::Set | SetMode::Replace | SetMode::Rotate { .. }, Some(_)) => {
-                    return SetOutcome::NotFound
+            None => {
+                old = None;
+                match (req.mode, req.cas) {
+                    (SetMode::Set, None) | (SetMode::Add, _) => {}
+                    (SetMode::Set | SetMode::Replace | SetMode::Rotate { .. }, Some(_)) => {
+                        return SetOutcome::NotFound
+                    }
+                    (SetMode::Rotate { max }, None) => {
+                        parts[0] = &req.value[req.value.len().saturating_sub(max as usize)..];
+                    }
+                    (SetMode::Replace | SetMode::Append | SetMode::Prepend, _) => {
+                        return SetOutcome::NotStored
+                    }
                 }
-                (SetMode::Rotate { max }, None) => {
-                    let tail = &req.value[req.value.len().saturating_sub(max as usize)..];
-                    item = Some(Item::new(req.key, req.flags, tail));
-                }
-                (SetMode::Replace | SetMode::Append | SetMode::Prepend, _) => {
-                    return SetOutcome::NotStored
-                }
-            },
-            Some(idx) => match req.mode {
-                SetMode::Add => {
-                    // memcached moves the entry up the LRU but, as this
-                    // is not a read, does not mark it fetched.
-                    self.promote(idx, now);
-                    return SetOutcome::NotStored;
-                }
-                SetMode::Set | SetMode::Replace => {
-                    let slot = self.slot(idx);
-                    if let Some(want) = req.cas.filter(|&c| c != slot.cas) {
-                        // CAS 0 never matches, not even as an older one.
-                        if !(req.invalidate && want != 0 && want < slot.cas) {
+            }
+            Some(off) => {
+                let m = self.meta(off);
+                let cas_now = m.cas();
+                match req.mode {
+                    SetMode::Add => {
+                        // memcached moves the entry up the LRU but, as this
+                        // is not a read, does not mark it fetched.
+                        self.promote(hash, off, now);
+                        return SetOutcome::NotStored;
+                    }
+                    SetMode::Set | SetMode::Replace => {
+                        old = None;
+                        if let Some(want) = req.cas.filter(|&c| c != cas_now) {
+                            // CAS 0 never matches, not even as an older one.
+                            if !(req.invalidate && want != 0 && want < cas_now) {
+                                return SetOutcome::Exists;
+                            }
+                            // A stale write: keeps the TTL and the token state.
+                            exptime = m.exptime();
+                            marks |= STALE | (m.marks() & TOKEN_SENT);
+                        }
+                    }
+                    SetMode::Rotate { .. } | SetMode::Append | SetMode::Prepend => {
+                        let rotate = matches!(req.mode, SetMode::Rotate { .. });
+                        if req.cas.is_some_and(|c| (rotate || c != 0) && c != cas_now) {
                             return SetOutcome::Exists;
                         }
-                        // A stale write: keeps the TTL and the token state.
-                        exptime = slot.exptime;
-                        bits |= STALE | (slot.bits & TOKEN_SENT);
+                        // A new item, as in memcached: it keeps the flags and
+                        // TTL but is not fetched, stale or token-holding, and
+                        // its key is as this request sent it.
+                        exptime = m.exptime();
+                        old = Some(m.handle());
                     }
                 }
-                SetMode::Rotate { max } => {
-                    let slot = self.slot(idx);
-                    if req.cas.is_some_and(|c| c != slot.cas) {
-                        return SetOutcome::Exists;
-                    }
-                    // A new item, like append's: it keeps the flags and TTL.
-                    exptime = slot.exptime;
-                    let old = self.item(idx);
-                    let max = max as usize;
-                    let (old_part, new_part) = if req.value.len() >= max {
-                        (&b""[..], &req.value[req.value.len() - max..])
-                    } else {
-                        let keep = (max - req.value.len()).min(old.value().len());
-                        (&old.value()[old.value().len() - keep..], req.value)
-                    };
-                    let len = old_part.len() + new_part.len();
-                    if req
-                        .size_limit
-                        .is_some_and(|l| !l.fits(req.key.len(), old.flags(), len))
-                    {
-                        return SetOutcome::NotStored;
-                    }
-                    item = Some(Item::from_parts(
-                        req.key,
-                        old.flags(),
-                        &[old_part, new_part],
-                    ));
-                }
-                SetMode::Append | SetMode::Prepend => {
-                    let slot = self.slot(idx);
-                    if req.cas.is_some_and(|c| c != 0 && c != slot.cas) {
-                        return SetOutcome::Exists;
-                    }
-                    // A new item, as in memcached: it keeps the TTL but
-                    // is not fetched, stale or token-holding, and its key
-                    // is as this request sent it.
-                    exptime = slot.exptime;
-                    let old = self.item(idx);
-                    let len = old.value().len() + req.value.len();
-                    if req
-                        .size_limit
-                        .is_some_and(|l| !l.fits(req.key.len(), old.flags(), len))
-                    {
-                        return SetOutcome::NotStored;
-                    }
-                    let parts: [&[u8]; 2] = if req.mode == SetMode::Append {
-                        [old.value(), req.value]
-                    } else {
-                        [req.value, old.value()]
-                    };
-                    item = Some(Item::from_parts(req.key, old.flags(), &parts));
-                }
-            },
-        }
-        let item = item.unwrap_or_else(|| Item::new(req.key, req.flags, req.value));
-        let cas = self.assign_cas(req.new_cas);
-        let stored = match existing {
-            Some(idx) => {
-                let done = self.replace(idx, item, exptime, cas, bits, now);
-                if !done && req.mode == SetMode::Set {
-                    // Like memcached: a failed set must not leave the old
-                    // value to be served as if it were current.
-                    self.unlink(hash, idx);
-                }
-                done
             }
-            None => self.link(hash, item, exptime, cas, bits, now).is_some(),
-        };
-        if stored {
-            SetOutcome::Stored { cas }
-        } else {
-            SetOutcome::NoMemory
         }
+        if let Some(old) = &old {
+            flags = old.flags();
+            let v = old.value();
+            parts = match req.mode {
+                SetMode::Rotate { max } => {
+                    let max = max as usize;
+                    if req.value.len() >= max {
+                        [&b""[..], &req.value[req.value.len() - max..]]
+                    } else {
+                        let keep = (max - req.value.len()).min(v.len());
+                        [&v[v.len() - keep..], req.value]
+                    }
+                }
+                SetMode::Append => [v, req.value],
+                _ => [req.value, v],
+            };
+            let len = parts[0].len() + parts[1].len();
+            if req
+                .size_limit
+                .is_some_and(|l| !l.fits(req.key.len(), flags, len))
+            {
+                return SetOutcome::NotStored;
+            }
+        }
+        let cas = self.assign_cas(req.new_cas);
+        let contents = Shard::contents(req.key, flags, &parts);
+        let Some(item) = self.alloc(&contents, now, existing) else {
+            if let (Some(off), SetMode::Set) = (existing, req.mode) {
+                // Like memcached: a failed set must not leave the old
+                // value to be served as if it were current.
+                self.unlink(hash, off);
+            }
+            return SetOutcome::NoMemory;
+        };
+        match existing {
+            Some(off) => {
+                self.replace(hash, off, item, exptime, cas, marks, now);
+            }
+            None => {
+                self.link(hash, item, exptime, cas, marks, now);
+            }
+        }
+        SetOutcome::Stored { cas }
     }
 
     pub(crate) fn arith(
@@ -485,35 +466,36 @@ impl Shard {
         req: &ArithRequest,
         now: u32,
     ) -> ArithOutcome {
-        let Some(idx) = self.find_live(hash, key, now) else {
+        let Some(off) = self.find_live(hash, key, now) else {
             let Some((initial, expiry)) = req.vivify else {
                 return ArithOutcome::NotFound;
             };
             let mut digits = itoa::Buffer::new();
-            let item = Item::new(key, 0, digits.format(initial).as_bytes());
+            let digits = digits.format(initial).as_bytes();
+            let Some(item) = self.alloc(&Shard::contents(key, 0, &[digits]), now, None) else {
+                return ArithOutcome::NoMemory;
+            };
             let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
             let exptime = expiry.deadline(now);
-            return match self.link(hash, item, exptime, cas, 0, now) {
-                Some(_) => ArithOutcome::Updated {
-                    value: initial,
-                    cas,
-                    exptime,
-                    exptime_before: exptime,
-                    created: true,
-                },
-                None => ArithOutcome::NoMemory,
+            self.link(hash, item, exptime, cas, 0, now);
+            return ArithOutcome::Updated {
+                value: initial,
+                cas,
+                exptime,
+                exptime_before: exptime,
+                created: true,
             };
         };
-        let slot = self.slot(idx);
+        let m = self.meta(off);
+        let old = m.handle();
         // memcached's order: an empty value, then the CAS, then the number.
-        if self.item(idx).value().is_empty() {
+        if old.value().is_empty() {
             return ArithOutcome::NonNumeric;
         }
-        if req.cas.is_some_and(|c| c != slot.cas) {
+        if req.cas.is_some_and(|c| c != m.cas()) {
             return ArithOutcome::Exists;
         }
-        let (exptime_before, bits) = (slot.exptime, slot.bits);
-        let old = self.item(idx);
+        let (exptime_before, marks) = (m.exptime(), m.marks() & ENTRY_MARKS);
         let Some(current) = parse_counter(old.value()) else {
             return ArithOutcome::NonNumeric;
         };
@@ -539,18 +521,20 @@ impl Shard {
         };
         // A number that no longer fits is a new item to memcached, which is
         // not fetched, stale or token-holding; an incr is not a read either.
-        let bits = if digits.len() > old.value().len() {
-            bits & KEY_BINARY
+        let marks = if digits.len() > old.value().len() {
+            marks & KEY_BINARY
         } else {
-            bits
+            marks
         };
-        let item = Item::from_parts(key, old.flags(), &[digits, padding]);
+        let parts = [digits, padding];
+        let contents = Shard::contents(key, old.flags(), &parts);
+        let Some(item) = self.alloc(&contents, now, Some(off)) else {
+            return ArithOutcome::NoMemory;
+        };
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
         // `replace` promotes the entry and notes the access time.
-        if !self.replace(idx, item, exptime, cas, bits, now) {
-            return ArithOutcome::NoMemory;
-        }
+        self.replace(hash, off, item, exptime, cas, marks, now);
         ArithOutcome::Updated {
             value,
             cas,
@@ -567,41 +551,42 @@ impl Shard {
         req: &DeleteRequest,
         now: u32,
     ) -> DeleteOutcome {
-        let Some(idx) = self.find_live(hash, key, now) else {
+        let Some(off) = self.find_live(hash, key, now) else {
             return DeleteOutcome::NotFound;
         };
-        let (cas_now, exptime, bits) = {
-            let slot = self.slot(idx);
-            (slot.cas, slot.exptime, slot.bits)
-        };
+        let m = self.meta(off);
+        let (cas_now, exptime, marks) = (m.cas(), m.exptime(), m.marks() & ENTRY_MARKS);
         if req.cas.is_some_and(|c| c != cas_now) {
             return DeleteOutcome::Exists;
         }
         if req.invalidate {
             let cas = self.assign_cas(req.new_cas);
             if let Some(t) = req.touch {
-                self.set_exptime(idx, t.deadline(now));
+                self.set_exptime(off, t.deadline(now));
             }
-            let slot = self.slot_mut(idx);
-            slot.bits = (slot.bits | STALE) & !TOKEN_SENT;
-            slot.cas = cas;
+            let m = self.meta(off);
+            m.set_marks((m.marks() | STALE) & !TOKEN_SENT);
+            m.set_cas(cas);
             return DeleteOutcome::Deleted;
         }
         if let Some(flags) = req.remove_value {
             let cas = self.assign_cas(req.new_cas);
-            let item = Item::new(key, flags, b"");
-            // An empty item is never larger than the one it replaces.
-            self.replace(idx, item, exptime, cas, bits, now);
-            return DeleteOutcome::Deleted;
+            let contents = Shard::contents(key, flags, &[]);
+            if let Some(item) = self.alloc(&contents, now, Some(off)) {
+                self.replace(hash, off, item, exptime, cas, marks, now);
+                return DeleteOutcome::Deleted;
+            }
+            // No room even for an empty value: the value goes all the same,
+            // with its entry.
         }
-        self.unlink(hash, idx);
+        self.unlink(hash, off);
         DeleteOutcome::Deleted
     }
 
     /// Whether an entry is present and not expired (no side effects).
     pub(crate) fn contains(&self, hash: u64, key: &[u8], now: u32) -> bool {
         self.find(hash, key)
-            .is_some_and(|idx| !is_expired(self.slot(idx).exptime, now))
+            .is_some_and(|off| !is_expired(self.meta(off).exptime(), now))
     }
 }
 

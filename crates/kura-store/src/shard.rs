@@ -1,44 +1,48 @@
-//! One shard: a hash index over slot numbers, the slots holding entries, an
-//! eviction policy and a byte budget, all behind the shard's lock. The
-//! operations in `ops.rs` are built from the few primitives here: find,
-//! link, unlink and make room.
+//! One shard: a hash index of item blocks in the shard's arena, an
+//! eviction policy and a byte budget, all behind the shard's lock. An
+//! entry is one block (item.rs): key, value, flags, CAS, deadline, marks and
+//! the policy's state together, named by its offset in the arena; the index
+//! holds only those offsets. The operations in `ops.rs` are built from the
+//! few primitives here: find, allocate, link, replace, unlink and make room.
+
+use std::hash::BuildHasher;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
 
-use crate::eviction::{EvictionKind, EvictionPolicy, Policy};
+use crate::arena::{Arena, UNIT};
+use crate::eviction::{Entries, EvictionKind, EvictionPolicy, Policy};
 use crate::expiry::is_expired;
-use crate::item::Item;
+use crate::item::{Contents, Item, Meta, FETCHED, LINKED};
 
-/// The entry was stored with a base64 (binary) key through the meta protocol.
-pub(crate) const KEY_BINARY: u8 = 1;
-/// The entry has been read since it was stored.
-pub(crate) const FETCHED: u8 = 2;
-/// The entry was invalidated (`md ... I`) and is served as stale.
-pub(crate) const STALE: u8 = 4;
-/// A client has been handed the recache token (`W`) for this entry.
-pub(crate) const TOKEN_SENT: u8 = 8;
+/// Bytes charged per entry for its index slot (4 bytes and a control byte
+/// in a table kept between 7/16 and 7/8 full), beyond its block and the
+/// policy's own share.
+const INDEX_BYTES: usize = 8;
 
-/// One entry's slot. Free slots have no item.
-#[derive(Debug, Default)]
-pub(crate) struct Slot {
-    pub item: Option<Item>,
-    pub cas: u64,
-    /// Unix deadline, 0 for never.
-    pub exptime: u32,
-    /// Unix time of the last access that bumped the entry.
-    pub last_access: u32,
-    pub bits: u8,
-}
-
-/// Bookkeeping bytes charged per entry beyond the item's own allocation and
-/// the eviction policy's state: the slot and the index entry.
-const ENTRY_OVERHEAD: usize = std::mem::size_of::<Slot>() + 8;
-
-/// Slots that making room scans at most for expired entries before it
+/// Blocks that making room scans at most for expired entries before it
 /// evicts a live one: a bound on the time one store holds the lock.
 const RECLAIM_SCAN: usize = 4096;
+
+/// Policy victims evicted beyond the byte budget when free space is too
+/// scattered for a block, before a run of neighbours is cleared instead.
+const SCATTERED_VICTIMS: usize = 16;
+
+/// Free blocks tried as the start of a run of neighbours to clear.
+const RUN_STARTS: usize = 8;
+
+/// The arena's room beyond the budget, for blocks in flight and blocks
+/// that handles still hold after their entry went.
+fn arena_bytes(limit: usize) -> usize {
+    limit.saturating_add(limit / 4).saturating_add(64 * 1024)
+}
+
+/// The largest budget a shard can have (its arena holds a quarter more).
+pub(crate) fn max_limit() -> usize {
+    (Arena::max_bytes() - 64 * 1024) / 5 * 4
+}
 
 /// What a read under the shared lock found.
 pub(crate) enum SharedRead {
@@ -62,13 +66,53 @@ pub(crate) struct ShardStats {
     pub out_of_memory: u64,
 }
 
+/// The policy's view of the blocks: its byte and links in each.
+struct Blocks<'a> {
+    arena: &'a Arena,
+    hasher: &'a FixedState,
+}
+
+/// The metadata of the block at `off` in `arena`.
+#[inline]
+fn meta(arena: &Arena, off: u32) -> Meta<'_> {
+    // SAFETY: callers pass offsets of live blocks (from the index, the
+    // policy, a walk, or a block they allocated) and hold the shard's lock.
+    unsafe { Meta::new(arena.ptr(off)) }
+}
+
+/// A [`Blocks`] view of a shard's fields, borrowing only those two (so the
+/// policy can be borrowed mutably beside it).
+macro_rules! blocks {
+    ($shard:expr) => {
+        Blocks {
+            arena: &$shard.arena,
+            hasher: &$shard.hasher,
+        }
+    };
+}
+
+impl Entries for Blocks<'_> {
+    fn byte(&self, id: u32) -> &AtomicU8 {
+        meta(self.arena, id).policy()
+    }
+    fn links(&self, id: u32) -> [u32; 2] {
+        meta(self.arena, id).links()
+    }
+    fn set_links(&mut self, id: u32, links: [u32; 2]) {
+        meta(self.arena, id).set_links(links);
+    }
+    fn hash(&self, id: u32) -> u64 {
+        self.hasher.hash_one(meta(self.arena, id).key())
+    }
+}
+
 pub(crate) struct Shard {
+    /// Arena offsets of the linked entries' blocks, by key hash.
     table: HashTable<u32>,
-    pub(crate) slots: Vec<Slot>,
-    free: Vec<u32>,
+    arena: Arena,
     policy: Policy,
-    /// Bytes charged per entry besides its item: [`ENTRY_OVERHEAD`] and
-    /// the policy's per-entry state.
+    /// Bytes charged per entry besides its block: [`INDEX_BYTES`] and the
+    /// policy's share.
     entry_overhead: usize,
     hasher: FixedState,
     /// Bytes charged for the entries linked now.
@@ -80,12 +124,12 @@ pub(crate) struct Shard {
     /// entries when there can be some.
     with_ttl: usize,
     /// No linked entry expires before this Unix time (a lower bound;
-    /// `u32::MAX` when none can), so making room looks for expired entries
-    /// only when there can be some.
+    /// `u32::MAX` when none can), so making room and the reaper look for
+    /// expired entries only when there can be some.
     expiry_floor: u32,
     /// The earliest deadline seen by the reaper's current pass over the
-    /// slots, or given since it began; the new `expiry_floor` when the pass
-    /// ends.
+    /// blocks, or given since it began; the new `expiry_floor` when the
+    /// pass ends.
     pass_floor: u32,
     cas_next: u64,
     cas_index: u64,
@@ -93,7 +137,6 @@ pub(crate) struct Shard {
     cas_enabled: bool,
     pub(crate) flush_epoch: u32,
     pub(crate) stats: ShardStats,
-    reap_cursor: usize,
     /// Items evicted by the operation under way, kept only while a change
     /// sink is attached (see `changes.rs`), which hears of them before the
     /// lock is released.
@@ -110,12 +153,12 @@ impl Shard {
         shard_bits: u32,
         cas_enabled: bool,
     ) -> Shard {
+        let limit = limit.min(max_limit());
         Shard {
             table: HashTable::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
+            arena: Arena::new(arena_bytes(limit)),
             policy: Policy::new(kind),
-            entry_overhead: ENTRY_OVERHEAD + kind.entry_bytes(),
+            entry_overhead: INDEX_BYTES + kind.entry_bytes(),
             hasher,
             used: 0,
             limit,
@@ -129,7 +172,6 @@ impl Shard {
             cas_enabled,
             flush_epoch: 0,
             stats: ShardStats::default(),
-            reap_cursor: 0,
             evicted: None,
         }
     }
@@ -138,9 +180,21 @@ impl Shard {
         self.table.len()
     }
 
-    /// The bytes an entry holding `item` is charged against the limit.
-    fn charge(&self, item: &Item) -> usize {
-        item.heap_size() + self.entry_overhead
+    /// Changes the byte budget (`cache_memlimit`); the arena grows with it.
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(max_limit());
+        self.arena.grow_to(arena_bytes(self.limit));
+    }
+
+    /// The metadata of the block at `off`.
+    #[inline]
+    pub(crate) fn meta(&self, off: u32) -> Meta<'_> {
+        meta(&self.arena, off)
+    }
+
+    /// The bytes an entry with a block of `units` is charged.
+    fn charge(&self, units: u32) -> usize {
+        units as usize * UNIT + self.entry_overhead
     }
 
     /// A fresh CAS unique: unique across shards because the low bits are
@@ -162,146 +216,238 @@ impl Shard {
         }
     }
 
-    pub(crate) fn slot(&self, idx: u32) -> &Slot {
-        &self.slots[idx as usize]
-    }
-
-    pub(crate) fn slot_mut(&mut self, idx: u32) -> &mut Slot {
-        &mut self.slots[idx as usize]
-    }
-
-    pub(crate) fn item(&self, idx: u32) -> &Item {
-        // A slot found through the index always holds an item.
-        self.slots[idx as usize]
-            .item
-            .as_ref()
-            .expect("indexed slot holds an item")
-    }
-
     pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        let slots = &self.slots;
+        let arena = &self.arena;
         self.table
-            .find(hash, |&i| {
-                slots[i as usize].item.as_ref().map(|it| it.key()) == Some(key)
-            })
+            .find(hash, |&off| meta(arena, off).key() == key)
             .copied()
     }
 
     /// Finds a live entry; an expired one found on the way is unlinked.
     pub(crate) fn find_live(&mut self, hash: u64, key: &[u8], now: u32) -> Option<u32> {
-        let idx = self.find(hash, key)?;
-        let slot = &self.slots[idx as usize];
-        if is_expired(slot.exptime, now) {
+        let off = self.find(hash, key)?;
+        let m = meta(&self.arena, off);
+        if is_expired(m.exptime(), now) {
             self.stats.get_expired += 1;
-            if slot.bits & FETCHED == 0 {
+            if m.marks() & FETCHED == 0 {
                 self.stats.expired_unfetched += 1;
             }
-            self.unlink(hash, idx);
+            self.unlink(hash, off);
             return None;
         }
-        Some(idx)
+        Some(off)
     }
 
-    /// Unlinks entry `idx` (whose key hashes to `hash`) and returns its item.
-    pub(crate) fn unlink(&mut self, hash: u64, idx: u32) -> Option<Item> {
-        if let Ok(entry) = self.table.find_entry(hash, |&i| i == idx) {
+    /// Gives up the shard's reference to the block at `off` (no longer
+    /// linked): it is freed now, or by the last handle still holding it.
+    fn release(&mut self, off: u32) {
+        let rc = meta(&self.arena, off).refcount();
+        // Only the shard's reference: no handle exists to take another.
+        if rc.load(Ordering::Acquire) == 1 {
+            self.arena.free(off);
+            return;
+        }
+        self.arena.note_detached();
+        if rc.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.arena.unnote_detached();
+            self.arena.free(off);
+        }
+    }
+
+    /// Unlinks the entry at `off` (whose key hashes to `hash`).
+    pub(crate) fn unlink(&mut self, hash: u64, off: u32) {
+        if let Ok(entry) = self.table.find_entry(hash, |&o| o == off) {
             entry.remove();
         }
-        self.policy.remove(idx);
-        let slot = &mut self.slots[idx as usize];
-        let item = slot.item.take();
-        if let Some(it) = &item {
-            self.used -= it.heap_size() + self.entry_overhead;
-        }
-        if slot.exptime != 0 {
+        self.policy.remove(&mut blocks!(self), off, hash);
+        let m = meta(&self.arena, off);
+        if m.exptime() != 0 {
             self.with_ttl -= 1;
         }
-        *slot = Slot::default();
-        self.free.push(idx);
-        item
+        m.set_marks(m.marks() & !LINKED);
+        self.used -= self.charge(self.arena.units(off));
+        self.release(off);
     }
 
-    fn hash_of(&self, idx: u32) -> u64 {
-        self.hasher.hash_one(self.item(idx).key())
+    fn hash_of(&self, off: u32) -> u64 {
+        self.hasher.hash_one(self.meta(off).key())
     }
 
-    /// Evicts or reclaims until `need` more bytes fit. Fails when the entry
-    /// cannot fit at all, or when eviction is off and reclaiming expired
-    /// entries is not enough.
-    fn make_room(&mut self, need: usize, now: u32, keep: Option<u32>) -> bool {
-        if need > self.limit {
-            return false;
+    /// A block for a new item with these contents, room made for it (the
+    /// entry `keep`, being replaced, is not evicted for it), or `None` when
+    /// it does not fit.
+    pub(crate) fn alloc(&mut self, c: &Contents<'_>, now: u32, keep: Option<u32>) -> Option<Item> {
+        if c.key.len() > crate::item::KEY_MAX {
+            return None;
         }
+        let units = c.units();
+        let Some(off) = self.make_room(units, now, keep) else {
+            self.stats.out_of_memory += 1;
+            return None;
+        };
+        let p = self.arena.ptr(off);
+        // SAFETY: a block just allocated for these contents (the allocator
+        // gives at most 3 units more), ours alone; the key length was
+        // checked above.
+        unsafe { c.write(p, self.arena.units(off), false) };
+        // Until linked, the block comes back through the handle's drop.
+        self.arena.note_detached();
+        // SAFETY: written above with a count of one, which the handle owns.
+        Some(unsafe { Item::from_raw(NonNull::new_unchecked(p)) })
+    }
+
+    /// The contents of a block of this shard: with room for the policy's
+    /// links.
+    pub(crate) fn contents<'a>(key: &'a [u8], flags: u32, parts: &'a [&'a [u8]]) -> Contents<'a> {
+        Contents {
+            key,
+            flags,
+            parts,
+            links: true,
+        }
+    }
+
+    /// Takes over the block of `item` (allocated by [`Shard::alloc`]): the
+    /// handle's reference becomes the shard's.
+    fn adopt(&mut self, item: Item) -> u32 {
+        let p = item.into_raw();
+        self.arena.unnote_detached();
+        let off = self.arena.offset_of(p.as_ptr());
+        debug_assert!(off.is_some(), "an item of another shard");
+        off.unwrap_or_default()
+    }
+
+    /// Evicts or reclaims until a block of `units` fits in the budget and
+    /// in the arena. Fails when it cannot fit at all, or when eviction is
+    /// off and reclaiming expired entries is not enough.
+    fn make_room(&mut self, units: u32, now: u32, keep: Option<u32>) -> Option<u32> {
+        // The allocator may hand out up to 3 units more than asked for.
+        let need = self.charge(units + 3);
+        if need > self.limit {
+            return None;
+        }
+        // The entry being replaced goes once the new one is linked: its
+        // bytes count as free (the arena's slack holds both meanwhile).
+        let credit = keep.map_or(0, |k| self.charge(self.arena.units(k)));
         // A policy may offer the entry being replaced while others are
         // left; it is then taken out of the eviction order until room is
         // made, and linked again as if new.
         let mut parked = None;
-        let done = loop {
-            if self.used + need <= self.limit {
-                break true;
+        let mut scattered = 0;
+        let found = loop {
+            if self.arena.has_deferred() {
+                for b in self.arena.take_deferred() {
+                    self.arena.free(b);
+                }
+            }
+            if self.used + need <= self.limit + credit {
+                if let Some(off) = self.arena.alloc(units) {
+                    break Some(off);
+                }
+                // The budget allows it but free space is scattered.
+                if scattered >= SCATTERED_VICTIMS {
+                    break self.clear_run(units, now, keep);
+                }
+                scattered += 1;
             }
             if self.reclaim_expired(now) {
                 continue;
             }
-            let mut victim = self.policy.victim();
+            let mut victim = self.policy.victim(&mut blocks!(self));
             if let Some(k) = keep.filter(|&k| victim == Some(k) && parked.is_none()) {
-                self.policy.remove(k);
+                let hash = self.hash_of(k);
+                self.policy.remove(&mut blocks!(self), k, hash);
                 parked = Some(k);
-                victim = self.policy.victim();
+                victim = self.policy.victim(&mut blocks!(self));
             }
             let Some(victim) = victim else {
-                break false;
+                break None;
             };
-            let slot = &self.slots[victim as usize];
-            let fetched = slot.bits & FETCHED != 0;
-            let expired = is_expired(slot.exptime, now);
-            if expired {
-                self.stats.reclaimed += 1;
-                if !fetched {
-                    self.stats.expired_unfetched += 1;
-                }
-            } else if self.evict {
-                self.stats.evictions += 1;
-                if slot.exptime != 0 {
-                    self.stats.evicted_nonzero += 1;
-                }
-                if !fetched {
-                    self.stats.evicted_unfetched += 1;
-                }
-            } else {
-                break false;
-            }
-            let hash = self.hash_of(victim);
-            let item = self.unlink(hash, victim);
-            if let (Some(evicted), Some(item)) = (self.evicted.as_mut(), item) {
-                // An expired entry needs no record: its deadline is logged.
-                if !expired {
-                    evicted.push(item);
-                }
+            if !self.evict_entry(victim, now) {
+                break None;
             }
         };
         if let Some(k) = parked {
             let hash = self.hash_of(k);
-            self.policy.insert(k, hash);
-            self.policy.touch(k);
+            self.policy.insert(&mut blocks!(self), k, hash);
+            self.policy.touch(&mut blocks!(self), k, hash);
         }
-        done
+        found
+    }
+
+    /// Evicts (or reclaims, when expired) the entry at `off`; false when it
+    /// is live and eviction is off.
+    fn evict_entry(&mut self, off: u32, now: u32) -> bool {
+        let m = meta(&self.arena, off);
+        let fetched = m.marks() & FETCHED != 0;
+        let exptime = m.exptime();
+        let expired = is_expired(exptime, now);
+        if expired {
+            self.stats.reclaimed += 1;
+            if !fetched {
+                self.stats.expired_unfetched += 1;
+            }
+        } else if self.evict {
+            self.stats.evictions += 1;
+            if exptime != 0 {
+                self.stats.evicted_nonzero += 1;
+            }
+            if !fetched {
+                self.stats.evicted_unfetched += 1;
+            }
+        } else {
+            return false;
+        }
+        if let (false, Some(evicted)) = (expired, self.evicted.as_mut()) {
+            // Heard by the sink when the operation reports; an expired
+            // entry needs no record (its deadline is logged).
+            evicted.push(m.handle());
+        }
+        let hash = self.hash_of(off);
+        self.unlink(hash, off);
+        true
+    }
+
+    /// When free space is too scattered for a block of `units`: evicts the
+    /// entries right after a free block until it is large enough, trying
+    /// the largest free blocks first. Entries in use by a write under way,
+    /// held only by handles, or `keep` stop a run.
+    fn clear_run(&mut self, units: u32, now: u32, keep: Option<u32>) -> Option<u32> {
+        for start in self.arena.large_free_blocks(RUN_STARTS) {
+            if !self.arena.is_free(start) {
+                // Merged into another run by an eviction for an earlier one.
+                continue;
+            }
+            while self.arena.units(start) < units {
+                let Some(next) = self.arena.next_block(start) else {
+                    break;
+                };
+                let linked = meta(&self.arena, next).marks() & LINKED != 0;
+                if !linked || Some(next) == keep || !self.evict_entry(next, now) {
+                    break;
+                }
+            }
+            if self.arena.is_free(start) && self.arena.units(start) >= units {
+                return Some(self.arena.alloc_at(start, units));
+            }
+        }
+        None
     }
 
     /// Reclaims expired entries from the reaper's cursor on, when some entry
     /// may have expired, so that a live entry is evicted only when none was
-    /// found within [`RECLAIM_SCAN`] slots. Returns whether any was.
+    /// found within [`RECLAIM_SCAN`] blocks. Returns whether any was.
     fn reclaim_expired(&mut self, now: u32) -> bool {
         let mut budget = RECLAIM_SCAN;
-        while self.with_ttl > 0 && self.expiry_floor <= now && budget > 0 {
-            let (scanned, removed) = self.reap(now, budget.min(32));
+        while budget > 0 {
+            let (scanned, removed, done) = self.reap(now, budget.min(32));
             if removed > 0 {
                 return true;
             }
-            if scanned == 0 {
+            if done {
                 break;
             }
-            budget -= scanned;
+            budget = budget.saturating_sub(scanned);
         }
         false
     }
@@ -314,170 +460,242 @@ impl Shard {
         }
     }
 
-    /// Links a new entry for `item`, whose key must not be linked already.
-    /// Returns the slot, or `None` when there is no room for it.
+    /// Sets the metadata of the block at `off` for a new version.
+    fn stamp(&mut self, off: u32, exptime: u32, cas: u64, marks: u8, now: u32) {
+        let m = meta(&self.arena, off);
+        m.set_cas(cas);
+        m.set_exptime(exptime);
+        m.set_last_access(now);
+        m.set_marks(marks | LINKED);
+        if exptime != 0 {
+            self.with_ttl += 1;
+        }
+        self.note_deadline(exptime);
+    }
+
+    /// Links `item` (from [`Shard::alloc`]) as the entry for its key, which
+    /// must not be linked already. Returns its offset.
     pub(crate) fn link(
         &mut self,
         hash: u64,
         item: Item,
         exptime: u32,
         cas: u64,
-        bits: u8,
+        marks: u8,
         now: u32,
-    ) -> Option<u32> {
-        let need = self.charge(&item);
-        if !self.make_room(need, now, None) {
-            self.stats.out_of_memory += 1;
-            return None;
-        }
-        let slot = Slot {
-            item: Some(item),
-            cas,
-            exptime,
-            last_access: now,
-            bits,
-        };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                self.slots.push(slot);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 entries per shard")
-            }
-        };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table.insert_unique(hash, idx, |&i| {
-            hasher.hash_one(
-                slots[i as usize]
-                    .item
-                    .as_ref()
-                    .map(|it| it.key())
-                    .unwrap_or_default(),
-            )
-        });
-        self.policy.insert(idx, hash);
-        self.used += need;
-        if exptime != 0 {
-            self.with_ttl += 1;
-        }
-        self.note_deadline(exptime);
+    ) -> u32 {
+        let off = self.adopt(item);
+        self.stamp(off, exptime, cas, marks, now);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.table
+            .insert_unique(hash, off, |&o| hasher.hash_one(meta(arena, o).key()));
+        self.policy.insert(&mut blocks!(self), off, hash);
+        self.used += self.charge(self.arena.units(off));
         self.stats.total_items += 1;
-        Some(idx)
+        off
     }
 
-    /// Replaces the item of entry `idx` with a new one for the same key, in
-    /// place. When the new item does not fit, nothing changes and `false`
-    /// is returned.
+    /// Puts `item` (from [`Shard::alloc`]) in place of the entry at `old`
+    /// for the same key, which moves up the eviction order. Returns the new
+    /// offset.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn replace(
         &mut self,
-        idx: u32,
+        hash: u64,
+        old: u32,
         item: Item,
         exptime: u32,
         cas: u64,
-        bits: u8,
+        marks: u8,
         now: u32,
-    ) -> bool {
-        let old = self.charge(self.item(idx));
-        let need = self.charge(&item);
-        // Make the entry the most recent so room is made from the others.
-        self.policy.touch(idx);
-        if need > old && !self.make_room(need - old, now, Some(idx)) {
-            self.stats.out_of_memory += 1;
-            return false;
+    ) -> u32 {
+        let off = self.adopt(item);
+        self.stamp(off, exptime, cas, marks, now);
+        if let Ok(mut entry) = self.table.find_entry(hash, |&o| o == old) {
+            *entry.get_mut() = off;
         }
-        self.used = self.used + need - old;
+        self.policy.replace(&mut blocks!(self), old, off);
+        self.policy.touch(&mut blocks!(self), off, hash);
+        self.used =
+            self.used + self.charge(self.arena.units(off)) - self.charge(self.arena.units(old));
         self.stats.total_items += 1;
-        self.set_exptime(idx, exptime);
-        let slot = &mut self.slots[idx as usize];
-        slot.item = Some(item);
-        slot.cas = cas;
-        slot.bits = bits;
-        slot.last_access = now;
-        true
+        let m = meta(&self.arena, old);
+        if m.exptime() != 0 {
+            self.with_ttl -= 1;
+        }
+        m.set_marks(m.marks() & !LINKED);
+        self.release(old);
+        off
     }
 
     /// Changes an entry's deadline.
-    pub(crate) fn set_exptime(&mut self, idx: u32, exptime: u32) {
-        let slot = &mut self.slots[idx as usize];
-        match (slot.exptime != 0, exptime != 0) {
+    pub(crate) fn set_exptime(&mut self, off: u32, exptime: u32) {
+        let m = meta(&self.arena, off);
+        match (m.exptime() != 0, exptime != 0) {
             (false, true) => self.with_ttl += 1,
             (true, false) => self.with_ttl -= 1,
             _ => {}
         }
-        slot.exptime = exptime;
+        m.set_exptime(exptime);
         self.note_deadline(exptime);
     }
 
-    /// Records a read of entry `idx`: moves it up the eviction order, marks
+    /// Records a read of entry `off`: moves it up the eviction order, marks
     /// it fetched and notes the access time.
-    pub(crate) fn bump(&mut self, idx: u32, now: u32) {
-        self.promote(idx, now);
-        self.slots[idx as usize].bits |= FETCHED;
+    pub(crate) fn bump(&mut self, hash: u64, off: u32, now: u32) {
+        self.promote(hash, off, now);
+        let m = self.meta(off);
+        m.set_marks(m.marks() | FETCHED);
     }
 
-    /// Records a read of entry `idx` under the shared lock, if the policy
+    /// Records a read of entry `off` under the shared lock, if the policy
     /// can (see [`EvictionPolicy::touch_shared`]).
-    pub(crate) fn touch_shared(&self, idx: u32) -> bool {
-        self.policy.touch_shared(idx)
+    pub(crate) fn touch_shared(&self, off: u32) -> bool {
+        self.policy.touch_shared(&blocks!(self), off)
     }
 
-    /// Moves entry `idx` up the eviction order and notes the access time,
+    /// Moves entry `off` up the eviction order and notes the access time,
     /// without marking it fetched (a write that is not a read).
-    pub(crate) fn promote(&mut self, idx: u32, now: u32) {
-        self.policy.touch(idx);
-        self.slots[idx as usize].last_access = now;
+    pub(crate) fn promote(&mut self, hash: u64, off: u32, now: u32) {
+        self.policy.touch(&mut blocks!(self), off, hash);
+        self.meta(off).set_last_access(now);
     }
 
     /// Drops every entry.
     pub(crate) fn clear(&mut self) {
-        self.table.clear();
-        self.slots.clear();
-        self.free.clear();
+        let offs: Vec<u32> = self.table.drain().collect();
+        for off in offs {
+            let m = meta(&self.arena, off);
+            m.set_marks(m.marks() & !LINKED);
+            self.release(off);
+        }
+        for b in self.arena.take_deferred() {
+            self.arena.free(b);
+        }
         self.policy.clear();
         self.used = 0;
         self.with_ttl = 0;
         self.expiry_floor = u32::MAX;
         self.pass_floor = u32::MAX;
-        self.reap_cursor = 0;
     }
 
-    /// Scans up to `budget` slots from the reaper's cursor and unlinks the
-    /// expired entries. Returns (slots scanned, entries removed); the cursor
-    /// wraps to 0 after the last slot, when the scan count is short. A pass
-    /// from slot 0 to the last one also learns the earliest deadline left.
-    pub(crate) fn reap(&mut self, now: u32, budget: usize) -> (usize, usize) {
-        if self.reap_cursor == 0 {
-            // Every slot is ahead of a new pass; later deadlines are noted.
+    /// Walks up to `budget` blocks from the reaper's cursor and unlinks the
+    /// expired entries, when some entry may have expired. Returns (blocks
+    /// walked, entries removed, whether a pass over the arena ended). A
+    /// whole pass also learns the earliest deadline left.
+    pub(crate) fn reap(&mut self, now: u32, budget: usize) -> (usize, usize, bool) {
+        if self.with_ttl == 0 || self.expiry_floor > now {
+            return (0, 0, true);
+        }
+        if self.arena.walk_at_start() {
+            // Every block is ahead of a new pass; later deadlines are noted.
             self.pass_floor = u32::MAX;
         }
         let mut scanned = 0;
         let mut removed = 0;
-        while scanned < budget && self.reap_cursor < self.slots.len() {
-            let idx = self.reap_cursor as u32;
-            self.reap_cursor += 1;
+        while scanned < budget {
+            let Some(off) = self.arena.walk() else {
+                self.expiry_floor = self.pass_floor;
+                return (scanned, removed, true);
+            };
             scanned += 1;
-            let slot = &self.slots[idx as usize];
-            if slot.item.is_none() || slot.exptime == 0 {
+            let m = meta(&self.arena, off);
+            if m.marks() & LINKED == 0 || m.exptime() == 0 {
                 continue;
             }
-            if !is_expired(slot.exptime, now) {
-                self.pass_floor = self.pass_floor.min(slot.exptime);
+            if !is_expired(m.exptime(), now) {
+                self.pass_floor = self.pass_floor.min(m.exptime());
                 continue;
             }
-            if slot.bits & FETCHED == 0 {
+            if m.marks() & FETCHED == 0 {
                 self.stats.expired_unfetched += 1;
             }
             self.stats.crawler_reclaimed += 1;
-            let hash = self.hash_of(idx);
-            self.unlink(hash, idx);
+            let hash = self.hash_of(off);
+            self.unlink(hash, off);
             removed += 1;
         }
-        if self.reap_cursor >= self.slots.len() {
-            self.reap_cursor = 0;
-            self.expiry_floor = self.pass_floor;
+        (scanned, removed, false)
+    }
+
+    /// Whether the reaper's walk is at the arena's start.
+    pub(crate) fn walk_at_start(&self) -> bool {
+        self.arena.walk_at_start()
+    }
+
+    /// The linked entries' offsets (for snapshots).
+    pub(crate) fn offsets(&self) -> impl Iterator<Item = u32> + '_ {
+        self.table.iter().copied()
+    }
+
+    /// Blocks in the arena, in bytes (the store's `bytes` counts `used`).
+    #[cfg(test)]
+    pub(crate) fn arena_used(&self) -> usize {
+        self.arena.used_units() * UNIT
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        // Give up every reference the shard holds, so that the arena knows
+        // which blocks handles still keep.
+        self.evicted = None;
+        self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{GetOptions, SetRequest};
+
+    fn shard(kind: EvictionKind) -> Shard {
+        Shard::new(kind, FixedState::with_seed(7), 1 << 20, true, 0, 0, true)
+    }
+
+    fn hash(s: &Shard, key: &[u8]) -> u64 {
+        s.hasher.hash_one(key)
+    }
+
+    fn set(s: &mut Shard, key: &[u8], value: &[u8]) {
+        let h = hash(s, key);
+        s.set(h, &SetRequest::new(key, value), 0);
+    }
+
+    #[test]
+    fn a_block_held_by_a_handle_comes_back_after_it_drops() {
+        for kind in EvictionKind::ALL {
+            let mut s = shard(kind);
+            set(&mut s, b"a", &[1; 100]);
+            let h = hash(&s, b"a");
+            let item = s.get(h, b"a", &GetOptions::default(), 0).unwrap().item;
+            s.unlink(h, s.find(h, b"a").unwrap());
+            assert!(s.arena_used() > 0, "{kind}: the handle keeps its block");
+            assert_eq!(item.value(), &[1; 100][..]);
+            drop(item);
+            // The block went back through the deferred stack; the next
+            // allocation takes it.
+            set(&mut s, b"b", &[2; 100]);
+            let hb = hash(&s, b"b");
+            s.unlink(hb, s.find(hb, b"b").unwrap());
+            assert_eq!(s.arena_used(), 0, "{kind}");
+            assert_eq!(s.used, 0, "{kind}");
         }
-        (scanned, removed)
+    }
+
+    #[test]
+    fn replacing_a_value_keeps_one_block() {
+        for kind in EvictionKind::ALL {
+            let mut s = shard(kind);
+            for round in 0..50u8 {
+                set(&mut s, b"k", &vec![round; 10 + round as usize * 7]);
+            }
+            let h = hash(&s, b"k");
+            let off = s.find(h, b"k").unwrap();
+            assert_eq!(s.arena_used(), s.arena.units(off) as usize * UNIT, "{kind}");
+            assert_eq!(s.used, s.charge(s.arena.units(off)), "{kind}");
+            s.clear();
+            assert_eq!((s.arena_used(), s.used, s.len()), (0, 0, 0), "{kind}");
+        }
     }
 }

@@ -16,9 +16,9 @@ use crate::changes::{Change, ChangeSink, Entry};
 use crate::clock::Clock;
 use crate::eviction::EvictionKind;
 use crate::expiry::Expiry;
-use crate::item::Item;
+use crate::item::{Item, KEY_MAX};
 use crate::ops::{
-    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
+    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetOutcome,
     SetRequest,
 };
 use crate::shard::{Shard, ShardStats, SharedRead};
@@ -132,6 +132,13 @@ impl Store {
         } else {
             config.shards.next_power_of_two()
         };
+        // Enough shards that each one's share fits in its arena.
+        let n = n.max(
+            config
+                .capacity
+                .div_ceil(crate::shard::max_limit())
+                .next_power_of_two(),
+        );
         let bits = n.trailing_zeros();
         // A random seed keeps an attacker from choosing colliding keys.
         let hasher = FixedState::with_seed(RandomState::default().hash_one(0xc0ffee_u64));
@@ -361,16 +368,14 @@ impl Store {
         })
     }
 
-    /// Carries out a storage request.
+    /// Carries out a storage request. Keys longer than [`KEY_MAX`] bytes
+    /// are not stored.
     pub fn set(&self, req: &SetRequest<'_>) -> SetOutcome {
-        // Build the item before taking the lock; append and prepend need
-        // the old value and build theirs under it.
-        let item = match req.mode {
-            SetMode::Append | SetMode::Prepend | SetMode::Rotate { .. } => None,
-            _ => Some(Item::new(req.key, req.flags, req.value)),
-        };
+        if req.key.len() > KEY_MAX {
+            return SetOutcome::NotStored;
+        }
         let (mut shard, hash, now) = self.shard(req.key);
-        let outcome = shard.set(hash, req, item, now);
+        let outcome = shard.set(hash, req, now);
         if let Some(sink) = self.sink() {
             let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
             report(&mut shard, sink, hash, req.key, changed);
@@ -523,32 +528,35 @@ impl Store {
         self.capacity.store(bytes as u64, Ordering::Relaxed);
         let per_shard = bytes / self.shards.len();
         for cell in self.shards.iter() {
-            cell.0.write().limit = per_shard;
+            cell.0.write().set_limit(per_shard);
         }
     }
 
     /// One pass of the reaper over every shard: unlinks expired entries,
-    /// locking each shard for at most `batch` slots at a time. Returns the
-    /// number of entries removed.
+    /// locking each shard for at most `batch` blocks at a time. Returns the
+    /// number of entries removed. A shard where nothing can have expired
+    /// (no deadline has passed since its last pass) is not walked.
     pub fn reap(&self, batch: usize) -> usize {
         let mut removed = 0;
         for cell in self.shards.iter() {
-            // One full turn of the shard's cursor, wherever it starts: the
-            // cursor wraps silently, so count the slots instead of waiting
-            // for a short batch (which never comes when the slot count is a
-            // multiple of `batch`).
-            let mut left = None;
+            // Until the shard's walk ends: a pass ends at the arena's end,
+            // so one that began mid-arena (making room walks too) is
+            // followed by a whole one.
+            let mut fresh = None;
+            let mut passes = 0;
             loop {
                 let now = self.clock.now();
                 self.apply_due_flush(now);
                 let mut shard = cell.0.write();
                 self.sync_flush(&mut shard, now);
-                let left = left.get_or_insert(shard.slots.len());
-                let (scanned, gone) = shard.reap(now, batch.max(1).min(*left));
+                let from_start = *fresh.get_or_insert_with(|| shard.walk_at_start());
+                let (_, gone, done) = shard.reap(now, batch.max(1));
                 removed += gone;
-                *left = left.saturating_sub(scanned);
-                if scanned == 0 || *left == 0 {
-                    break;
+                if done {
+                    passes += 1;
+                    if from_start || passes == 2 {
+                        break;
+                    }
                 }
             }
         }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use kura_store::eviction::{EvictionPolicy, Policy};
+use kura_store::eviction::{EvictionPolicy, Policy, VecEntries};
 use kura_store::EvictionKind;
 
 /// The scan-resistant policy held to the ARC column.
@@ -128,6 +128,7 @@ const NO_SLOT: u32 = u32::MAX;
 /// link the new entry. Returns the hits.
 fn replay(kind: EvictionKind, trace: &Trace, capacity: usize) -> u64 {
     let mut policy = Policy::new(kind);
+    let mut entries = VecEntries::default();
     let mut slot_of = vec![NO_SLOT; trace.distinct];
     let mut key_of: Vec<u32> = Vec::with_capacity(capacity);
     let mut free: Vec<u32> = Vec::new();
@@ -137,17 +138,19 @@ fn replay(kind: EvictionKind, trace: &Trace, capacity: usize) -> u64 {
         let slot = slot_of[key as usize];
         if slot != NO_SLOT {
             hits += 1;
-            policy.touch(slot);
+            policy.touch(&mut entries, slot, hash(key));
             continue;
         }
         if len == capacity {
-            let victim = policy.victim().expect("a full policy has a victim");
+            let victim = policy
+                .victim(&mut entries)
+                .expect("a full policy has a victim");
             let gone = key_of[victim as usize];
             assert_eq!(
                 slot_of[gone as usize], victim,
                 "{kind}: victim {victim} is not live"
             );
-            policy.remove(victim);
+            policy.remove(&mut entries, victim, hash(gone));
             slot_of[gone as usize] = NO_SLOT;
             free.push(victim);
             len -= 1;
@@ -158,7 +161,8 @@ fn replay(kind: EvictionKind, trace: &Trace, capacity: usize) -> u64 {
         });
         key_of[slot as usize] = key;
         slot_of[key as usize] = slot;
-        policy.insert(slot, hash(key));
+        entries.reset(slot, hash(key));
+        policy.insert(&mut entries, slot, hash(key));
         len += 1;
     }
     hits

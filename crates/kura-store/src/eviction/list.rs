@@ -1,33 +1,17 @@
-//! Doubly linked queues threaded through a policy's per-slot array. A slot
-//! sits in at most one queue at a time; the queues own only their ends and
-//! length, the links live in the nodes, so several queues share one array.
+//! Doubly linked queues threaded through the entries themselves (their two
+//! link words, see [`Entries`]). An entry sits in at most one queue at a
+//! time; a queue owns only its ends and length, so several queues share the
+//! entries' links.
 
-/// "No slot": the end of a queue.
+use super::Entries;
+
+/// "No entry": the end of a queue.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// A node's neighbours in its queue.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Link {
-    /// Towards the head (newer).
-    pub prev: u32,
-    /// Towards the tail (older).
-    pub next: u32,
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Link {
-            prev: NIL,
-            next: NIL,
-        }
-    }
-}
-
-/// A per-slot record that can be linked into a [`Queue`].
-pub(crate) trait Node {
-    fn link(&self) -> &Link;
-    fn link_mut(&mut self) -> &mut Link;
-}
+/// Towards the head (newer).
+const PREV: usize = 0;
+/// Towards the tail (older).
+const NEXT: usize = 1;
 
 /// One queue: newest at the head, oldest at the tail.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +31,12 @@ impl Default for Queue {
     }
 }
 
+fn set<E: Entries>(e: &mut E, id: u32, which: usize, to: u32) {
+    let mut l = e.links(id);
+    l[which] = to;
+    e.set_links(id, l);
+}
+
 impl Queue {
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -56,110 +46,123 @@ impl Queue {
         self.len == 0
     }
 
-    /// The oldest slot.
+    /// The oldest entry.
     pub(crate) fn tail(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
 
-    /// Links `idx`, which must be in no queue, as the newest.
-    pub(crate) fn push_front<N: Node>(&mut self, nodes: &mut [N], idx: u32) {
-        *nodes[idx as usize].link_mut() = Link {
-            prev: NIL,
-            next: self.head,
-        };
+    /// The newest entry.
+    pub(crate) fn head(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The entry before `id` towards the head (newer), if any.
+    pub(crate) fn newer<E: Entries>(e: &E, id: u32) -> Option<u32> {
+        let p = e.links(id)[PREV];
+        (p != NIL).then_some(p)
+    }
+
+    /// Links `id`, which must be in no queue, as the newest.
+    pub(crate) fn push_front<E: Entries>(&mut self, e: &mut E, id: u32) {
+        e.set_links(id, [NIL, self.head]);
         if self.head == NIL {
-            self.tail = idx;
+            self.tail = id;
         } else {
-            nodes[self.head as usize].link_mut().prev = idx;
+            set(e, self.head, PREV, id);
         }
-        self.head = idx;
+        self.head = id;
         self.len += 1;
     }
 
-    /// Unlinks `idx`, which must be in this queue.
-    pub(crate) fn unlink<N: Node>(&mut self, nodes: &mut [N], idx: u32) {
-        let Link { prev, next } = *nodes[idx as usize].link();
+    /// Unlinks `id`, which must be in this queue.
+    pub(crate) fn unlink<E: Entries>(&mut self, e: &mut E, id: u32) {
+        let [prev, next] = e.links(id);
         if prev == NIL {
             self.head = next;
         } else {
-            nodes[prev as usize].link_mut().next = next;
+            set(e, prev, NEXT, next);
         }
         if next == NIL {
             self.tail = prev;
         } else {
-            nodes[next as usize].link_mut().prev = prev;
+            set(e, next, PREV, prev);
         }
         self.len -= 1;
     }
 
-    /// Makes `idx`, which must be in this queue, the newest.
-    pub(crate) fn move_to_front<N: Node>(&mut self, nodes: &mut [N], idx: u32) {
-        if self.head != idx {
-            self.unlink(nodes, idx);
-            self.push_front(nodes, idx);
+    /// Makes `id`, which must be in this queue, the newest.
+    pub(crate) fn move_to_front<E: Entries>(&mut self, e: &mut E, id: u32) {
+        if self.head != id {
+            self.unlink(e, id);
+            self.push_front(e, id);
         }
     }
 
-    /// Forgets every slot (the nodes are left as they are).
+    /// Puts `new`, which must be in no queue, where `old` is in this one.
+    pub(crate) fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32) {
+        let [prev, next] = e.links(old);
+        e.set_links(new, [prev, next]);
+        if prev == NIL {
+            self.head = new;
+        } else {
+            set(e, prev, NEXT, new);
+        }
+        if next == NIL {
+            self.tail = new;
+        } else {
+            set(e, next, PREV, new);
+        }
+    }
+
+    /// Forgets every entry (their links are left as they are).
     pub(crate) fn clear(&mut self) {
         *self = Queue::default();
     }
 }
 
-/// Grows `nodes` so that `idx` is a valid index.
-pub(crate) fn ensure_slot<N: Default>(nodes: &mut Vec<N>, idx: u32) {
-    let i = idx as usize;
-    if i >= nodes.len() {
-        nodes.resize_with(i + 1, N::default);
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::VecEntries;
     use super::*;
 
-    #[derive(Default)]
-    struct N(Link);
-    impl Node for N {
-        fn link(&self) -> &Link {
-            &self.0
-        }
-        fn link_mut(&mut self) -> &mut Link {
-            &mut self.0
-        }
-    }
-
-    fn order(q: &Queue, nodes: &[N]) -> Vec<u32> {
+    fn order(q: &Queue, e: &VecEntries) -> Vec<u32> {
         let mut out = Vec::new();
         let mut at = q.head;
         while at != NIL {
             out.push(at);
-            at = nodes[at as usize].0.next;
+            at = e.links(at)[NEXT];
         }
         out
     }
 
     #[test]
-    fn two_queues_share_one_array() {
-        let mut nodes: Vec<N> = Vec::new();
+    fn two_queues_share_the_entries() {
+        let mut e = VecEntries::default();
         let (mut a, mut b) = (Queue::default(), Queue::default());
         for i in 0..6 {
-            ensure_slot(&mut nodes, i);
+            e.ensure(i);
             if i % 2 == 0 {
-                a.push_front(&mut nodes, i);
+                a.push_front(&mut e, i);
             } else {
-                b.push_front(&mut nodes, i);
+                b.push_front(&mut e, i);
             }
         }
-        assert_eq!(order(&a, &nodes), [4, 2, 0]);
-        assert_eq!(order(&b, &nodes), [5, 3, 1]);
-        a.move_to_front(&mut nodes, 0);
-        b.unlink(&mut nodes, 3);
-        assert_eq!(order(&a, &nodes), [0, 4, 2]);
+        assert_eq!(order(&a, &e), [4, 2, 0]);
+        assert_eq!(order(&b, &e), [5, 3, 1]);
+        a.move_to_front(&mut e, 0);
+        b.unlink(&mut e, 3);
+        assert_eq!(order(&a, &e), [0, 4, 2]);
         assert_eq!((a.tail(), a.len()), (Some(2), 3));
-        assert_eq!(order(&b, &nodes), [5, 1]);
-        b.unlink(&mut nodes, 5);
-        b.unlink(&mut nodes, 1);
+        e.ensure(9);
+        a.replace(&mut e, 4, 9);
+        assert_eq!(order(&a, &e), [0, 9, 2]);
+        a.replace(&mut e, 0, 4);
+        a.replace(&mut e, 2, 0);
+        assert_eq!(order(&a, &e), [4, 9, 0]);
+        assert_eq!((a.head(), a.tail()), (Some(4), Some(0)));
+        assert_eq!(order(&b, &e), [5, 1]);
+        b.unlink(&mut e, 5);
+        b.unlink(&mut e, 1);
         assert!(b.is_empty());
         assert_eq!(b.tail(), None);
     }

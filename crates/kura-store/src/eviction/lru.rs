@@ -1,127 +1,74 @@
-//! Exact LRU: a doubly linked list threaded through an array indexed by
-//! slot. A read moves the entry to the head; the victim is the tail.
+//! Exact LRU: a doubly linked list threaded through the entries. A read
+//! moves the entry to the head; the victim is the tail.
 
-use super::EvictionPolicy;
+use super::list::Queue;
+use super::{Entries, EvictionPolicy};
 
-const NIL: u32 = u32::MAX;
-
-#[derive(Debug, Clone, Copy)]
-struct Link {
-    prev: u32,
-    next: u32,
-}
-
-/// Least recently used first.
-#[derive(Debug)]
+/// Exact least-recently-used eviction.
+#[derive(Debug, Default)]
 pub struct Lru {
-    links: Vec<Link>,
-    head: u32,
-    tail: u32,
-}
-
-impl Default for Lru {
-    fn default() -> Self {
-        Lru {
-            links: Vec::new(),
-            head: NIL,
-            tail: NIL,
-        }
-    }
-}
-
-impl Lru {
-    fn unlink(&mut self, idx: u32) {
-        let Link { prev, next } = self.links[idx as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.links[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.links[next as usize].prev = prev;
-        }
-    }
-
-    fn push_front(&mut self, idx: u32) {
-        self.links[idx as usize] = Link {
-            prev: NIL,
-            next: self.head,
-        };
-        if self.head != NIL {
-            self.links[self.head as usize].prev = idx;
-        } else {
-            self.tail = idx;
-        }
-        self.head = idx;
-    }
+    list: Queue,
 }
 
 impl EvictionPolicy for Lru {
-    fn insert(&mut self, idx: u32, _hash: u64) {
-        let i = idx as usize;
-        if i >= self.links.len() {
-            self.links.resize(
-                i + 1,
-                Link {
-                    prev: NIL,
-                    next: NIL,
-                },
-            );
-        }
-        self.push_front(idx);
+    fn insert<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        self.list.push_front(e, id);
     }
 
-    fn touch(&mut self, idx: u32) {
-        if self.head != idx {
-            self.unlink(idx);
-            self.push_front(idx);
-        }
+    fn touch<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        self.list.move_to_front(e, id);
     }
 
-    fn touch_shared(&self, idx: u32) -> bool {
-        // Already the most recent: nothing to move.
-        self.head == idx
+    /// A read of the newest entry changes nothing.
+    fn touch_shared<E: Entries>(&self, _e: &E, id: u32) -> bool {
+        self.list.head() == Some(id)
     }
 
-    fn remove(&mut self, idx: u32) {
-        self.unlink(idx);
+    fn remove<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        self.list.unlink(e, id);
     }
 
-    fn victim(&mut self) -> Option<u32> {
-        (self.tail != NIL).then_some(self.tail)
+    fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32) {
+        self.list.replace(e, old, new);
+    }
+
+    fn victim<E: Entries>(&mut self, _e: &mut E) -> Option<u32> {
+        self.list.tail()
     }
 
     fn clear(&mut self) {
-        self.links.clear();
-        self.head = NIL;
-        self.tail = NIL;
+        self.list.clear();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::VecEntries;
     use super::*;
 
     #[test]
     fn evicts_least_recently_used() {
         let mut l = Lru::default();
+        let mut e = VecEntries::default();
         for i in 0..4 {
-            l.insert(i, 0);
+            e.reset(i, 0);
+            l.insert(&mut e, i, 0);
         }
-        assert_eq!(l.victim(), Some(0));
-        assert!(!l.touch_shared(0));
-        assert!(l.touch_shared(3));
-        l.touch(0);
-        assert!(l.touch_shared(0));
-        assert_eq!(l.victim(), Some(1));
-        l.remove(1);
-        assert_eq!(l.victim(), Some(2));
-        l.remove(2);
-        l.remove(3);
-        assert_eq!(l.victim(), Some(0));
-        l.remove(0);
-        assert_eq!(l.victim(), None);
+        assert_eq!(l.victim(&mut e), Some(0));
+        assert!(!l.touch_shared(&e, 0));
+        assert!(l.touch_shared(&e, 3));
+        l.touch(&mut e, 0, 0);
+        assert!(l.touch_shared(&e, 0));
+        assert_eq!(l.victim(&mut e), Some(1));
+        l.remove(&mut e, 1, 0);
+        assert_eq!(l.victim(&mut e), Some(2));
+        e.reset(7, 0);
+        l.replace(&mut e, 2, 7);
+        assert_eq!(l.victim(&mut e), Some(7));
+        l.remove(&mut e, 7, 0);
+        l.remove(&mut e, 3, 0);
+        assert_eq!(l.victim(&mut e), Some(0));
+        l.remove(&mut e, 0, 0);
+        assert_eq!(l.victim(&mut e), None);
     }
 }

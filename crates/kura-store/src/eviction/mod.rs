@@ -1,8 +1,9 @@
 //! Eviction policies. A shard tells its policy about every entry it links,
-//! reads and unlinks, by slot index, and asks it for the next victim when
-//! it is over its memory limit. A policy keeps its own per-entry state
-//! indexed by slot, so a new policy is one new file here and one variant of
-//! [`Policy`]; the shards do not change.
+//! reads and unlinks, by id, and asks it for the next victim when it is
+//! over its memory limit. A policy keeps its per-entry state in the entry
+//! (a byte and two links, through [`Entries`]) and its own queue ends,
+//! ghosts or sketch, so a new policy is one new file here and one variant
+//! of [`Policy`]; the shards do not change.
 //!
 //! * [`Lru`]: exact least-recently-used, the reference.
 //! * [`TinyLfu`]: W-TinyLFU, an LRU window, a segmented LRU main space and
@@ -13,6 +14,8 @@
 //! * [`Sieve`]: one FIFO queue with a visited bit and a moving hand.
 //!
 //! BENCHMARKS.md compares them on the ARC paper's traces.
+
+use std::sync::atomic::AtomicU8;
 
 mod list;
 mod lru;
@@ -26,35 +29,101 @@ pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use tinylfu::TinyLfu;
 
+/// Where a policy keeps its state for each entry: in the entry itself (an
+/// item block's policy byte and two link words, see item.rs), so a policy
+/// costs no memory per entry of its own. Entries are named by `u32` ids (a
+/// shard's block offsets). [`VecEntries`] keeps the same state in vectors,
+/// to drive a policy outside a store.
+pub trait Entries {
+    /// The entry's policy byte: atomic, so that reads under a shared lock
+    /// can note themselves ([`EvictionPolicy::touch_shared`]).
+    fn byte(&self, id: u32) -> &AtomicU8;
+    /// The entry's two links (towards the newer and the older neighbour).
+    fn links(&self, id: u32) -> [u32; 2];
+    fn set_links(&mut self, id: u32, links: [u32; 2]);
+    /// The hash of the entry's key.
+    fn hash(&self, id: u32) -> u64;
+}
+
 /// The contract between a shard and its eviction order.
 ///
-/// A slot index is live from `insert` until `remove`; the shard calls the
-/// methods under its lock, never twice `insert` for a live index, and only
-/// with indices it has inserted. `victim` must return a live index (or
-/// `None` when the policy tracks no entry) and must not forget it: the shard
-/// calls `remove` for it when it unlinks the entry, but may also leave it
-/// linked (when eviction is off, for instance) and ask again later.
+/// An id is live from `insert` until `remove` (or until `replace` hands its
+/// place to another id); the shard calls the methods under its lock, never
+/// twice `insert` for a live id, and only with ids it has inserted. `hash`
+/// is the entry's key hash, for policies that remember keys beyond the life
+/// of their entries (a frequency sketch, a ghost queue); equal keys give
+/// equal hashes. `victim` must return a live id (or `None` when the policy
+/// tracks no entry) and must not forget it: the shard calls `remove` for it
+/// when it unlinks the entry, but may also leave it linked (when eviction
+/// is off, for instance) and ask again later.
 pub trait EvictionPolicy: Send + Sync {
-    /// Entry `idx` was linked; `hash` is its key's hash, for policies that
-    /// remember keys beyond the life of their entries (a frequency sketch, a
-    /// ghost queue). Equal keys must give equal hashes.
-    fn insert(&mut self, idx: u32, hash: u64);
-    /// Entry `idx` was read or updated.
-    fn touch(&mut self, idx: u32);
-    /// Entry `idx` was read, and the shard holds its lock shared: record
-    /// the read if that needs no exclusive access (an atomic bit or counter)
-    /// and return true; return false, changing nothing, if it needs
-    /// [`touch`](Self::touch). Readers may call this concurrently.
-    fn touch_shared(&self, idx: u32) -> bool {
-        let _ = idx;
+    /// Entry `id` was linked.
+    fn insert<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64);
+    /// Entry `id` was read or updated.
+    fn touch<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64);
+    /// Entry `id` was read, and the shard holds its lock shared: record
+    /// the read if that needs no exclusive access (an atomic bit or counter
+    /// in the entry's byte) and return true; return false, changing
+    /// nothing, if it needs [`touch`](Self::touch). Readers may call this
+    /// concurrently.
+    fn touch_shared<E: Entries>(&self, e: &E, id: u32) -> bool {
+        let _ = (e, id);
         false
     }
-    /// Entry `idx` was unlinked.
-    fn remove(&mut self, idx: u32);
+    /// Entry `id` was unlinked.
+    fn remove<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64);
+    /// Entry `new` (not inserted) takes the place of live entry `old` (a new
+    /// version of the same key), with its state; `old` is forgotten.
+    fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32);
     /// The entry to evict next.
-    fn victim(&mut self) -> Option<u32>;
+    fn victim<E: Entries>(&mut self, e: &mut E) -> Option<u32>;
     /// Forget every entry.
     fn clear(&mut self);
+}
+
+/// Per-entry policy state kept in vectors indexed by id: for driving a
+/// policy without a store (the hit-ratio tests, simulations). Ids should
+/// be dense; [`VecEntries::ensure`] makes room for one.
+#[derive(Debug, Default)]
+pub struct VecEntries {
+    bytes: Vec<AtomicU8>,
+    links: Vec<[u32; 2]>,
+    hashes: Vec<u64>,
+}
+
+impl VecEntries {
+    /// Makes `id` a valid id, with a zero byte.
+    pub fn ensure(&mut self, id: u32) {
+        let i = id as usize;
+        if i >= self.bytes.len() {
+            self.bytes.resize_with(i + 1, AtomicU8::default);
+            self.links.resize(i + 1, [list::NIL; 2]);
+            self.hashes.resize(i + 1, 0);
+        }
+    }
+
+    /// Readies `id` for a new entry whose key hashes to `hash`: room for
+    /// it, and its byte zeroed as a new block's would be.
+    pub fn reset(&mut self, id: u32, hash: u64) {
+        self.ensure(id);
+        *self.bytes[id as usize].get_mut() = 0;
+        self.hashes[id as usize] = hash;
+    }
+}
+
+impl Entries for VecEntries {
+    fn byte(&self, id: u32) -> &AtomicU8 {
+        &self.bytes[id as usize]
+    }
+    fn links(&self, id: u32) -> [u32; 2] {
+        self.links[id as usize]
+    }
+    fn set_links(&mut self, id: u32, links: [u32; 2]) {
+        self.links[id as usize] = links;
+    }
+    fn hash(&self, id: u32) -> u64 {
+        self.hashes[id as usize]
+    }
 }
 
 /// A 32-bit fingerprint of a key hash, well mixed whichever bits of the
@@ -99,19 +168,18 @@ impl EvictionKind {
         }
     }
 
-    /// Bytes of per-entry state the policy keeps, charged to each entry
-    /// against the memory limit (with the store's own bookkeeping). Counts
-    /// the state kept per slot and, for the scan-resistant policies, their
-    /// share of the ghost queue or frequency sketch.
+    /// Bytes per entry the policy keeps outside the entries (a ghost
+    /// queue, a frequency sketch), charged to each entry against the memory
+    /// limit with the store's own bookkeeping. The byte and links in each
+    /// entry are part of its block.
     pub(crate) fn entry_bytes(self) -> usize {
         match self {
-            EvictionKind::Lru => 8,
-            EvictionKind::Sieve => 12,
-            // Node (16) and its share of the ghost queue: about 1.4
-            // fingerprints at about 10 bytes each (queue and set).
-            EvictionKind::S3Fifo => 32,
-            // Node (16), up to 16 sketch bytes and 2 doorkeeper bytes.
-            EvictionKind::TinyLfu => 32,
+            EvictionKind::Lru | EvictionKind::Sieve => 0,
+            // Its share of the ghost queue: about 1.4 fingerprints at about
+            // 10 bytes each (queue and set).
+            EvictionKind::S3Fifo => 14,
+            // Up to 16 sketch bytes and 2 doorkeeper bytes.
+            EvictionKind::TinyLfu => 18,
         }
     }
 }
@@ -174,24 +242,28 @@ macro_rules! dispatch {
 
 impl EvictionPolicy for Policy {
     #[inline]
-    fn insert(&mut self, idx: u32, hash: u64) {
-        dispatch!(self, p => p.insert(idx, hash))
+    fn insert<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
+        dispatch!(self, p => p.insert(e, id, hash))
     }
     #[inline]
-    fn touch(&mut self, idx: u32) {
-        dispatch!(self, p => p.touch(idx))
+    fn touch<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
+        dispatch!(self, p => p.touch(e, id, hash))
     }
     #[inline]
-    fn touch_shared(&self, idx: u32) -> bool {
-        dispatch!(self, p => p.touch_shared(idx))
+    fn touch_shared<E: Entries>(&self, e: &E, id: u32) -> bool {
+        dispatch!(self, p => p.touch_shared(e, id))
     }
     #[inline]
-    fn remove(&mut self, idx: u32) {
-        dispatch!(self, p => p.remove(idx))
+    fn remove<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
+        dispatch!(self, p => p.remove(e, id, hash))
     }
     #[inline]
-    fn victim(&mut self) -> Option<u32> {
-        dispatch!(self, p => p.victim())
+    fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32) {
+        dispatch!(self, p => p.replace(e, old, new))
+    }
+    #[inline]
+    fn victim<E: Entries>(&mut self, e: &mut E) -> Option<u32> {
+        dispatch!(self, p => p.victim(e))
     }
     fn clear(&mut self) {
         dispatch!(self, p => p.clear())
@@ -213,44 +285,57 @@ mod tests {
     }
 
     /// Every policy honours the contract on a random mix of calls: victims
-    /// are live, and draining through victims empties the policy.
+    /// are live, replacements keep their place, and draining through
+    /// victims empties the policy.
     #[test]
     fn every_policy_keeps_the_contract() {
         use std::collections::BTreeSet;
         for kind in EvictionKind::ALL {
             let mut p = Policy::new(kind);
+            let mut e = VecEntries::default();
             let mut live = BTreeSet::new();
             let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+            let h = |id: u32| u64::from(id % 300).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             for step in 0..20_000u64 {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let idx = (x % 512) as u32;
+                let id = (x % 512) as u32;
                 match x >> 60 {
-                    0..=5 if !live.contains(&idx) => {
-                        p.insert(idx, (x >> 20) % 2048);
-                        live.insert(idx);
+                    0..=5 if !live.contains(&id) => {
+                        e.reset(id, h(id));
+                        p.insert(&mut e, id, h(id));
+                        live.insert(id);
                     }
-                    0..=9 if live.contains(&idx) => p.touch(idx),
-                    10..=11 if live.contains(&idx) => {
-                        p.remove(idx);
-                        live.remove(&idx);
+                    0..=8 if live.contains(&id) => p.touch(&mut e, id, h(id)),
+                    9 if live.contains(&id) => {
+                        let new = 512 + (x >> 32) as u32 % 512;
+                        if !live.contains(&new) {
+                            e.reset(new, h(id));
+                            p.replace(&mut e, id, new);
+                            live.remove(&id);
+                            live.insert(new);
+                        }
                     }
-                    _ if live.is_empty() => assert_eq!(p.victim(), None, "{kind}"),
+                    10..=11 if live.contains(&id) => {
+                        p.remove(&mut e, id, h(id));
+                        live.remove(&id);
+                    }
+                    _ if live.is_empty() => assert_eq!(p.victim(&mut e), None, "{kind}"),
                     _ if live.len() > 300 || step % 7 == 0 => {
-                        let v = p.victim().expect("a victim while entries are live");
+                        let v = p.victim(&mut e).expect("a victim while entries are live");
                         assert!(live.contains(&v), "{kind}: victim {v} is not live");
                         if step % 3 != 0 {
-                            p.remove(v);
+                            p.remove(&mut e, v, h(v));
                             live.remove(&v);
                         }
                     }
                     _ => {}
                 }
             }
-            while let Some(v) = p.victim() {
+            while let Some(v) = p.victim(&mut e) {
                 assert!(live.remove(&v), "{kind}: victim {v} is not live");
-                p.remove(v);
+                p.remove(&mut e, v, h(v));
             }
             assert!(
                 live.is_empty(),

@@ -5,40 +5,24 @@
 //! victim. New entries go in at the head, behind the hand, so a one-time
 //! scan is evicted before entries that were read again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use super::list::{ensure_slot, Link, Node, Queue, NIL};
-use super::EvictionPolicy;
+use super::list::{Queue, NIL};
+use super::{Entries, EvictionPolicy};
 
-#[derive(Debug, Default)]
-struct SieveNode {
-    link: Link,
-    /// Atomic so that reads under a shared lock can set it.
-    visited: AtomicBool,
-}
-
-impl Node for SieveNode {
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+/// The visited bit in the entry's byte.
+const VISITED: u8 = 1;
 
 /// SIEVE eviction.
 #[derive(Debug)]
 pub struct Sieve {
-    nodes: Vec<SieveNode>,
     queue: Queue,
-    /// The next entry the hand looks at; `NIL` means the tail.
     hand: u32,
 }
 
 impl Default for Sieve {
     fn default() -> Self {
         Sieve {
-            nodes: Vec::new(),
             queue: Queue::default(),
             hand: NIL,
         }
@@ -46,45 +30,48 @@ impl Default for Sieve {
 }
 
 impl EvictionPolicy for Sieve {
-    fn insert(&mut self, idx: u32, _hash: u64) {
-        ensure_slot(&mut self.nodes, idx);
-        self.queue.push_front(&mut self.nodes, idx);
-        *self.nodes[idx as usize].visited.get_mut() = false;
+    fn insert<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        self.queue.push_front(e, id);
+        e.byte(id).store(0, Ordering::Relaxed);
     }
 
     #[inline]
-    fn touch(&mut self, idx: u32) {
-        *self.nodes[idx as usize].visited.get_mut() = true;
+    fn touch<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        e.byte(id).store(VISITED, Ordering::Relaxed);
     }
 
     #[inline]
-    fn touch_shared(&self, idx: u32) -> bool {
-        self.nodes[idx as usize]
-            .visited
-            .store(true, Ordering::Relaxed);
+    fn touch_shared<E: Entries>(&self, e: &E, id: u32) -> bool {
+        e.byte(id).store(VISITED, Ordering::Relaxed);
         true
     }
 
-    fn remove(&mut self, idx: u32) {
-        if self.hand == idx {
-            // The hand moves on towards the head, as after an eviction.
-            self.hand = self.nodes[idx as usize].link.prev;
+    fn remove<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        if self.hand == id {
+            self.hand = Queue::newer(e, id).unwrap_or(NIL);
         }
-        self.queue.unlink(&mut self.nodes, idx);
+        self.queue.unlink(e, id);
     }
 
-    fn victim(&mut self) -> Option<u32> {
+    fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32) {
+        self.queue.replace(e, old, new);
+        let b = e.byte(old).load(Ordering::Relaxed);
+        e.byte(new).store(b, Ordering::Relaxed);
+        if self.hand == old {
+            self.hand = new;
+        }
+    }
+
+    fn victim<E: Entries>(&mut self, e: &mut E) -> Option<u32> {
         let mut at = if self.hand == NIL {
             self.queue.tail()?
         } else {
             self.hand
         };
-        // Ends: every step clears a bit that a read set, and after one turn
-        // every bit is clear.
-        while std::mem::take(self.nodes[at as usize].visited.get_mut()) {
-            at = match self.nodes[at as usize].link.prev {
-                NIL => self.queue.tail()?,
-                prev => prev,
+        while e.byte(at).swap(0, Ordering::Relaxed) & VISITED != 0 {
+            at = match Queue::newer(e, at) {
+                None => self.queue.tail()?,
+                Some(prev) => prev,
             };
         }
         self.hand = at;
@@ -92,7 +79,6 @@ impl EvictionPolicy for Sieve {
     }
 
     fn clear(&mut self) {
-        self.nodes.clear();
         self.queue.clear();
         self.hand = NIL;
     }
@@ -100,42 +86,58 @@ impl EvictionPolicy for Sieve {
 
 #[cfg(test)]
 mod tests {
+    use super::super::VecEntries;
     use super::*;
+
+    fn filled(n: u32) -> (Sieve, VecEntries) {
+        let mut s = Sieve::default();
+        let mut e = VecEntries::default();
+        for i in 0..n {
+            e.reset(i, 0);
+            s.insert(&mut e, i, 0);
+        }
+        (s, e)
+    }
 
     #[test]
     fn visited_entries_survive_one_pass_of_the_hand() {
-        let mut s = Sieve::default();
-        for i in 0..4 {
-            s.insert(i, 0);
-        }
-        s.touch(0);
-        s.touch(2);
+        let (mut s, mut e) = filled(4);
+        s.touch(&mut e, 0, 0);
+        s.touch(&mut e, 2, 0);
         // 0 is visited: the hand clears it and stops at 1.
-        assert_eq!(s.victim(), Some(1));
-        s.remove(1);
+        assert_eq!(s.victim(&mut e), Some(1));
+        s.remove(&mut e, 1, 0);
         // The hand moved on to 2 (visited, cleared), then 3.
-        assert_eq!(s.victim(), Some(3));
-        s.remove(3);
+        assert_eq!(s.victim(&mut e), Some(3));
+        s.remove(&mut e, 3, 0);
         // Wraps to the tail: 0 was cleared on the first pass.
-        assert_eq!(s.victim(), Some(0));
-        s.remove(0);
-        assert_eq!(s.victim(), Some(2));
-        s.remove(2);
-        assert_eq!(s.victim(), None);
+        assert_eq!(s.victim(&mut e), Some(0));
+        s.remove(&mut e, 0, 0);
+        assert_eq!(s.victim(&mut e), Some(2));
+        s.remove(&mut e, 2, 0);
+        assert_eq!(s.victim(&mut e), None);
     }
 
     #[test]
     fn removing_the_entry_under_the_hand_moves_the_hand() {
-        let mut s = Sieve::default();
-        for i in 0..3 {
-            s.insert(i, 0);
-        }
-        assert_eq!(s.victim(), Some(0));
-        s.touch(1);
-        s.remove(0);
-        s.insert(0, 0);
+        let (mut s, mut e) = filled(3);
+        assert_eq!(s.victim(&mut e), Some(0));
+        s.touch(&mut e, 1, 0);
+        s.remove(&mut e, 0, 0);
+        e.reset(0, 0);
+        s.insert(&mut e, 0, 0);
         // Order head..tail: 0, 2, 1; the hand is past the tail's old
         // position, at 1 (visited, cleared), then 2.
-        assert_eq!(s.victim(), Some(2));
+        assert_eq!(s.victim(&mut e), Some(2));
+    }
+
+    #[test]
+    fn a_replacement_keeps_its_place_and_its_bit() {
+        let (mut s, mut e) = filled(3);
+        s.touch(&mut e, 0, 0);
+        e.reset(9, 0);
+        s.replace(&mut e, 0, 9);
+        // 9 took 0's place at the tail, visited: the hand passes it.
+        assert_eq!(s.victim(&mut e), Some(1));
     }
 }

@@ -11,55 +11,48 @@
 //! is decided there: [`victim`](EvictionPolicy::victim) returns either the
 //! candidate (refused) or the entry it displaces, both live indices.
 
-use super::list::{ensure_slot, Link, Node, Queue, NIL};
+use std::sync::atomic::Ordering;
+
+use super::list::{Queue, NIL};
 use super::sketch::Sketch;
-use super::{fingerprint, EvictionPolicy};
+use super::{fingerprint, Entries, EvictionPolicy};
 
 /// The window's share of the entries, in percent.
 const WINDOW_PERCENT: usize = 1;
 /// The protected segment's share of the main space, in percent.
 const PROTECTED_PERCENT: usize = 80;
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// Where an entry is, in its byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Region {
-    #[default]
-    Window,
-    Probation,
-    Protected,
+    Window = 0,
+    Probation = 1,
+    Protected = 2,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct LfuNode {
-    link: Link,
-    fingerprint: u32,
-    region: Region,
-}
-
-impl Node for LfuNode {
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
+fn region<E: Entries>(e: &E, id: u32) -> Region {
+    match e.byte(id).load(Ordering::Relaxed) {
+        1 => Region::Probation,
+        2 => Region::Protected,
+        _ => Region::Window,
     }
 }
 
 /// W-TinyLFU eviction.
 #[derive(Debug)]
 pub struct TinyLfu {
-    nodes: Vec<LfuNode>,
     window: Queue,
     probation: Queue,
     protected: Queue,
     sketch: Sketch,
-    /// The entry that left the window last and has not been judged yet.
+    /// The entry that last left the window, waiting to be judged against
+    /// the probation segment's oldest.
     candidate: u32,
 }
 
 impl Default for TinyLfu {
     fn default() -> Self {
         TinyLfu {
-            nodes: Vec::new(),
             window: Queue::default(),
             probation: Queue::default(),
             protected: Queue::default(),
@@ -74,95 +67,94 @@ impl TinyLfu {
         self.window.len() + self.probation.len() + self.protected.len()
     }
 
-    /// The queue of `region` and the nodes it is threaded through.
-    fn parts(&mut self, region: Region) -> (&mut Queue, &mut [LfuNode]) {
-        let queue = match region {
+    fn queue(&mut self, region: Region) -> &mut Queue {
+        match region {
             Region::Window => &mut self.window,
             Region::Probation => &mut self.probation,
             Region::Protected => &mut self.protected,
-        };
-        (queue, &mut self.nodes)
+        }
     }
 
-    /// Moves `idx` from its region to the head of `to`.
-    fn shift(&mut self, idx: u32, to: Region) {
-        let (queue, nodes) = self.parts(self.nodes[idx as usize].region);
-        queue.unlink(nodes, idx);
-        let (queue, nodes) = self.parts(to);
-        queue.push_front(nodes, idx);
-        nodes[idx as usize].region = to;
+    /// Moves `id` to the head of `to`.
+    fn shift<E: Entries>(&mut self, e: &mut E, id: u32, to: Region) {
+        self.queue(region(e, id)).unlink(e, id);
+        self.queue(to).push_front(e, id);
+        e.byte(id).store(to as u8, Ordering::Relaxed);
     }
 
     /// Moves the window's oldest entries to probation while the window is
-    /// over its share; the last one moved is the next candidate.
-    fn spill_window(&mut self) {
+    /// over its share; the last one moved becomes the candidate.
+    fn spill_window<E: Entries>(&mut self, e: &mut E) {
         let max = (self.len() * WINDOW_PERCENT / 100).max(1);
         while self.window.len() > max {
-            let Some(idx) = self.window.tail() else {
+            let Some(id) = self.window.tail() else {
                 break;
             };
-            self.shift(idx, Region::Probation);
-            self.candidate = idx;
+            self.shift(e, id, Region::Probation);
+            self.candidate = id;
         }
     }
 
-    /// Keeps the protected segment within its share by demoting its oldest
-    /// entries to probation.
-    fn trim_protected(&mut self) {
+    /// Demotes protected entries to probation while the protected segment
+    /// is over its share.
+    fn trim_protected<E: Entries>(&mut self, e: &mut E) {
         let main = self.probation.len() + self.protected.len();
         let max = main * PROTECTED_PERCENT / 100;
         while self.protected.len() > max {
-            let Some(idx) = self.protected.tail() else {
+            let Some(id) = self.protected.tail() else {
                 break;
             };
-            self.shift(idx, Region::Probation);
+            self.shift(e, id, Region::Probation);
         }
     }
 
-    fn frequency(&self, idx: u32) -> u32 {
-        self.sketch.estimate(self.nodes[idx as usize].fingerprint)
+    fn frequency<E: Entries>(&self, e: &E, id: u32) -> u32 {
+        self.sketch.estimate(fingerprint(e.hash(id)))
     }
 }
 
 impl EvictionPolicy for TinyLfu {
-    fn insert(&mut self, idx: u32, hash: u64) {
-        ensure_slot(&mut self.nodes, idx);
-        let fp = fingerprint(hash);
+    fn insert<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
         self.sketch.ensure_capacity(self.len() + 1);
-        self.sketch.increment(fp);
-        self.window.push_front(&mut self.nodes, idx);
-        let node = &mut self.nodes[idx as usize];
-        node.fingerprint = fp;
-        node.region = Region::Window;
-        self.spill_window();
+        self.sketch.increment(fingerprint(hash));
+        self.window.push_front(e, id);
+        e.byte(id).store(Region::Window as u8, Ordering::Relaxed);
+        self.spill_window(e);
     }
 
-    fn touch(&mut self, idx: u32) {
-        let node = self.nodes[idx as usize];
-        self.sketch.increment(node.fingerprint);
-        match node.region {
-            Region::Window => self.window.move_to_front(&mut self.nodes, idx),
-            Region::Protected => self.protected.move_to_front(&mut self.nodes, idx),
+    fn touch<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
+        self.sketch.increment(fingerprint(hash));
+        match region(e, id) {
+            Region::Window => self.window.move_to_front(e, id),
+            Region::Protected => self.protected.move_to_front(e, id),
             Region::Probation => {
-                if self.candidate == idx {
+                if self.candidate == id {
                     // Read again before it was judged: no need to judge.
                     self.candidate = NIL;
                 }
-                self.shift(idx, Region::Protected);
-                self.trim_protected();
+                self.shift(e, id, Region::Protected);
+                self.trim_protected(e);
             }
         }
     }
 
-    fn remove(&mut self, idx: u32) {
-        if self.candidate == idx {
+    fn remove<E: Entries>(&mut self, e: &mut E, id: u32, _hash: u64) {
+        if self.candidate == id {
             self.candidate = NIL;
         }
-        let (queue, nodes) = self.parts(self.nodes[idx as usize].region);
-        queue.unlink(nodes, idx);
+        self.queue(region(e, id)).unlink(e, id);
     }
 
-    fn victim(&mut self) -> Option<u32> {
+    fn replace<E: Entries>(&mut self, e: &mut E, old: u32, new: u32) {
+        let r = region(e, old);
+        self.queue(r).replace(e, old, new);
+        e.byte(new).store(r as u8, Ordering::Relaxed);
+        if self.candidate == old {
+            self.candidate = new;
+        }
+    }
+
+    fn victim<E: Entries>(&mut self, e: &mut E) -> Option<u32> {
         let Some(oldest) = self.probation.tail().or(self.protected.tail()) else {
             return self.window.tail();
         };
@@ -170,7 +162,7 @@ impl EvictionPolicy for TinyLfu {
         if candidate == NIL || candidate == oldest {
             return Some(oldest);
         }
-        if self.frequency(candidate) > self.frequency(oldest) {
+        if self.frequency(e, candidate) > self.frequency(e, oldest) {
             Some(oldest)
         } else {
             Some(candidate)
@@ -178,7 +170,6 @@ impl EvictionPolicy for TinyLfu {
     }
 
     fn clear(&mut self) {
-        self.nodes.clear();
         self.window.clear();
         self.probation.clear();
         self.protected.clear();
@@ -189,61 +180,70 @@ impl EvictionPolicy for TinyLfu {
 
 #[cfg(test)]
 mod tests {
+    use super::super::VecEntries;
     use super::*;
 
     fn hash(i: u32) -> u64 {
         u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 
+    fn add(t: &mut TinyLfu, e: &mut VecEntries, id: u32, h: u64) {
+        e.reset(id, h);
+        t.insert(e, id, h);
+    }
+
     #[test]
     fn a_rare_newcomer_is_refused_in_favour_of_a_popular_entry() {
         let mut t = TinyLfu::default();
+        let mut e = VecEntries::default();
         for i in 0..100 {
-            t.insert(i, hash(i));
+            add(&mut t, &mut e, i, hash(i));
         }
         // The oldest entries on probation are popular.
         for _ in 0..5 {
             for i in 0..100 {
-                t.touch(i);
+                t.touch(&mut e, i, hash(i));
             }
         }
-        t.insert(100, hash(100));
-        t.insert(101, hash(101));
+        add(&mut t, &mut e, 100, hash(100));
+        add(&mut t, &mut e, 101, hash(101));
         // 100 left the window as the candidate; seen once, it loses.
-        let v = t.victim().unwrap();
+        let v = t.victim(&mut e).unwrap();
         assert_eq!(v, 100);
-        t.remove(v);
+        t.remove(&mut e, v, hash(100));
     }
 
     #[test]
     fn a_popular_newcomer_displaces_a_rare_entry() {
         let mut t = TinyLfu::default();
+        let mut e = VecEntries::default();
         for i in 0..100 {
-            t.insert(i, hash(i));
+            add(&mut t, &mut e, i, hash(i));
         }
         // Key 500 was seen often before (evicted, say): its count stays.
         for _ in 0..6 {
             t.sketch.increment(fingerprint(hash(500)));
         }
-        t.insert(100, hash(500));
-        t.insert(101, hash(101));
-        let v = t.victim().unwrap();
+        add(&mut t, &mut e, 100, hash(500));
+        add(&mut t, &mut e, 101, hash(101));
+        let v = t.victim(&mut e).unwrap();
         assert_ne!(v, 100);
-        assert_eq!(t.nodes[v as usize].region, Region::Probation);
+        assert_eq!(region(&e, v), Region::Probation);
     }
 
     #[test]
     fn every_entry_is_eventually_a_victim() {
         let mut t = TinyLfu::default();
+        let mut e = VecEntries::default();
         for i in 0..300 {
-            t.insert(i, hash(i));
+            add(&mut t, &mut e, i, hash(i));
             for _ in 0..i % 3 {
-                t.touch(i);
+                t.touch(&mut e, i, hash(i));
             }
         }
         let mut seen = Vec::new();
-        while let Some(v) = t.victim() {
-            t.remove(v);
+        while let Some(v) = t.victim(&mut e) {
+            t.remove(&mut e, v, hash(v));
             seen.push(v);
         }
         seen.sort_unstable();

@@ -1,0 +1,800 @@
+//! A shard's memory for items: one reserved region of address space, carved
+//! into blocks by a two-level segregated-fit allocator (TLSF: Masmano et
+//! al., 2004), in units of 4 bytes with a 4-byte header per block.
+//!
+//! Why not the global allocator: an item there pays malloc's chunk header
+//! and its 16-byte size steps (about 16 bytes of 140), and its metadata
+//! (CAS, deadline, marks, eviction state) lived in a separate slot array.
+//! Here the block header doubles as the item's size, items carry their own
+//! metadata, and an index entry is a 4-byte block offset (see item.rs and
+//! BENCHMARKS.md for the bytes per item).
+//!
+//! * The region is [`REGION`] bytes of address space aligned to its size,
+//!   reserved without access and made readable and writable up to the
+//!   shard's limit (plus slack for blocks in flight), so pages are only
+//!   paid for once touched. Its first page is [`Shared`]: what handles on
+//!   other threads need (see below).
+//! * A block starts with a word: its size in units and the allocator's
+//!   flags (free, previous free). A
+//!   free block also holds its free-list links and, in its last word, its
+//!   size, so the block after it can merge with it. Free neighbours are
+//!   always merged.
+//! * Blocks are freed by the shard under its lock, except when an item
+//!   handle outlives its entry: the last handle to drop pushes the block on
+//!   a lock-free stack in [`Shared`], which the shard drains before it
+//!   allocates. If the shard is gone by then (the store was dropped), the
+//!   last such handle unmaps the region.
+//!
+//! Every word is accessed as an `AtomicU32` (relaxed): a used block's
+//! first word is read by item handles on any thread for its size while the
+//! shard may flip its "previous free" flag.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Bytes per allocation unit.
+pub(crate) const UNIT: usize = 4;
+/// Address space per region: the largest shard.
+pub(crate) const REGION: usize = 1 << 30;
+/// Units before the first block: the shared header's page.
+const FIRST: u32 = (4096 / UNIT) as u32;
+/// The smallest block: header, two free-list links and the size footer.
+const MIN_UNITS: u32 = 4;
+
+/// The block's size in units.
+const SIZE_MASK: u32 = (1 << 28) - 1;
+/// The block before this one is free (its last word is its size).
+const PREV_FREE: u32 = 1 << 30;
+/// This block is free.
+const FREE: u32 = 1 << 31;
+
+/// Outstanding count's flag: the shard is gone.
+const CLOSING: u64 = 1 << 63;
+
+const SL_LOG: u32 = 4;
+const SL: usize = 1 << SL_LOG;
+/// First-level classes: sizes below 2^28 units.
+const FL: usize = 25;
+
+/// What handles on other threads share with the shard, at the region's base.
+#[repr(C)]
+pub(crate) struct Shared {
+    /// Head of a stack of blocks whose last handle dropped (their second
+    /// word links to the next); 0 when empty.
+    deferred: AtomicU32,
+    /// Blocks unlinked while handles held them, not yet pushed back; with
+    /// [`CLOSING`] once the shard is gone.
+    outstanding: AtomicU64,
+}
+
+/// The size class of a block of `size` units.
+fn mapping(size: u32) -> (usize, usize) {
+    if size < SL as u32 {
+        return (0, size as usize);
+    }
+    let l = 31 - size.leading_zeros();
+    (
+        (l - SL_LOG + 1) as usize,
+        (size >> (l - SL_LOG)) as usize - SL,
+    )
+}
+
+/// The first class whose blocks all hold `size` units.
+fn mapping_search(size: u32) -> Option<(usize, usize)> {
+    if size < SL as u32 {
+        return Some(mapping(size));
+    }
+    let l = 31 - size.leading_zeros();
+    let rounded = size.checked_add((1 << (l - SL_LOG)) - 1)?;
+    let (fl, sl) = mapping(rounded);
+    (fl < FL).then_some((fl, sl))
+}
+
+/// One shard's arena.
+pub(crate) struct Arena {
+    base: NonNull<u8>,
+    /// Bytes from `base` that are readable and writable.
+    mapped: usize,
+    /// The sentinel: a used block of size 0 after the last block.
+    end: u32,
+    fl_bitmap: u32,
+    sl_bitmap: [u16; FL],
+    heads: [[u32; SL]; FL],
+    /// Units in used blocks.
+    used_units: usize,
+    /// Where [`Arena::walk`] goes on: always a block's first unit.
+    cursor: u32,
+}
+
+// SAFETY: the arena owns its region; the only memory it shares with other
+// threads is `Shared` (atomics) and item blocks, whose shared fields are
+// atomics or immutable while any handle exists (see item.rs).
+unsafe impl Send for Arena {}
+// SAFETY: `&Arena` methods only read words atomically.
+unsafe impl Sync for Arena {}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("mapped", &self.mapped)
+            .field("used_units", &self.used_units)
+            .finish_non_exhaustive()
+    }
+}
+
+fn page_up(bytes: usize) -> usize {
+    bytes.div_ceil(4096) * 4096
+}
+
+impl Arena {
+    /// An arena able to hold `bytes` of blocks.
+    ///
+    /// # Panics
+    /// When the operating system refuses the address space (this process
+    /// is out of it).
+    pub(crate) fn new(bytes: usize) -> Arena {
+        let base = reserve().unwrap_or_else(|e| panic!("kura-store: cannot reserve an arena: {e}"));
+        let mut arena = Arena {
+            base,
+            mapped: 0,
+            end: FIRST,
+            fl_bitmap: 0,
+            sl_bitmap: [0; FL],
+            heads: [[0; SL]; FL],
+            used_units: 0,
+            cursor: FIRST,
+        };
+        arena.map_to(FIRST as usize * UNIT + UNIT);
+        // The sentinel at the start; growing turns the space before it
+        // into one free block.
+        arena.set(FIRST, 0);
+        arena.grow_to(bytes);
+        arena
+    }
+
+    /// The largest number of block bytes an arena can hold.
+    pub(crate) fn max_bytes() -> usize {
+        REGION - FIRST as usize * UNIT - UNIT
+    }
+
+    /// Makes room for `bytes` of blocks (never shrinks).
+    pub(crate) fn grow_to(&mut self, bytes: usize) {
+        let bytes = bytes.min(Self::max_bytes());
+        let units = (bytes / UNIT) as u32;
+        let new_end = FIRST + units;
+        if new_end <= self.end || new_end - self.end < MIN_UNITS {
+            return;
+        }
+        self.map_to(new_end as usize * UNIT + UNIT);
+        let old = self.end;
+        let prev_free = self.word(old) & PREV_FREE;
+        self.set(new_end, 0);
+        // The old sentinel becomes a used block over the new space, which
+        // is then freed (merging with a free block before it).
+        self.set(old, (new_end - old) | prev_free);
+        self.end = new_end;
+        self.used_units += (new_end - old) as usize;
+        self.free(old);
+    }
+
+    /// The region's shared header.
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: the first page is mapped and holds a `Shared` (zeroed by
+        // the mapping, which is a valid `Shared`), aligned to the page.
+        unsafe { &*self.base.as_ptr().cast::<Shared>() }
+    }
+
+    /// The address of unit `off`.
+    #[inline(always)]
+    pub(crate) fn ptr(&self, off: u32) -> *mut u8 {
+        // SAFETY: offsets are below 2^28 units = REGION bytes, inside the
+        // reservation.
+        unsafe { self.base.as_ptr().add(off as usize * UNIT) }
+    }
+
+    /// The unit at the block starting at `ptr`, or `None` if it is not in
+    /// this arena.
+    pub(crate) fn offset_of(&self, ptr: *const u8) -> Option<u32> {
+        let d = (ptr as usize).wrapping_sub(self.base.as_ptr() as usize);
+        (d < REGION && d.is_multiple_of(UNIT)).then_some((d / UNIT) as u32)
+    }
+
+    #[inline(always)]
+    fn cell(&self, off: u32) -> &AtomicU32 {
+        // SAFETY: every unit the allocator touches is below `end + 1`, in
+        // the mapped part, aligned to 4 bytes; AtomicU32 has u32's layout.
+        unsafe { &*self.ptr(off).cast::<AtomicU32>() }
+    }
+
+    #[inline(always)]
+    fn word(&self, off: u32) -> u32 {
+        self.cell(off).load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn set(&self, off: u32, v: u32) {
+        self.cell(off).store(v, Ordering::Relaxed);
+    }
+
+    /// Size in units of the block at `off`.
+    #[inline(always)]
+    pub(crate) fn units(&self, off: u32) -> u32 {
+        self.word(off) & SIZE_MASK
+    }
+
+    /// Units in used blocks (items, in flight or held by handles).
+    #[cfg(test)]
+    pub(crate) fn used_units(&self) -> usize {
+        self.used_units
+    }
+
+    fn map_to(&mut self, bytes: usize) {
+        let want = page_up(bytes).min(REGION);
+        if want <= self.mapped {
+            return;
+        }
+        // SAFETY: [mapped, want) lies in our reservation.
+        let rc = unsafe {
+            libc::mprotect(
+                self.base.as_ptr().add(self.mapped).cast(),
+                want - self.mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
+            panic!(
+                "kura-store: cannot map {} bytes of arena: {}",
+                want - self.mapped,
+                std::io::Error::last_os_error()
+            );
+        }
+        self.mapped = want;
+    }
+
+    fn insert(&mut self, off: u32, size: u32) {
+        let (fl, sl) = mapping(size);
+        let head = self.heads[fl][sl];
+        self.set(off + 1, head);
+        self.set(off + 2, 0);
+        if head != 0 {
+            self.set(head + 2, off);
+        }
+        self.heads[fl][sl] = off;
+        self.fl_bitmap |= 1 << fl;
+        self.sl_bitmap[fl] |= 1 << sl;
+    }
+
+    fn remove(&mut self, off: u32, size: u32) {
+        let (fl, sl) = mapping(size);
+        let (next, prev) = (self.word(off + 1), self.word(off + 2));
+        if prev != 0 {
+            self.set(prev + 1, next);
+        } else {
+            self.heads[fl][sl] = next;
+            if next == 0 {
+                self.sl_bitmap[fl] &= !(1 << sl);
+                if self.sl_bitmap[fl] == 0 {
+                    self.fl_bitmap &= !(1 << fl);
+                }
+            }
+        }
+        if next != 0 {
+            self.set(next + 2, prev);
+        }
+    }
+
+    /// A used block of at least `units` units (4 or more; at most 3 more
+    /// than asked for), or `None` when no free block is that large.
+    pub(crate) fn alloc(&mut self, units: u32) -> Option<u32> {
+        let units = units.max(MIN_UNITS);
+        let off = self.find_free(units)?;
+        self.take(off, units);
+        Some(off)
+    }
+
+    /// Allocates `units` from the start of the free block at `off` (which
+    /// must be at least that large).
+    pub(crate) fn alloc_at(&mut self, off: u32, units: u32) -> u32 {
+        let units = units.max(MIN_UNITS);
+        debug_assert!(self.is_free(off) && self.units(off) >= units);
+        self.take(off, units);
+        off
+    }
+
+    /// A free block of at least `units`: the first of the first class whose
+    /// blocks are all large enough, else one of the request's own class.
+    fn find_free(&self, units: u32) -> Option<u32> {
+        if let Some((fl, sl)) = mapping_search(units) {
+            let sl_map = u32::from(self.sl_bitmap[fl]) & (!0u32 << sl);
+            if sl_map != 0 {
+                return Some(self.heads[fl][sl_map.trailing_zeros() as usize]);
+            }
+            let fl_map = self.fl_bitmap & (!0u32).checked_shl(fl as u32 + 1).unwrap_or(0);
+            if fl_map != 0 {
+                let fl = fl_map.trailing_zeros() as usize;
+                let sl = u32::from(self.sl_bitmap[fl]).trailing_zeros() as usize;
+                return Some(self.heads[fl][sl]);
+            }
+        }
+        // The request's own class holds blocks a little smaller and a
+        // little larger: look at a few of them.
+        let (fl, sl) = mapping(units);
+        let mut at = *self.heads.get(fl)?.get(sl)?;
+        for _ in 0..64 {
+            if at == 0 {
+                break;
+            }
+            if self.units(at) >= units {
+                return Some(at);
+            }
+            at = self.word(at + 1);
+        }
+        None
+    }
+
+    /// Takes `units` from the start of the free block at `off`, splitting
+    /// off the rest when it can be a block.
+    fn take(&mut self, off: u32, units: u32) {
+        let size = self.units(off);
+        self.remove(off, size);
+        let rest = size - units;
+        if rest >= MIN_UNITS {
+            let r = off + units;
+            self.set(r, rest | FREE);
+            self.set(r + rest - 1, rest);
+            self.insert(r, rest);
+            self.set(off, units);
+            self.used_units += units as usize;
+        } else {
+            self.set(off, size);
+            let next = off + size;
+            self.set(next, self.word(next) & !PREV_FREE);
+            self.used_units += size as usize;
+        }
+    }
+
+    /// Frees the used block at `off`, merging it with free neighbours.
+    pub(crate) fn free(&mut self, off: u32) {
+        let word = self.word(off);
+        debug_assert_eq!(word & FREE, 0, "double free of block {off}");
+        let mut size = word & SIZE_MASK;
+        self.used_units -= size as usize;
+        let mut start = off;
+        let next = off + size;
+        let next_word = self.word(next);
+        if next_word & FREE != 0 {
+            let n = next_word & SIZE_MASK;
+            self.remove(next, n);
+            size += n;
+            if self.cursor == next {
+                self.cursor = start;
+            }
+        }
+        if word & PREV_FREE != 0 {
+            let p = self.word(off - 1);
+            start = off - p;
+            self.remove(start, p);
+            size += p;
+            if self.cursor == off {
+                self.cursor = start;
+            }
+        }
+        self.set(start, size | FREE);
+        self.set(start + size - 1, size);
+        self.insert(start, size);
+        let after = start + size;
+        self.set(after, self.word(after) | PREV_FREE);
+    }
+
+    /// The next used block from the walking cursor on, advancing it; `None`
+    /// (and the cursor back at the start) once the end is reached.
+    pub(crate) fn walk(&mut self) -> Option<u32> {
+        loop {
+            let at = self.cursor;
+            if at >= self.end {
+                self.cursor = FIRST;
+                return None;
+            }
+            let w = self.word(at);
+            self.cursor = at + (w & SIZE_MASK);
+            if w & FREE == 0 {
+                return Some(at);
+            }
+        }
+    }
+
+    /// Whether the walking cursor is at the start (a pass is beginning).
+    pub(crate) fn walk_at_start(&self) -> bool {
+        self.cursor == FIRST
+    }
+
+    /// The block after the one at `off`, or `None` at the end.
+    pub(crate) fn next_block(&self, off: u32) -> Option<u32> {
+        let n = off + self.units(off);
+        (n < self.end).then_some(n)
+    }
+
+    /// Whether the block at `off` is free.
+    pub(crate) fn is_free(&self, off: u32) -> bool {
+        self.word(off) & FREE != 0
+    }
+
+    /// Free blocks from the largest size class down, at most `limit` of
+    /// them: where to clear a run of neighbours when no free block is large
+    /// enough.
+    pub(crate) fn large_free_blocks(&self, limit: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut fl_map = self.fl_bitmap;
+        while fl_map != 0 && out.len() < limit {
+            let fl = 31 - fl_map.leading_zeros() as usize;
+            fl_map &= !(1 << fl);
+            let mut sl_map = u32::from(self.sl_bitmap[fl]);
+            while sl_map != 0 && out.len() < limit {
+                let sl = 31 - sl_map.leading_zeros() as usize;
+                sl_map &= !(1 << sl);
+                let mut at = self.heads[fl][sl];
+                while at != 0 && out.len() < limit {
+                    out.push(at);
+                    at = self.word(at + 1);
+                }
+            }
+        }
+        out
+    }
+
+    /// Takes the blocks handles pushed back since the last call.
+    pub(crate) fn take_deferred(&mut self) -> Vec<u32> {
+        let mut at = self.shared().deferred.swap(0, Ordering::Acquire);
+        let mut out = Vec::new();
+        while at != 0 {
+            out.push(at);
+            at = self.word(at + 1);
+        }
+        out
+    }
+
+    /// Whether handles have pushed blocks back.
+    #[inline]
+    pub(crate) fn has_deferred(&self) -> bool {
+        self.shared().deferred.load(Ordering::Relaxed) != 0
+    }
+
+    /// The shard is letting go of a block that handles still hold: the last
+    /// of them will push it back (see [`release_detached`]).
+    pub(crate) fn note_detached(&self) {
+        self.shared().outstanding.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The shard took back a block it had noted as detached.
+    pub(crate) fn unnote_detached(&self) {
+        self.shared().outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Checks the allocator's structure (tests): blocks tile the arena,
+    /// flags agree with neighbours, free blocks are merged and listed.
+    #[cfg(test)]
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut at = FIRST;
+        let mut prev_free = false;
+        let mut used = 0usize;
+        let mut free_blocks = std::collections::HashSet::new();
+        while at < self.end {
+            let w = self.word(at);
+            let size = w & SIZE_MASK;
+            if size < MIN_UNITS {
+                return Err(format!("block {at} of {size} units"));
+            }
+            if (w & PREV_FREE != 0) != prev_free {
+                return Err(format!("block {at}: previous-free flag wrong"));
+            }
+            let free = w & FREE != 0;
+            if free {
+                if prev_free {
+                    return Err(format!("block {at}: two free blocks in a row"));
+                }
+                if self.word(at + size - 1) != size {
+                    return Err(format!("block {at}: footer wrong"));
+                }
+                free_blocks.insert(at);
+            } else {
+                used += size as usize;
+            }
+            prev_free = free;
+            at += size;
+        }
+        if at != self.end {
+            return Err(format!("blocks end at {at}, not {}", self.end));
+        }
+        if (self.word(self.end) & PREV_FREE != 0) != prev_free {
+            return Err("sentinel's previous-free flag wrong".into());
+        }
+        if used != self.used_units {
+            return Err(format!("{used} units used, {} counted", self.used_units));
+        }
+        let mut listed = 0;
+        for fl in 0..FL {
+            for sl in 0..SL {
+                let mut at = self.heads[fl][sl];
+                let bit = self.sl_bitmap[fl] & (1 << sl) != 0;
+                if bit != (at != 0) {
+                    return Err(format!("bitmap wrong for class {fl}/{sl}"));
+                }
+                let mut prev = 0;
+                while at != 0 {
+                    if !free_blocks.contains(&at) || mapping(self.units(at)) != (fl, sl) {
+                        return Err(format!("block {at} listed in class {fl}/{sl}"));
+                    }
+                    if self.word(at + 2) != prev {
+                        return Err(format!("block {at}: back link wrong"));
+                    }
+                    listed += 1;
+                    prev = at;
+                    at = self.word(at + 1);
+                }
+            }
+            if (self.fl_bitmap & (1 << fl) != 0) != (self.sl_bitmap[fl] != 0) {
+                return Err(format!("first-level bitmap wrong for {fl}"));
+            }
+        }
+        if listed != free_blocks.len() {
+            return Err(format!(
+                "{listed} blocks listed, {} free",
+                free_blocks.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // Handles may still hold blocks: the last of them unmaps.
+        let prev = self
+            .shared()
+            .outstanding
+            .fetch_or(CLOSING, Ordering::AcqRel);
+        if prev & !CLOSING == 0 {
+            unmap(self.base);
+        }
+    }
+}
+
+/// The last handle of a block whose entry is gone dropped: push the block
+/// back to its shard, or unmap the region if the shard is gone and this
+/// was the last such block.
+///
+/// # Safety
+/// `block` is the first byte of a used block in a live region, whose
+/// reference count just reached zero (so nothing else uses it).
+pub(crate) unsafe fn release_detached(block: *mut u8) {
+    let base = ((block as usize) & !(REGION - 1)) as *mut u8;
+    // SAFETY: regions are aligned to REGION, so `base` is this block's
+    // region, whose first page holds its `Shared`, live until the count of
+    // outstanding blocks (which includes this one) reaches zero.
+    let shared = unsafe { &*base.cast::<Shared>() };
+    let off = ((block as usize - base as usize) / UNIT) as u32;
+    // SAFETY: the block's second word is ours now (its reference count,
+    // which is zero and which nobody reads any more).
+    let link = unsafe { &*block.add(UNIT).cast::<AtomicU32>() };
+    let mut head = shared.deferred.load(Ordering::Relaxed);
+    loop {
+        link.store(head, Ordering::Relaxed);
+        match shared
+            .deferred
+            .compare_exchange_weak(head, off, Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(h) => head = h,
+        }
+    }
+    let prev = shared.outstanding.fetch_sub(1, Ordering::AcqRel);
+    if prev == CLOSING | 1 {
+        // SAFETY: the shard is gone and no block is outstanding: nothing
+        // refers to the region any more.
+        unmap(NonNull::new(base).unwrap_or(NonNull::dangling()));
+    }
+}
+
+/// Reserves REGION bytes of address space aligned to REGION, inaccessible.
+fn reserve() -> std::io::Result<NonNull<u8>> {
+    let len = 2 * REGION;
+    // SAFETY: an anonymous private mapping with no access; no memory of
+    // ours is involved.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    let start = p as usize;
+    let aligned = (start + REGION - 1) & !(REGION - 1);
+    // SAFETY: both trimmed ranges lie in the mapping just made and are
+    // page aligned (REGION is a multiple of the page size).
+    unsafe {
+        if aligned > start {
+            libc::munmap(p, aligned - start);
+        }
+        let tail = start + len - (aligned + REGION);
+        if tail > 0 {
+            libc::munmap((aligned + REGION) as *mut libc::c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8).ok_or_else(|| std::io::Error::other("null mapping"))
+}
+
+fn unmap(base: NonNull<u8>) {
+    // SAFETY: `base` is a region from `reserve`, which nothing uses now.
+    unsafe {
+        libc::munmap(base.as_ptr().cast(), REGION);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn size_classes_cover_every_size_in_order() {
+        let mut last = (0, 0);
+        for size in 1..100_000u32 {
+            let c = mapping(size);
+            assert!(c >= last, "{size}");
+            last = c;
+            if let Some(s) = mapping_search(size) {
+                assert!(s >= c);
+                // Every block of the searched class holds `size` units.
+                let smallest = (size..).find(|&x| mapping(x) >= s).unwrap();
+                assert!(smallest >= size);
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_split_merge_and_fill_the_arena() {
+        let mut a = Arena::new(1 << 20);
+        a.check().unwrap();
+        let total = a.large_free_blocks(10);
+        assert_eq!(total.len(), 1);
+        let blocks: Vec<u32> = (0..100).map(|i| a.alloc(4 + i % 40).unwrap()).collect();
+        a.check().unwrap();
+        for (i, &b) in blocks.iter().enumerate() {
+            if i % 2 == 0 {
+                a.free(b);
+            }
+        }
+        a.check().unwrap();
+        for (i, &b) in blocks.iter().enumerate() {
+            if i % 2 == 1 {
+                a.free(b);
+            }
+        }
+        a.check().unwrap();
+        assert_eq!(a.used_units(), 0);
+        assert_eq!(a.large_free_blocks(10).len(), 1, "all merged again");
+        // The whole arena in one block, and nothing more.
+        let all = (1 << 20) / UNIT as u32;
+        let b = a.alloc(all).unwrap();
+        assert_eq!(a.alloc(4), None);
+        a.free(b);
+        a.check().unwrap();
+    }
+
+    #[test]
+    fn the_walk_visits_used_blocks_and_survives_frees() {
+        let mut a = Arena::new(1 << 16);
+        let blocks: Vec<u32> = (0..20).map(|_| a.alloc(8).unwrap()).collect();
+        let mut seen = Vec::new();
+        while let Some(b) = a.walk() {
+            seen.push(b);
+            // Freeing the block just visited and its neighbour ahead keeps
+            // the cursor on a block boundary.
+            if seen.len() % 3 == 0 {
+                a.free(b);
+                if let Some(n) = a.next_block(b) {
+                    if !a.is_free(n) {
+                        a.free(n);
+                    }
+                }
+            }
+        }
+        a.check().unwrap();
+        assert!(seen.len() >= 14 && seen.iter().all(|b| blocks.contains(b)));
+        assert!(a.walk_at_start());
+    }
+
+    #[test]
+    fn growing_adds_a_free_block_merged_with_the_last() {
+        let mut a = Arena::new(4096);
+        let b = a.alloc(100).unwrap();
+        a.grow_to(1 << 20);
+        a.check().unwrap();
+        assert_eq!(a.large_free_blocks(10).len(), 1);
+        // The whole free block, although its size class also holds larger
+        // blocks than it.
+        let free = a.large_free_blocks(1)[0];
+        assert!(a.alloc(a.units(free)).is_some());
+        a.free(b);
+        a.check().unwrap();
+    }
+
+    #[test]
+    fn a_block_pushed_back_by_a_handle_is_taken_once() {
+        let mut a = Arena::new(1 << 16);
+        let b = a.alloc(10).unwrap();
+        a.note_detached();
+        // SAFETY: `b` is a used block nothing else refers to.
+        unsafe { release_detached(a.ptr(b)) };
+        assert!(a.has_deferred());
+        assert_eq!(a.take_deferred(), [b]);
+        assert!(!a.has_deferred());
+        a.free(b);
+        a.check().unwrap();
+    }
+
+    #[test]
+    fn a_region_outlives_its_arena_while_a_block_is_held() {
+        let mut a = Arena::new(1 << 16);
+        let b = a.alloc(10).unwrap();
+        let p = a.ptr(b);
+        // SAFETY: writing inside a used block of a live region.
+        unsafe { p.add(16).write(42) };
+        a.note_detached();
+        drop(a);
+        // SAFETY: the region is still mapped: one block is outstanding.
+        assert_eq!(unsafe { p.add(16).read() }, 42);
+        // SAFETY: the last handle lets go; the region is unmapped.
+        unsafe { release_detached(p) };
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc(u32),
+        Free(usize),
+    }
+
+    proptest! {
+        #[test]
+        fn random_allocations_keep_the_structure(
+            ops in prop::collection::vec(prop_oneof![
+                3 => (4u32..3000).prop_map(Op::Alloc),
+                2 => any::<usize>().prop_map(Op::Free),
+            ], 1..300)
+        ) {
+            let mut a = Arena::new(1 << 18);
+            let mut live: Vec<(u32, u32)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Alloc(n) => {
+                        if let Some(b) = a.alloc(n) {
+                            let got = a.units(b);
+                            prop_assert!(got >= n && got < n + MIN_UNITS.max(n / 8 + 1) + 16);
+                            // No overlap with a live block.
+                            for &(o, s) in &live {
+                                prop_assert!(b + got <= o || o + s <= b);
+                            }
+                            live.push((b, got));
+                        } else {
+                            // Refused only when no free block is that large.
+                            let free: u32 = a.large_free_blocks(usize::MAX).iter().map(|&f| a.units(f)).max().unwrap_or(0);
+                            prop_assert!(free < n, "refused {n} with a free block of {free}");
+                        }
+                    }
+                    Op::Free(i) if !live.is_empty() => {
+                        let (b, _) = live.swap_remove(i % live.len());
+                        a.free(b);
+                    }
+                    Op::Free(_) => {}
+                }
+                prop_assert_eq!(a.check(), Ok(()));
+            }
+        }
+    }
+}
