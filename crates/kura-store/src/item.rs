@@ -107,6 +107,27 @@ impl Contents<'_> {
     /// first word (its size) is already written; the key is at most
     /// [`KEY_MAX`] bytes.
     pub(crate) unsafe fn write(&self, p: *mut u8, units: u32, heap: bool) {
+        // SAFETY: as the caller promised.
+        unsafe { self.write_header(p, units, heap) };
+        let mut at = self.key_at() + self.key.len();
+        for part in self.parts {
+            // SAFETY: the value's bytes lie in the block, after the key.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len()) };
+            at += part.len();
+        }
+    }
+
+    /// Where the key starts in the block.
+    fn key_at(&self) -> usize {
+        HEADER + if self.links { LINKS } else { 0 } + if self.flags != 0 { 4 } else { 0 }
+    }
+
+    /// Like [`Contents::write`], but leaves the value's bytes unwritten:
+    /// [`Item::fill_value`] writes them, without the shard's lock.
+    ///
+    /// # Safety
+    /// As [`Contents::write`].
+    pub(crate) unsafe fn write_header(&self, p: *mut u8, units: u32, heap: bool) {
         let tail = units as usize * UNIT - self.bytes();
         debug_assert!(tail < 16 && self.key.len() <= KEY_MAX);
         let mut marks = 0;
@@ -142,10 +163,7 @@ impl Contents<'_> {
                     .write_unaligned(self.flags.to_le_bytes());
                 at += 4;
             }
-            for part in std::iter::once(self.key).chain(self.parts.iter().copied()) {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len());
-                at += part.len();
-            }
+            std::ptr::copy_nonoverlapping(self.key.as_ptr(), p.add(at), self.key.len());
         }
     }
 }
@@ -260,6 +278,21 @@ impl Item {
         Item(p)
     }
 
+    /// Writes the value of an item whose block was written by
+    /// [`Contents::write_header`].
+    ///
+    /// # Safety
+    /// This is the block's only handle and the block is not linked (nobody
+    /// else reads it), and `value` has the length the contents had.
+    pub(crate) unsafe fn fill_value(&self, value: &[u8]) {
+        let (start, end) = self.value_range();
+        debug_assert_eq!(end - start, value.len());
+        let len = (end - start).min(value.len());
+        // SAFETY: the value's bytes in the block, which nobody else reads
+        // yet; the pointer is the block's own.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.0.as_ptr().add(start), len) };
+    }
+
     /// Gives up the handle without dropping its reference: the block's
     /// address, whose reference the caller now owns.
     pub(crate) fn into_raw(self) -> NonNull<u8> {
@@ -310,13 +343,18 @@ impl Item {
         unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(at), self.lengths().0) }
     }
 
-    /// The value.
-    pub fn value(&self) -> &[u8] {
+    /// Where the value starts and ends in the block.
+    fn value_range(&self) -> (usize, usize) {
         let (at, flags) = self.body();
         let (key_len, tail) = self.lengths();
         let start = at + if flags { 4 } else { 0 } + key_len;
-        let end = self.units() as usize * UNIT - tail;
-        // SAFETY: as in `key`: the bytes between the key and the padding.
+        (start, self.units() as usize * UNIT - tail)
+    }
+
+    /// The value.
+    pub fn value(&self) -> &[u8] {
+        let (start, end) = self.value_range();
+        // SAFETY: as in `key`: the bytes between the key and the tail.
         unsafe { std::slice::from_raw_parts(self.0.as_ptr().add(start), end - start) }
     }
 

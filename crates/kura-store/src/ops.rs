@@ -353,7 +353,17 @@ impl Shard {
     /// Carries out a storage request: builds the new item in the arena
     /// (from the request, or from the old value for append, prepend and
     /// rotate) and links it.
-    pub(crate) fn set(&mut self, hash: u64, req: &SetRequest<'_>, now: u32) -> SetOutcome {
+    ///
+    /// `prebuilt`, when given, is a block holding this request's key, flags
+    /// and value (a large value, copied while the lock was not held), used
+    /// when the new item is the request's.
+    pub(crate) fn set(
+        &mut self,
+        hash: u64,
+        req: &SetRequest<'_>,
+        now: u32,
+        prebuilt: Option<Item>,
+    ) -> SetOutcome {
         let existing = self.find_live(hash, req.key, now);
         let deadline = req.expiry.unwrap_or(Expiry::Never).deadline(now);
         let mut marks = if req.binary_key { KEY_BINARY } else { 0 };
@@ -440,7 +450,11 @@ impl Shard {
         }
         let cas = self.assign_cas(req.new_cas);
         let contents = Shard::contents(req.key, flags, &parts);
-        let Some(item) = self.alloc(&contents, now, existing) else {
+        let item = match prebuilt {
+            Some(item) if old.is_none() => Some(item),
+            _ => self.alloc(&contents, now, existing),
+        };
+        let Some(item) = item else {
             if let (Some(off), SetMode::Set) = (existing, req.mode) {
                 // Like memcached: a failed set must not leave the old
                 // value to be served as if it were current.

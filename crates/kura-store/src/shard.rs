@@ -277,19 +277,52 @@ impl Shard {
     /// entry `keep`, being replaced, is not evicted for it), or `None` when
     /// it does not fit.
     pub(crate) fn alloc(&mut self, c: &Contents<'_>, now: u32, keep: Option<u32>) -> Option<Item> {
+        self.alloc_with(c, now, keep, true)
+    }
+
+    /// Like [`Shard::alloc`], but the value's bytes are left for the caller
+    /// to write ([`Item::fill_value`]) after it lets go of the lock, and a
+    /// failure is not counted (the operation tries again under the lock).
+    pub(crate) fn alloc_unfilled(
+        &mut self,
+        c: &Contents<'_>,
+        now: u32,
+        keep: Option<u32>,
+    ) -> Option<Item> {
+        self.alloc_with(c, now, keep, false)
+    }
+
+    fn alloc_with(
+        &mut self,
+        c: &Contents<'_>,
+        now: u32,
+        keep: Option<u32>,
+        fill: bool,
+    ) -> Option<Item> {
         if c.key.len() > crate::item::KEY_MAX {
             return None;
         }
         let units = c.units();
         let Some(off) = self.make_room(units, now, keep) else {
-            self.stats.out_of_memory += 1;
+            // A block allocated ahead of its operation is asked for again
+            // by the operation itself, which counts the failure.
+            if fill {
+                self.stats.out_of_memory += 1;
+            }
             return None;
         };
         let p = self.arena.ptr(off);
+        let got = self.arena.units(off);
         // SAFETY: a block just allocated for these contents (the allocator
         // gives at most 3 units more), ours alone; the key length was
         // checked above.
-        unsafe { c.write(p, self.arena.units(off), false) };
+        unsafe {
+            if fill {
+                c.write(p, got, false);
+            } else {
+                c.write_header(p, got, false);
+            }
+        }
         // Until linked, the block comes back through the handle's drop.
         self.arena.note_detached();
         // SAFETY: written above with a count of one, which the handle owns.
@@ -659,7 +692,7 @@ mod tests {
 
     fn set(s: &mut Shard, key: &[u8], value: &[u8]) {
         let h = hash(s, key);
-        s.set(h, &SetRequest::new(key, value), 0);
+        s.set(h, &SetRequest::new(key, value), 0, None);
     }
 
     #[test]

@@ -18,10 +18,14 @@ use crate::eviction::EvictionKind;
 use crate::expiry::Expiry;
 use crate::item::{Item, KEY_MAX};
 use crate::ops::{
-    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetOutcome,
+    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
     SetRequest,
 };
 use crate::shard::{Shard, ShardStats, SharedRead};
+
+/// Values at least this long are copied into their block without the
+/// shard's lock held.
+const COPY_UNLOCKED: usize = 16 * 1024;
 
 /// How a [`Store`] is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,13 +378,40 @@ impl Store {
         if req.key.len() > KEY_MAX {
             return SetOutcome::NotStored;
         }
+        let prebuilt = if req.value.len() >= COPY_UNLOCKED && req.mode == SetMode::Set {
+            self.prebuild(req)
+        } else {
+            None
+        };
         let (mut shard, hash, now) = self.shard(req.key);
-        let outcome = shard.set(hash, req, now);
+        let outcome = shard.set(hash, req, now, prebuilt);
         if let Some(sink) = self.sink() {
             let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
             report(&mut shard, sink, hash, req.key, changed);
         }
         outcome
+    }
+
+    /// A block for a large set's item, with the value copied in without
+    /// the shard's lock (the block is nobody else's until linked).
+    fn prebuild(&self, req: &SetRequest<'_>) -> Option<Item> {
+        let value = [req.value];
+        let contents = Shard::contents(req.key, req.flags, &value);
+        let item = {
+            let (mut shard, hash, now) = self.shard(req.key);
+            let keep = shard.find(hash, req.key);
+            let item = shard.alloc_unfilled(&contents, now, keep);
+            if let Some(sink) = self.sink() {
+                // Evictions are reported before anything else can change
+                // the keys they name.
+                report(&mut shard, sink, hash, req.key, false);
+            }
+            item
+        }?;
+        // SAFETY: a block just allocated for this request, not linked, and
+        // this is its only handle.
+        unsafe { item.fill_value(req.value) };
+        Some(item)
     }
 
     /// Sets a new expiry on `key`; false when it is absent.
