@@ -76,6 +76,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut rx = shared.watch();
+    // One wait for the stop signal for the connection's whole life, polled
+    // beside every read and write: creating one per read registered and
+    // unregistered a waiter on the server-wide channel each time (3% of
+    // the CPU of a small request, BENCHMARKS.md).
+    let stop = stopped(&mut rx);
+    tokio::pin!(stop);
     let mut session = Session::new(shared, stats);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut swallow = 0usize;
@@ -111,7 +117,7 @@ where
         };
         let n = tokio::select! {
             biased;
-            _ = stopped(&mut rx) => return End::Stopping,
+            _ = &mut stop => return End::Stopping,
             r = read => match r {
                 None => return End::Idle,
                 Some(Ok(0)) => return End::Eof,
@@ -207,7 +213,7 @@ where
                 if !synced(durable, &mut unsynced).await {
                     return End::Io;
                 }
-                if !flush(stream, &mut session.out, stats, &mut rx, conn).await {
+                if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
                     return End::Io;
                 }
             }
@@ -220,7 +226,7 @@ where
         if !synced(durable, &mut unsynced).await {
             return End::Io;
         }
-        if !flush(stream, &mut session.out, stats, &mut rx, conn).await {
+        if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
             return End::Io;
         }
         if let Some(end) = end {
@@ -248,16 +254,17 @@ async fn synced(durable: Option<&crate::durable::Durable>, unsynced: &mut u64) -
 }
 
 /// Writes out pending replies; false if the connection is gone or the
-/// server stopped while the client was not reading.
-async fn flush<S>(
+/// server stopped (`stop` finished) while the client was not reading.
+async fn flush<S, F>(
     stream: &mut S,
     out: &mut Output,
     stats: &ThreadStats,
-    rx: &mut tokio::sync::watch::Receiver<RunState>,
+    stop: std::pin::Pin<&mut F>,
     conn: &ConnGuard,
 ) -> bool
 where
     S: AsyncWrite + Unpin,
+    F: std::future::Future<Output = ()>,
 {
     if out.is_empty() {
         return true;
@@ -266,7 +273,7 @@ where
     let ok = tokio::select! {
         biased;
         r = out.write_to(stream) => r.is_ok(),
-        _ = stopped(rx) => false,
+        _ = stop => false,
     };
     add(&stats.bytes_written, out.pending() as u64);
     out.clear();
