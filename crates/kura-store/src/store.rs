@@ -665,6 +665,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_large_capacity_gets_enough_shards_for_its_arenas() {
+        let capacity = 6 << 30;
+        let s = Store::new(StoreConfig {
+            shards: 2,
+            ..StoreConfig::with_capacity(capacity)
+        });
+        let n = s.shard_count();
+        assert!(
+            n.is_power_of_two() && capacity / n <= crate::shard::max_limit(),
+            "{n}"
+        );
+        s.insert(b"k", &[7; 1000], Expiry::Never);
+        assert_eq!(s.get(b"k").unwrap().value(), &[7; 1000][..]);
+        assert_eq!(s.stats().limit_maxbytes, capacity as u64);
+    }
+
+    #[test]
     fn a_repeated_plain_read_shares_the_lock_and_answers_alike() {
         for eviction in EvictionKind::ALL {
             let s = Store::new(StoreConfig {
