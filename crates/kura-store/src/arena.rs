@@ -152,6 +152,11 @@ impl Arena {
         arena
     }
 
+    /// Bytes the arena's blocks span now.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.end - FIRST) as usize * UNIT
+    }
+
     /// The largest number of block bytes an arena can hold.
     pub(crate) fn max_bytes() -> usize {
         REGION - FIRST as usize * UNIT - UNIT

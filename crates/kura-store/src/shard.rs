@@ -33,10 +33,18 @@ const SCATTERED_VICTIMS: usize = 16;
 /// Free blocks tried as the start of a run of neighbours to clear.
 const RUN_STARTS: usize = 8;
 
-/// The arena's room beyond the budget, for blocks in flight and blocks
-/// that handles still hold after their entry went.
+/// The arena's largest size: room beyond the budget for blocks in flight,
+/// blocks that handles still hold after their entry went, and free space
+/// too scattered to use. An arena starts at the budget and takes this room
+/// only when a block would not fit otherwise, so a busy cache's resident
+/// memory stays near its limit (`-m`) rather than a quarter above it.
 fn arena_bytes(limit: usize) -> usize {
     limit.saturating_add(limit / 4).saturating_add(64 * 1024)
+}
+
+/// How much an arena grows at a time when it takes some of its room.
+fn growth_step(limit: usize) -> usize {
+    (limit / 32).max(64 * 1024)
 }
 
 /// The largest budget a shard can have (its arena holds a quarter more).
@@ -156,7 +164,7 @@ impl Shard {
         let limit = limit.min(max_limit());
         Shard {
             table: HashTable::new(),
-            arena: Arena::new(arena_bytes(limit)),
+            arena: Arena::new(limit.max(64 * 1024)),
             policy: Policy::new(kind),
             entry_overhead: INDEX_BYTES + kind.entry_bytes(),
             hasher,
@@ -183,7 +191,20 @@ impl Shard {
     /// Changes the byte budget (`cache_memlimit`); the arena grows with it.
     pub(crate) fn set_limit(&mut self, limit: usize) {
         self.limit = limit.min(max_limit());
-        self.arena.grow_to(arena_bytes(self.limit));
+        self.arena.grow_to(self.limit);
+    }
+
+    /// Takes more of the arena's room for a block of `units` that does not
+    /// fit; false when the arena is at its largest.
+    fn grow_arena(&mut self, units: u32) -> bool {
+        let now = self.arena.bytes();
+        let max = arena_bytes(self.limit);
+        if now >= max {
+            return false;
+        }
+        let want = now + growth_step(self.limit).max(units as usize * UNIT);
+        self.arena.grow_to(want.min(max));
+        self.arena.bytes() > now
     }
 
     /// The metadata of the block at `off`.
@@ -377,7 +398,11 @@ impl Shard {
                 if let Some(off) = self.arena.alloc(units) {
                     break Some(off);
                 }
-                // The budget allows it but free space is scattered.
+                // The budget allows it but the arena is full (of blocks in
+                // flight or held by handles) or its free space scattered.
+                if self.grow_arena(units) {
+                    continue;
+                }
                 if scattered >= SCATTERED_VICTIMS {
                     break self.clear_run(units, now, keep);
                 }
@@ -714,6 +739,44 @@ mod tests {
             assert_eq!(s.arena_used(), 0, "{kind}");
             assert_eq!(s.used, 0, "{kind}");
         }
+    }
+
+    #[test]
+    fn the_arena_takes_its_room_only_when_a_block_would_not_fit() {
+        let limit = 1 << 20;
+        let mut s = Shard::new(
+            EvictionKind::S3Fifo,
+            FixedState::with_seed(7),
+            limit,
+            true,
+            0,
+            0,
+            true,
+        );
+        let key = |i: usize| format!("key:{i:06}").into_bytes();
+        // Three times the limit in items of one size: evicted blocks are
+        // reused as they are.
+        for i in 0..20_000 {
+            set(&mut s, &key(i), &[b'v'; 100]);
+        }
+        assert!(s.stats.evictions > 10_000);
+        assert_eq!(s.arena.bytes(), limit);
+        // Readers holding items whose entries are then evicted keep their
+        // blocks: new items need room beyond the budget's share.
+        let held: Vec<Item> = (19_000..20_000)
+            .filter_map(|i| {
+                let k = key(i);
+                let h = hash(&s, &k);
+                s.get(h, &k, &GetOptions::default(), 0).map(|hit| hit.item)
+            })
+            .collect();
+        assert!(held.len() > 900);
+        for i in 20_000..40_000 {
+            set(&mut s, &key(i), &[b'w'; 100]);
+        }
+        assert!(s.arena.bytes() > limit && s.arena.bytes() <= arena_bytes(limit));
+        assert!(held.iter().all(|it| it.value() == [b'v'; 100]));
+        assert!(s.used <= s.limit);
     }
 
     #[test]
