@@ -30,6 +30,7 @@ mod changes;
 mod clock;
 pub mod eviction;
 mod expiry;
+mod index;
 mod item;
 mod ops;
 mod reaper;

@@ -10,11 +10,11 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use foldhash::fast::FixedState;
-use hashbrown::HashTable;
 
 use crate::arena::{Arena, UNIT};
 use crate::eviction::{Entries, EvictionKind, EvictionPolicy, Policy};
 use crate::expiry::is_expired;
+use crate::index::Index;
 use crate::item::{Contents, Item, Meta, FETCHED, LINKED};
 
 /// Bytes charged per entry for its index slot (4 bytes and a control byte
@@ -116,7 +116,7 @@ impl Entries for Blocks<'_> {
 
 pub(crate) struct Shard {
     /// Arena offsets of the linked entries' blocks, by key hash.
-    table: HashTable<u32>,
+    index: Index,
     arena: Arena,
     policy: Policy,
     /// Bytes charged per entry besides its block: [`INDEX_BYTES`] and the
@@ -163,7 +163,7 @@ impl Shard {
     ) -> Shard {
         let limit = limit.min(max_limit());
         Shard {
-            table: HashTable::new(),
+            index: Index::default(),
             arena: Arena::new(limit.max(64 * 1024)),
             policy: Policy::new(kind),
             entry_overhead: INDEX_BYTES + kind.entry_bytes(),
@@ -185,7 +185,7 @@ impl Shard {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.index.len()
     }
 
     /// Changes the byte budget (`cache_memlimit`); the arena grows with it.
@@ -239,9 +239,7 @@ impl Shard {
 
     pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         let arena = &self.arena;
-        self.table
-            .find(hash, |&off| meta(arena, off).key() == key)
-            .copied()
+        self.index.find(hash, |off| meta(arena, off).key() == key)
     }
 
     /// Finds a live entry; an expired one found on the way is unlinked.
@@ -277,9 +275,9 @@ impl Shard {
 
     /// Unlinks the entry at `off` (whose key hashes to `hash`).
     pub(crate) fn unlink(&mut self, hash: u64, off: u32) {
-        if let Ok(entry) = self.table.find_entry(hash, |&o| o == off) {
-            entry.remove();
-        }
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index
+            .remove(hash, off, |o| hasher.hash_one(meta(arena, o).key()));
         self.policy.remove(&mut blocks!(self), off, hash);
         let m = meta(&self.arena, off);
         if m.exptime() != 0 {
@@ -545,8 +543,8 @@ impl Shard {
         let off = self.adopt(item);
         self.stamp(off, exptime, cas, marks, now);
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.table
-            .insert_unique(hash, off, |&o| hasher.hash_one(meta(arena, o).key()));
+        self.index
+            .insert(hash, off, |o| hasher.hash_one(meta(arena, o).key()));
         self.policy.insert(&mut blocks!(self), off, hash);
         self.used += self.charge(self.arena.units(off));
         self.stats.total_items += 1;
@@ -569,9 +567,9 @@ impl Shard {
     ) -> u32 {
         let off = self.adopt(item);
         self.stamp(off, exptime, cas, marks, now);
-        if let Ok(mut entry) = self.table.find_entry(hash, |&o| o == old) {
-            *entry.get_mut() = off;
-        }
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index
+            .replace(hash, old, off, |o| hasher.hash_one(meta(arena, o).key()));
         self.policy.replace(&mut blocks!(self), old, off);
         self.policy.touch(&mut blocks!(self), off, hash);
         self.used =
@@ -621,7 +619,7 @@ impl Shard {
 
     /// Drops every entry.
     pub(crate) fn clear(&mut self) {
-        let offs: Vec<u32> = self.table.drain().collect();
+        let offs = self.index.drain();
         for off in offs {
             let m = meta(&self.arena, off);
             m.set_marks(m.marks() & !LINKED);
@@ -683,7 +681,7 @@ impl Shard {
 
     /// The linked entries' offsets (for snapshots).
     pub(crate) fn offsets(&self) -> impl Iterator<Item = u32> + '_ {
-        self.table.iter().copied()
+        self.index.iter()
     }
 
     /// Blocks in the arena, in bytes (the store's `bytes` counts `used`).
