@@ -364,9 +364,11 @@ impl Shard {
     fn adopt(&mut self, item: Item) -> u32 {
         let p = item.into_raw();
         self.arena.unnote_detached();
-        let off = self.arena.offset_of(p.as_ptr());
-        debug_assert!(off.is_some(), "an item of another shard");
-        off.unwrap_or_default()
+        // Only this shard's `alloc` makes the items linked here; anything
+        // else is a bug that must not write into another block.
+        self.arena
+            .offset_of(p.as_ptr())
+            .expect("an item allocated by this shard")
     }
 
     /// Evicts or reclaims until a block of `units` fits in the budget and

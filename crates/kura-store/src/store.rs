@@ -129,7 +129,13 @@ impl Default for Store {
 }
 
 impl Store {
-    /// Builds a store.
+    /// Builds a store. Each shard reserves 1 GiB of address space for its
+    /// arena (memory is used only as items fill it); a capacity above what
+    /// the shards' arenas hold gets more shards.
+    ///
+    /// # Panics
+    /// When the operating system refuses the address space (a process
+    /// limited with `ulimit -v`, for instance).
     pub fn new(config: StoreConfig) -> Store {
         let n = if config.shards == 0 {
             default_shards(std::thread::available_parallelism().map_or(1, |p| p.get()))
