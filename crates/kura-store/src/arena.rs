@@ -144,7 +144,9 @@ impl Arena {
             used_units: 0,
             cursor: FIRST,
         };
-        arena.map_to(FIRST as usize * UNIT + UNIT);
+        if let Err(e) = arena.map_to(FIRST as usize * UNIT + UNIT) {
+            panic!("kura-store: cannot map an arena's first page: {e}");
+        }
         // The sentinel at the start; growing turns the space before it
         // into one free block.
         arena.set(FIRST, 0);
@@ -162,15 +164,18 @@ impl Arena {
         REGION - FIRST as usize * UNIT - UNIT
     }
 
-    /// Makes room for `bytes` of blocks (never shrinks).
-    pub(crate) fn grow_to(&mut self, bytes: usize) {
+    /// Makes room for `bytes` of blocks (never shrinks); false when the
+    /// memory could not be mapped.
+    pub(crate) fn grow_to(&mut self, bytes: usize) -> bool {
         let bytes = bytes.min(Self::max_bytes());
         let units = (bytes / UNIT) as u32;
         let new_end = FIRST + units;
         if new_end <= self.end || new_end - self.end < MIN_UNITS {
-            return;
+            return true;
         }
-        self.map_to(new_end as usize * UNIT + UNIT);
+        if self.map_to(new_end as usize * UNIT + UNIT).is_err() {
+            return false;
+        }
         let old = self.end;
         let prev_free = self.word(old) & PREV_FREE;
         self.set(new_end, 0);
@@ -180,6 +185,7 @@ impl Arena {
         self.end = new_end;
         self.used_units += (new_end - old) as usize;
         self.free(old);
+        true
     }
 
     /// The region's shared header.
@@ -233,10 +239,13 @@ impl Arena {
         self.used_units
     }
 
-    fn map_to(&mut self, bytes: usize) {
+    /// Makes the first `bytes` of the region readable and writable. Fails
+    /// when the system refuses (under `mlockall` with a small
+    /// `RLIMIT_MEMLOCK`, for instance): the arena then stays as it is.
+    fn map_to(&mut self, bytes: usize) -> std::io::Result<()> {
         let want = page_up(bytes).min(REGION);
         if want <= self.mapped {
-            return;
+            return Ok(());
         }
         // SAFETY: [mapped, want) lies in our reservation.
         let rc = unsafe {
@@ -247,13 +256,10 @@ impl Arena {
             )
         };
         if rc != 0 {
-            panic!(
-                "kura-store: cannot map {} bytes of arena: {}",
-                want - self.mapped,
-                std::io::Error::last_os_error()
-            );
+            return Err(std::io::Error::last_os_error());
         }
         self.mapped = want;
+        Ok(())
     }
 
     fn insert(&mut self, off: u32, size: u32) {
