@@ -117,6 +117,46 @@ impl Contents<'_> {
         }
     }
 
+    /// Writes these contents over the block at `p` of `units` units, which
+    /// holds the same key, when they need a block of that size with the
+    /// same layout (flags present or not, links); false, writing nothing,
+    /// when they do not. The metadata is left to the caller.
+    ///
+    /// # Safety
+    /// `p` is a live block of `units` units that no handle refers to (its
+    /// reference count is the shard's one) and whose key is this key, and
+    /// the caller holds its shard's lock exclusively.
+    pub(crate) unsafe fn rewrite(&self, p: *mut u8, units: u32) -> bool {
+        // SAFETY: the marks byte of a live block.
+        let marks = unsafe { &*p.add(MARKS).cast::<AtomicU8>() }.load(Ordering::Relaxed);
+        if units != self.units()
+            || (marks & HAS_FLAGS != 0) != (self.flags != 0)
+            || (marks & HAS_LINKS != 0) != self.links
+        {
+            return false;
+        }
+        let tail = units as usize * UNIT - self.bytes();
+        // SAFETY: the offsets are inside the block (same size and layout as
+        // these contents need), which nothing else reads meanwhile.
+        unsafe {
+            p.add(KEY_LEN)
+                .cast::<u16>()
+                .write(self.key.len() as u16 | (tail as u16) << KEY_BITS);
+            if self.flags != 0 {
+                let at = HEADER + if self.links { LINKS } else { 0 };
+                p.add(at)
+                    .cast::<[u8; 4]>()
+                    .write_unaligned(self.flags.to_le_bytes());
+            }
+            let mut at = self.key_at() + self.key.len();
+            for part in self.parts {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len());
+                at += part.len();
+            }
+        }
+        true
+    }
+
     /// Where the key starts in the block.
     fn key_at(&self) -> usize {
         HEADER + if self.links { LINKS } else { 0 } + if self.flags != 0 { 4 } else { 0 }

@@ -450,6 +450,11 @@ impl Shard {
         }
         let cas = self.assign_cas(req.new_cas);
         let contents = Shard::contents(req.key, flags, &parts);
+        if let (Some(off), None) = (existing, &prebuilt) {
+            if self.overwrite(hash, off, &contents, exptime, cas, marks, now) {
+                return SetOutcome::Stored { cas };
+            }
+        }
         let item = match prebuilt {
             Some(item) if old.is_none() => Some(item),
             _ => self.alloc(&contents, now, existing),
@@ -541,12 +546,27 @@ impl Shard {
             marks
         };
         let parts = [digits, padding];
-        let contents = Shard::contents(key, old.flags(), &parts);
+        let flags = old.flags();
+        let contents = Shard::contents(key, flags, &parts);
+        let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
+        let cas = self.assign_cas(req.new_cas);
+        // A number that fits is written over the old one, as memcached
+        // does, unless a handle still holds the old value (this function's
+        // own handle goes first: the new bytes are in local buffers).
+        drop(old);
+        let in_place = self.overwrite(hash, off, &contents, exptime, cas, marks, now);
+        if in_place {
+            return ArithOutcome::Updated {
+                value,
+                cas,
+                exptime,
+                exptime_before,
+                created: false,
+            };
+        }
         let Some(item) = self.alloc(&contents, now, Some(off)) else {
             return ArithOutcome::NoMemory;
         };
-        let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
-        let cas = self.assign_cas(req.new_cas);
         // `replace` promotes the entry and notes the access time.
         self.replace(hash, off, item, exptime, cas, marks, now);
         ArithOutcome::Updated {

@@ -586,6 +586,42 @@ impl Shard {
         off
     }
 
+    /// Writes a new version of the entry at `off` over its own block, when
+    /// no handle holds the block and the new contents need a block of the
+    /// same size (a counter, a value of the same length): no allocation, no
+    /// change to the index or the policy's order beyond a touch. False,
+    /// changing nothing, otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn overwrite(
+        &mut self,
+        hash: u64,
+        off: u32,
+        c: &Contents<'_>,
+        exptime: u32,
+        cas: u64,
+        marks: u8,
+        now: u32,
+    ) -> bool {
+        let m = meta(&self.arena, off);
+        // Only the shard's reference: no handle exists to see the change
+        // (handles are made under this lock, which is held exclusively).
+        if m.refcount().load(Ordering::Acquire) != 1 {
+            return false;
+        }
+        // SAFETY: as above; `off` is linked under this key and the lock is
+        // held exclusively.
+        if !unsafe { c.rewrite(self.arena.ptr(off), self.arena.units(off)) } {
+            return false;
+        }
+        self.set_exptime(off, exptime);
+        let m = meta(&self.arena, off);
+        m.set_cas(cas);
+        m.set_marks(marks | LINKED);
+        self.promote(hash, off, now);
+        self.stats.total_items += 1;
+        true
+    }
+
     /// Changes an entry's deadline.
     pub(crate) fn set_exptime(&mut self, off: u32, exptime: u32) {
         let m = meta(&self.arena, off);
@@ -777,6 +813,26 @@ mod tests {
         assert!(s.arena.bytes() > limit && s.arena.bytes() <= arena_bytes(limit));
         assert!(held.iter().all(|it| it.value() == [b'v'; 100]));
         assert!(s.used <= s.limit);
+    }
+
+    #[test]
+    fn a_value_of_the_same_size_is_written_over_its_block_unless_held() {
+        for kind in EvictionKind::ALL {
+            let mut s = shard(kind);
+            set(&mut s, b"k", &[1; 100]);
+            let h = hash(&s, b"k");
+            let off = s.find(h, b"k").unwrap();
+            set(&mut s, b"k", &[2; 100]);
+            assert_eq!(s.find(h, b"k"), Some(off), "{kind}: written in place");
+            let held = s.get(h, b"k", &GetOptions::default(), 0).unwrap().item;
+            set(&mut s, b"k", &[3; 100]);
+            let moved = s.find(h, b"k").unwrap();
+            assert_ne!(moved, off, "{kind}: a held block is not written over");
+            assert_eq!(held.value(), &[2; 100][..]);
+            let now = s.get(h, b"k", &GetOptions::default(), 0).unwrap();
+            assert_eq!(now.item.value(), &[3; 100][..]);
+            assert_eq!(s.len(), 1);
+        }
     }
 
     #[test]
