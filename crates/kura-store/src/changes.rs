@@ -138,10 +138,7 @@ impl Shard {
             }
             return false;
         };
-        match existing {
-            Some(off) => self.replace(hash, off, item, entry.exptime, entry.cas, marks, now),
-            None => self.link(hash, item, entry.exptime, entry.cas, marks, now),
-        };
+        self.put(hash, existing, item, entry.exptime, entry.cas, marks, now);
         true
     }
 

@@ -270,7 +270,7 @@ impl Shard {
                 let cas = self.next_cas();
                 let item = self.alloc(&Shard::contents(key, 0, &[]), now, None)?;
                 let deadline = expiry.deadline(now);
-                (self.link(hash, item, deadline, cas, 0, now), true)
+                (self.put(hash, None, item, deadline, cas, 0, now), true)
             }
         };
         let exptime_before = self.meta(off).exptime();
@@ -467,14 +467,7 @@ impl Shard {
             }
             return SetOutcome::NoMemory;
         };
-        match existing {
-            Some(off) => {
-                self.replace(hash, off, item, exptime, cas, marks, now);
-            }
-            None => {
-                self.link(hash, item, exptime, cas, marks, now);
-            }
-        }
+        self.put(hash, existing, item, exptime, cas, marks, now);
         SetOutcome::Stored { cas }
     }
 
@@ -496,7 +489,7 @@ impl Shard {
             };
             let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
             let exptime = expiry.deadline(now);
-            self.link(hash, item, exptime, cas, 0, now);
+            self.put(hash, None, item, exptime, cas, 0, now);
             return ArithOutcome::Updated {
                 value: initial,
                 cas,
@@ -567,8 +560,8 @@ impl Shard {
         let Some(item) = self.alloc(&contents, now, Some(off)) else {
             return ArithOutcome::NoMemory;
         };
-        // `replace` promotes the entry and notes the access time.
-        self.replace(hash, off, item, exptime, cas, marks, now);
+        // `put` promotes the entry and notes the access time.
+        self.put(hash, Some(off), item, exptime, cas, marks, now);
         ArithOutcome::Updated {
             value,
             cas,
@@ -607,7 +600,7 @@ impl Shard {
             let cas = self.assign_cas(req.new_cas);
             let contents = Shard::contents(key, flags, &[]);
             if let Some(item) = self.alloc(&contents, now, Some(off)) {
-                self.replace(hash, off, item, exptime, cas, marks, now);
+                self.put(hash, Some(off), item, exptime, cas, marks, now);
                 return DeleteOutcome::Deleted;
             }
             // No room even for an empty value: the value goes all the same,

@@ -3,7 +3,8 @@
 //! entry is one block (item.rs): key, value, flags, CAS, deadline, marks and
 //! the policy's state together, named by its offset in the arena; the index
 //! holds only those offsets. The operations in `ops.rs` are built from the
-//! few primitives here: find, allocate, link, replace, unlink and make room.
+//! few primitives here: find, allocate (making room), put (link a new entry
+//! or a new version of one), overwrite in place, and unlink.
 
 use std::hash::BuildHasher;
 use std::ptr::NonNull;
@@ -279,13 +280,8 @@ impl Shard {
         self.index
             .remove(hash, off, |o| hasher.hash_one(meta(arena, o).key()));
         self.policy.remove(&mut blocks!(self), off, hash);
-        let m = meta(&self.arena, off);
-        if m.exptime() != 0 {
-            self.with_ttl -= 1;
-        }
-        m.set_marks(m.marks() & !LINKED);
         self.used -= self.charge(self.arena.units(off));
-        self.release(off);
+        self.retire(off);
     }
 
     fn hash_of(&self, off: u32) -> u64 {
@@ -531,11 +527,15 @@ impl Shard {
         self.note_deadline(exptime);
     }
 
-    /// Links `item` (from [`Shard::alloc`]) as the entry for its key, which
-    /// must not be linked already. Returns its offset.
-    pub(crate) fn link(
+    /// Links `item` (from [`Shard::alloc`]) as the entry for its key: a new
+    /// entry when `old` is `None` (the key must not be linked), else in
+    /// place of the entry at `old` for the same key, which moves up the
+    /// eviction order. Returns the new entry's offset.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put(
         &mut self,
         hash: u64,
+        old: Option<u32>,
         item: Item,
         exptime: u32,
         cas: u64,
@@ -545,45 +545,32 @@ impl Shard {
         let off = self.adopt(item);
         self.stamp(off, exptime, cas, marks, now);
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index
-            .insert(hash, off, |o| hasher.hash_one(meta(arena, o).key()));
-        self.policy.insert(&mut blocks!(self), off, hash);
+        let hash_of = |o| hasher.hash_one(meta(arena, o).key());
         self.used += self.charge(self.arena.units(off));
         self.stats.total_items += 1;
+        let Some(old) = old else {
+            self.index.insert(hash, off, hash_of);
+            self.policy.insert(&mut blocks!(self), off, hash);
+            return off;
+        };
+        self.index.replace(hash, old, off, hash_of);
+        self.policy.replace(&mut blocks!(self), old, off);
+        self.policy.touch(&mut blocks!(self), off, hash);
+        self.used -= self.charge(self.arena.units(old));
+        self.retire(old);
         off
     }
 
-    /// Puts `item` (from [`Shard::alloc`]) in place of the entry at `old`
-    /// for the same key, which moves up the eviction order. Returns the new
-    /// offset.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn replace(
-        &mut self,
-        hash: u64,
-        old: u32,
-        item: Item,
-        exptime: u32,
-        cas: u64,
-        marks: u8,
-        now: u32,
-    ) -> u32 {
-        let off = self.adopt(item);
-        self.stamp(off, exptime, cas, marks, now);
-        let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index
-            .replace(hash, old, off, |o| hasher.hash_one(meta(arena, o).key()));
-        self.policy.replace(&mut blocks!(self), old, off);
-        self.policy.touch(&mut blocks!(self), off, hash);
-        self.used =
-            self.used + self.charge(self.arena.units(off)) - self.charge(self.arena.units(old));
-        self.stats.total_items += 1;
-        let m = meta(&self.arena, old);
+    /// Lets go of the entry at `off`, already out of the index and the
+    /// eviction order: its deadline no longer counts, and its block is
+    /// freed (now, or by the last handle holding it).
+    fn retire(&mut self, off: u32) {
+        let m = meta(&self.arena, off);
         if m.exptime() != 0 {
             self.with_ttl -= 1;
         }
         m.set_marks(m.marks() & !LINKED);
-        self.release(old);
-        off
+        self.release(off);
     }
 
     /// Writes a new version of the entry at `off` over its own block, when
@@ -657,11 +644,8 @@ impl Shard {
 
     /// Drops every entry.
     pub(crate) fn clear(&mut self) {
-        let offs = self.index.drain();
-        for off in offs {
-            let m = meta(&self.arena, off);
-            m.set_marks(m.marks() & !LINKED);
-            self.release(off);
+        for off in self.index.drain() {
+            self.retire(off);
         }
         for b in self.arena.take_deferred() {
             self.arena.free(b);
