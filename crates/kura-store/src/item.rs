@@ -108,12 +108,9 @@ impl Contents<'_> {
     /// [`KEY_MAX`] bytes.
     pub(crate) unsafe fn write(&self, p: *mut u8, units: u32, heap: bool) {
         // SAFETY: as the caller promised.
-        unsafe { self.write_header(p, units, heap) };
-        let mut at = self.key_at() + self.key.len();
-        for part in self.parts {
-            // SAFETY: the value's bytes lie in the block, after the key.
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len()) };
-            at += part.len();
+        unsafe {
+            self.write_header(p, units, heap);
+            self.write_value(p);
         }
     }
 
@@ -135,9 +132,24 @@ impl Contents<'_> {
         {
             return false;
         }
+        // SAFETY: the block has the size and layout these contents need,
+        // and nothing else reads it meanwhile.
+        unsafe {
+            self.write_lengths_and_flags(p, units);
+            self.write_value(p);
+        }
+        true
+    }
+
+    /// Writes the key length, the tail and the flags (when not 0).
+    ///
+    /// # Safety
+    /// `p` is a block of `units` units laid out for these contents, which
+    /// nothing else reads meanwhile.
+    unsafe fn write_lengths_and_flags(&self, p: *mut u8, units: u32) {
         let tail = units as usize * UNIT - self.bytes();
-        // SAFETY: the offsets are inside the block (same size and layout as
-        // these contents need), which nothing else reads meanwhile.
+        debug_assert!(tail < 16 && self.key.len() <= KEY_MAX);
+        // SAFETY: header offsets inside the block.
         unsafe {
             p.add(KEY_LEN)
                 .cast::<u16>()
@@ -148,13 +160,20 @@ impl Contents<'_> {
                     .cast::<[u8; 4]>()
                     .write_unaligned(self.flags.to_le_bytes());
             }
-            let mut at = self.key_at() + self.key.len();
-            for part in self.parts {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len());
-                at += part.len();
-            }
         }
-        true
+    }
+
+    /// Writes the value's pieces after the key.
+    ///
+    /// # Safety
+    /// As [`Contents::write_lengths_and_flags`].
+    unsafe fn write_value(&self, p: *mut u8) {
+        let mut at = self.key_at() + self.key.len();
+        for part in self.parts {
+            // SAFETY: the value's bytes lie in the block, after the key.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len()) };
+            at += part.len();
+        }
     }
 
     /// Where the key starts in the block.
@@ -168,8 +187,6 @@ impl Contents<'_> {
     /// # Safety
     /// As [`Contents::write`].
     pub(crate) unsafe fn write_header(&self, p: *mut u8, units: u32, heap: bool) {
-        let tail = units as usize * UNIT - self.bytes();
-        debug_assert!(tail < 16 && self.key.len() <= KEY_MAX);
         let mut marks = 0;
         if heap {
             marks |= HEAP;
@@ -187,23 +204,13 @@ impl Contents<'_> {
             p.add(CAS).cast::<[u8; 8]>().write_unaligned([0; 8]);
             p.add(EXPTIME).cast::<u32>().write(0);
             p.add(LAST_ACCESS).cast::<u32>().write(0);
-            p.add(KEY_LEN)
-                .cast::<u16>()
-                .write(self.key.len() as u16 | (tail as u16) << KEY_BITS);
             p.add(MARKS).write(marks);
             p.add(POLICY).write(0);
-            let mut at = HEADER;
             if self.links {
-                p.add(at).cast::<[u8; 8]>().write_unaligned([0xff; 8]);
-                at += LINKS;
+                p.add(HEADER).cast::<[u8; 8]>().write_unaligned([0xff; 8]);
             }
-            if self.flags != 0 {
-                p.add(at)
-                    .cast::<[u8; 4]>()
-                    .write_unaligned(self.flags.to_le_bytes());
-                at += 4;
-            }
-            std::ptr::copy_nonoverlapping(self.key.as_ptr(), p.add(at), self.key.len());
+            self.write_lengths_and_flags(p, units);
+            std::ptr::copy_nonoverlapping(self.key.as_ptr(), p.add(self.key_at()), self.key.len());
         }
     }
 }

@@ -728,7 +728,11 @@ mod tests {
     use crate::ops::{GetOptions, SetRequest};
 
     fn shard(kind: EvictionKind) -> Shard {
-        Shard::new(kind, FixedState::with_seed(7), 1 << 20, true, 0, 0, true)
+        shard_of(kind, 1 << 20)
+    }
+
+    fn shard_of(kind: EvictionKind, limit: usize) -> Shard {
+        Shard::new(kind, FixedState::with_seed(7), limit, true, 0, 0, true)
     }
 
     fn hash(s: &Shard, key: &[u8]) -> u64 {
@@ -764,15 +768,7 @@ mod tests {
     #[test]
     fn the_arena_takes_its_room_only_when_a_block_would_not_fit() {
         let limit = 1 << 20;
-        let mut s = Shard::new(
-            EvictionKind::S3Fifo,
-            FixedState::with_seed(7),
-            limit,
-            true,
-            0,
-            0,
-            true,
-        );
+        let mut s = shard_of(EvictionKind::S3Fifo, limit);
         let key = |i: usize| format!("key:{i:06}").into_bytes();
         // Three times the limit in items of one size: evicted blocks are
         // reused as they are.
