@@ -269,3 +269,149 @@ fn every_policy_on_every_row() {
         }
     }
 }
+
+/// A variant of S3-FIFO that needs no links in the entries, measured here
+/// for the memory target (BENCHMARKS.md, "Memory per item"): the small
+/// queue stays a FIFO (of ids, outside the entries), while the main queue
+/// is a CLOCK whose hand sweeps the hash index's slots (as MemC3 does), so
+/// its order is the keys' hash order rather than their arrival.
+#[derive(Clone, Copy)]
+struct SlotClock {
+    /// Reads while in the small queue that earn the main queue.
+    promote: u8,
+    /// The read count an entry readmitted through its ghost starts with.
+    grace: u8,
+    /// The ghost queue's length, in percent of the main queue's share.
+    ghost_percent: usize,
+}
+
+/// Replays `trace` through [`SlotClock`] holding `capacity` entries, the
+/// index's slots 1.25 times that (a table kept at most 80% full), keys
+/// placed by linear probing from their hash.
+fn replay_slot_clock(trace: &Trace, capacity: usize, v: SlotClock) -> u64 {
+    use std::collections::{HashSet, VecDeque};
+    const EMPTY: u32 = u32::MAX;
+    let slots_len = capacity * 5 / 4 + 1;
+    let mut slots = vec![EMPTY; slots_len];
+    let mut slot_of = vec![EMPTY; trace.distinct];
+    let mut freq = vec![0u8; trace.distinct];
+    let mut in_main = vec![false; trace.distinct];
+    let mut small: VecDeque<u32> = VecDeque::new();
+    let mut ghost: VecDeque<u32> = VecDeque::new();
+    let mut ghost_set: HashSet<u32> = HashSet::new();
+    let small_share = capacity / 10;
+    let ghost_limit = (capacity - small_share) * v.ghost_percent / 100;
+    let (mut hand, mut len, mut main_len, mut hits) = (0usize, 0usize, 0usize, 0u64);
+    for &key in &trace.keys {
+        let k = key as usize;
+        if slot_of[k] != EMPTY {
+            hits += 1;
+            freq[k] = (freq[k] + 1).min(3);
+            continue;
+        }
+        while len >= capacity {
+            if small.len() > small_share || main_len == 0 {
+                let old = small.pop_front().expect("entries in the small queue") as usize;
+                if freq[old] >= v.promote {
+                    in_main[old] = true;
+                    main_len += 1;
+                    continue;
+                }
+                slots[slot_of[old] as usize] = EMPTY;
+                slot_of[old] = EMPTY;
+                len -= 1;
+                if ghost_set.insert(old as u32) {
+                    ghost.push_back(old as u32);
+                    if ghost.len() > ghost_limit {
+                        let gone = ghost.pop_front().expect("a ghost");
+                        ghost_set.remove(&gone);
+                    }
+                }
+                continue;
+            }
+            loop {
+                let at = slots[hand];
+                hand = (hand + 1) % slots_len;
+                if at == EMPTY || !in_main[at as usize] {
+                    continue;
+                }
+                let at = at as usize;
+                if freq[at] > 0 {
+                    freq[at] -= 1;
+                    continue;
+                }
+                slots[slot_of[at] as usize] = EMPTY;
+                slot_of[at] = EMPTY;
+                in_main[at] = false;
+                main_len -= 1;
+                len -= 1;
+                break;
+            }
+        }
+        let mut at = (hash(key) % slots_len as u64) as usize;
+        while slots[at] != EMPTY {
+            at = (at + 1) % slots_len;
+        }
+        slots[at] = key;
+        slot_of[k] = at as u32;
+        len += 1;
+        if ghost_set.remove(&key) {
+            freq[k] = v.grace;
+            in_main[k] = true;
+            main_len += 1;
+        } else {
+            freq[k] = 0;
+            in_main[k] = false;
+            small.push_back(key);
+        }
+    }
+    hits
+}
+
+/// The link-free variant against S3-FIFO and the ARC column, for the notes
+/// on memory in BENCHMARKS.md; asserts nothing about its ratios (it is a
+/// measurement of a design not built).
+#[test]
+#[ignore = "prints a measurement of a design not built; slow"]
+fn s3fifo_with_a_clock_over_index_slots() {
+    let variants = [
+        SlotClock {
+            promote: 2,
+            grace: 0,
+            ghost_percent: 160,
+        },
+        SlotClock {
+            promote: 2,
+            grace: 1,
+            ghost_percent: 160,
+        },
+        SlotClock {
+            promote: 1,
+            grace: 1,
+            ghost_percent: 250,
+        },
+    ];
+    let traces: Vec<(&str, Trace)> = TRACES.iter().map(|&n| (n, load(n))).collect();
+    println!(
+        "| trace | capacity | s3fifo | promote/grace/ghost: 2/0/160 | 2/1/160 | 1/1/250 | ARC |"
+    );
+    for row in ROWS.iter() {
+        let t = &traces.iter().find(|(n, _)| *n == row.trace).unwrap().1;
+        let pct = |hits: u64| hits as f64 * 100.0 / t.keys.len() as f64;
+        let cells: Vec<String> = variants
+            .iter()
+            .map(|&v| {
+                let r = pct(replay_slot_clock(t, row.capacity, v));
+                format!("{r:.2}%{}", if r < row.arc { " (below)" } else { "" })
+            })
+            .collect();
+        let s3 = pct(replay(EvictionKind::S3Fifo, t, row.capacity));
+        println!(
+            "| {} | {} | {s3:.2}% | {} | {:.2}% |",
+            row.trace,
+            row.capacity,
+            cells.join(" | "),
+            row.arc
+        );
+    }
+}
