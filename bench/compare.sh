@@ -58,7 +58,11 @@ RESULTS="$OUT/results.tsv"
 : >"$RESULTS"
 
 cargo build --release -q -p kura
-KURA=target/release/kura
+# A copy of the binary, so that every part of the run (memcaslap's too)
+# measures the same build even if the tree is rebuilt meanwhile.
+KURA="$OUT/kura"
+cp target/release/kura "$KURA"
+KURA_VERSION=$(git describe --always --dirty)
 CLK_TCK=$(getconf CLK_TCK)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -123,7 +127,7 @@ bench() {
   printf '  round %s %-10s %-34s %s req/s\n' "$round" "$server" "$load" "$(json "$f" "round(r['throughput'])")"
 }
 
-echo "kura $(git rev-parse --short HEAD) vs $(memcached -V), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "kura $KURA_VERSION vs $(memcached -V), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "servers: -t $THREADS -m $MEM; client: kura bench -t $CLIENT_THREADS; $ROUNDS rounds of ${DURATION}s; results in $OUT"
 
 # --- memory per item, on fresh servers -----------------------------------
@@ -203,7 +207,7 @@ if [[ "$SWEEP" != 0 ]]; then
   KURA_SWEEP=${PLOT%.svg}.kura.json
   "$KURA" bench -s "127.0.0.1:$MC_PORT" "${sweep[@]}" --label "memcached $(memcached -V | cut -d' ' -f2)" \
     --json >"$MC_SWEEP" || echo "warning: errors in the memcached sweep" >&2
-  "$KURA" bench -s "127.0.0.1:$KURA_PORT" "${sweep[@]}" --label "kura $(git rev-parse --short HEAD)" \
+  "$KURA" bench -s "127.0.0.1:$KURA_PORT" "${sweep[@]}" --label "kura $KURA_VERSION" \
     --json >"$KURA_SWEEP" || echo "warning: errors in the kura sweep" >&2
   "$KURA" bench -n 0 --plot "$PLOT" --overlay "$MC_SWEEP" --overlay "$KURA_SWEEP" >/dev/null
   python3 - "$MC_SWEEP" "$KURA_SWEEP" <<'EOF'
@@ -223,7 +227,7 @@ stop "$KURA_PID"
 # --- memcaslap ---------------------------------------------------------------
 if ((MEMASLAP_SECS > 0)); then
   echo "memcaslap (bench/memaslap.sh $ROUNDS $MEMASLAP_SECS 32)"
-  THREADS=$THREADS MEM=$MEM bench/memaslap.sh "$ROUNDS" "$MEMASLAP_SECS" 32 | tee "$OUT/memaslap.txt"
+  KURA=$KURA THREADS=$THREADS MEM=$MEM bench/memaslap.sh "$ROUNDS" "$MEMASLAP_SECS" 32 | tee "$OUT/memaslap.txt"
   awk '/^round/ { gsub(",", ""); print "memcaslap 90/10\tmemcached\tops/s\t" $4; print "memcaslap 90/10\tkura\tops/s\t" $7 }' \
     "$OUT/memaslap.txt" >>"$RESULTS"
 fi

@@ -13,12 +13,16 @@ SECS=${2:-10}
 CONC=${3:-32}
 THREADS=${THREADS:-2}
 MEM=${MEM:-256}
-cargo build --release -q -p kura
+# KURA: the kura binary to run [default: a release build of this tree]
+if [[ -z "${KURA:-}" ]]; then
+  cargo build --release -q -p kura
+  KURA=target/release/kura
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 MC_PORT=$(free_port); KURA_PORT=$(free_port)
 memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$MC_PORT" -t "$THREADS" -m "$MEM" &
 MC_PID=$!
-target/release/kura server -l 127.0.0.1 -p "$KURA_PORT" -t "$THREADS" -m "$MEM" &
+"$KURA" server -l 127.0.0.1 -p "$KURA_PORT" -t "$THREADS" -m "$MEM" &
 KURA_PID=$!
 trap 'kill $MC_PID $KURA_PID 2>/dev/null || true' EXIT
 sleep 1
