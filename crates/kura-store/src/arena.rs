@@ -585,7 +585,8 @@ pub(crate) unsafe fn release_detached(block: *mut u8) {
     let shared = unsafe { &*base.cast::<Shared>() };
     let off = ((block as usize - base as usize) / UNIT) as u32;
     // SAFETY: the block's second word is ours now (its reference count,
-    // which is zero and which nobody reads any more).
+    // which is zero, and the marks and policy bytes, which nobody reads
+    // any more: no handle is left, and the entry is unlinked).
     let link = unsafe { &*block.add(UNIT).cast::<AtomicU32>() };
     let mut head = shared.deferred.load(Ordering::Relaxed);
     loop {

@@ -5,18 +5,26 @@
 //! holds it stays valid for that reader, and its block goes back to the
 //! shard when the last handle drops.
 //!
-//! A block, in bytes (28 of header; the first word is the allocator's):
+//! A block, in bytes (26 of header; the first word is the allocator's):
 //!
 //! ```text
 //! 0  size in 4-byte units, padding (2 bits), allocator flags
-//! 4  reference count: handles, plus one while the entry is linked
+//! 4  reference count (atomic u16): handles, plus one while linked
+//! 6  marks (atomic u8)        7  eviction policy's byte (atomic u8)
 //! 8  CAS unique (u64)         16 deadline (Unix, 0 never)
 //! 20 last access (Unix)       24 key length (12 bits), tail (4 bits)
-//! 26 marks (atomic u8)        27 eviction policy's byte (atomic u8)
-//! 28 [eviction links: two u32, for list-based policies]
+//! 26 [eviction links: two u32, for list-based policies]
 //!    [client flags: u32, only when not 0, as memcached]
 //!    key, value, then 0-15 unused bytes (the tail)
 //! ```
+//!
+//! The reference count has 16 bits, as memcached's. A block can have more
+//! handles than that (one `get` line naming a key 50,000 times holds 50,000
+//! of them): once the count reaches [`COUNT_LIMIT`], further handles are
+//! counted in [`OVERFLOW`], a locked table by block address, which handles
+//! given up draw from first. So the lock is only taken by blocks with tens
+//! of thousands of handles, and a block's count reaches zero (the last
+//! handle frees it) only with no overflow left.
 //!
 //! The value's length is what is left of the block before the tail (a
 //! block is rounded up to whole units, and the allocator may hand out a few
@@ -30,21 +38,42 @@
 //! the same layout (the `HEAP` mark).
 
 use std::alloc::Layout;
+use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU8, Ordering};
+
+use parking_lot::Mutex;
 
 use bytes::Bytes;
 
 use crate::arena::{release_detached, UNIT};
 
+/// The reference count (an atomic u16).
+const COUNT: usize = 4;
+const MARKS: usize = 6;
+const POLICY: usize = 7;
 pub(crate) const CAS: usize = 8;
 pub(crate) const EXPTIME: usize = 16;
 pub(crate) const LAST_ACCESS: usize = 20;
 const KEY_LEN: usize = 24;
-const MARKS: usize = 26;
-const POLICY: usize = 27;
-const HEADER: usize = 28;
+pub(crate) const HEADER: usize = 26;
 const LINKS: usize = 8;
+
+/// The count at which further handles are counted in [`OVERFLOW`].
+const COUNT_LIMIT: u16 = 0xc000;
+/// Counts from which a handle given up looks for overflow first.
+///
+/// Increments and decrements are single atomic operations; one that goes
+/// the wrong way is undone, so a count is briefly off by the number of
+/// threads in the middle of one. Overflow is only added while the count is
+/// at [`COUNT_LIMIT`], and handles given up at counts from here on take
+/// from it first, so while there is overflow the count stays far above 1
+/// and below 65,536, for fewer than 16,384 such threads at once.
+const OVERFLOW_CHECK: u16 = 0x8000;
+
+/// Handles beyond [`COUNT_LIMIT`], by block address. An entry exists only
+/// while its block's count is near the limit.
+static OVERFLOW: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
 
 /// The entry was stored with a base64 (binary) key through the meta protocol.
 pub(crate) const KEY_BINARY: u8 = 1;
@@ -200,7 +229,7 @@ impl Contents<'_> {
         // SAFETY: all offsets below are inside the block (its size was
         // computed from these contents), which is ours alone.
         unsafe {
-            p.add(UNIT).cast::<u32>().write(1);
+            p.add(COUNT).cast::<u16>().write(1);
             p.add(CAS).cast::<[u8; 8]>().write_unaligned([0; 8]);
             p.add(EXPTIME).cast::<u32>().write(0);
             p.add(LAST_ACCESS).cast::<u32>().write(0);
@@ -244,21 +273,88 @@ impl Eq for Item {}
 
 impl Clone for Item {
     fn clone(&self) -> Self {
-        let old = self.refcount().fetch_add(1, Ordering::Relaxed);
-        if old > i32::MAX as u32 {
-            // As `Arc`: a count this high means handles are leaking.
-            std::process::abort();
-        }
+        // SAFETY: this handle keeps the block alive.
+        unsafe { add_reference(self.0) };
         Item(self.0)
+    }
+}
+
+/// Adds a reference to the block at `p`: to its count, or to [`OVERFLOW`]
+/// when the count is at [`COUNT_LIMIT`].
+///
+/// # Safety
+/// `p` is a block written by [`Contents::write`] that stays allocated for
+/// the call (the caller holds a reference or the shard's lock).
+#[inline]
+unsafe fn add_reference(p: NonNull<u8>) {
+    // SAFETY: the reference count of a live block, 2-aligned.
+    let word = unsafe { &*p.as_ptr().add(COUNT).cast::<AtomicU16>() };
+    if word.fetch_add(1, Ordering::Relaxed) < COUNT_LIMIT {
+        return;
+    }
+    add_overflow(p, word);
+}
+
+#[cold]
+#[inline(never)]
+fn add_overflow(p: NonNull<u8>, word: &AtomicU16) {
+    // Back to what it was (not the last reference: the caller's is one).
+    word.fetch_sub(1, Ordering::Relaxed);
+    let mut table = OVERFLOW.lock();
+    if word.fetch_add(1, Ordering::Relaxed) < COUNT_LIMIT {
+        return;
+    }
+    word.fetch_sub(1, Ordering::Relaxed);
+    let extra = table
+        .get_or_insert_with(HashMap::new)
+        .entry(p.as_ptr() as usize)
+        .or_insert(0);
+    *extra += 1;
+}
+
+/// Gives up a reference to the block at `p`; true when it was the last
+/// (the caller frees the block).
+///
+/// # Safety
+/// The caller owns one of the block's references.
+#[inline]
+unsafe fn drop_reference(p: NonNull<u8>) -> bool {
+    // SAFETY: the reference count of a live block, 2-aligned.
+    let word = unsafe { &*p.as_ptr().add(COUNT).cast::<AtomicU16>() };
+    let old = word.fetch_sub(1, Ordering::Release);
+    if old == 1 {
+        fence(Ordering::Acquire);
+        return true;
+    }
+    if old >= OVERFLOW_CHECK {
+        drop_overflow(p, word);
+    }
+    false
+}
+
+/// A count this high may have handles in [`OVERFLOW`]: if so, one of them
+/// is the one given up, and the count gets its one back.
+#[cold]
+#[inline(never)]
+fn drop_overflow(p: NonNull<u8>, word: &AtomicU16) {
+    let mut table = OVERFLOW.lock();
+    let Some(table) = table.as_mut() else { return };
+    let key = p.as_ptr() as usize;
+    if let Some(extra) = table.get_mut(&key) {
+        *extra -= 1;
+        if *extra == 0 {
+            table.remove(&key);
+        }
+        word.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for Item {
     fn drop(&mut self) {
-        if self.refcount().fetch_sub(1, Ordering::Release) != 1 {
+        // SAFETY: this handle owns one reference.
+        if !unsafe { drop_reference(self.0) } {
             return;
         }
-        fence(Ordering::Acquire);
         let p = self.0.as_ptr();
         if self.marks() & HEAP != 0 {
             let layout = heap_layout(self.units());
@@ -348,9 +444,10 @@ impl Item {
         p
     }
 
-    fn refcount(&self) -> &AtomicU32 {
-        // SAFETY: the second word of a live block, 4-aligned.
-        unsafe { &*self.0.as_ptr().add(UNIT).cast::<AtomicU32>() }
+    #[cfg(test)]
+    fn refcount(&self) -> &AtomicU16 {
+        // SAFETY: the reference count of a live block, 2-aligned.
+        unsafe { &*self.0.as_ptr().add(COUNT).cast::<AtomicU16>() }
     }
 
     fn marks(&self) -> u8 {
@@ -457,9 +554,19 @@ impl<'a> Meta<'a> {
         unsafe { self.0.as_ptr().add(off).cast::<T>() }
     }
 
-    pub(crate) fn refcount(&self) -> &'a AtomicU32 {
-        // SAFETY: the second word, 4-aligned, atomic for every user.
-        unsafe { &*self.at::<AtomicU32>(UNIT) }
+    /// The handles on the block, plus one while the entry is linked (the
+    /// limit when there may be more).
+    pub(crate) fn refcount(&self) -> u32 {
+        // SAFETY: the reference count, 2-aligned, atomic for every user.
+        let count = unsafe { &*self.at::<AtomicU16>(COUNT) };
+        u32::from(count.load(Ordering::Acquire))
+    }
+
+    /// Gives up the entry's reference; true when it was the last (the
+    /// caller frees the block).
+    pub(crate) fn release(&self) -> bool {
+        // SAFETY: the entry owns a reference to its block.
+        unsafe { drop_reference(self.0) }
     }
 
     pub(crate) fn cas(&self) -> u64 {
@@ -546,7 +653,8 @@ impl<'a> Meta<'a> {
 
     /// A new handle on the block.
     pub(crate) fn handle(&self) -> Item {
-        self.refcount().fetch_add(1, Ordering::Relaxed);
+        // SAFETY: a live block, allocated while the lock is held.
+        unsafe { add_reference(self.0) };
         Item(self.0)
     }
 }
@@ -585,7 +693,7 @@ mod tests {
                         (&key[..], &value[..], flags)
                     );
                     assert_eq!(it.heap_size() % UNIT, 0);
-                    assert!(it.heap_size() - (28 + klen + vlen) < UNIT + 4);
+                    assert!(it.heap_size() - (HEADER + klen + vlen) < UNIT + 4);
                 }
             }
         }
@@ -606,6 +714,55 @@ mod tests {
         assert_eq!(it.value().as_ptr(), c.value().as_ptr());
         drop(it);
         assert_eq!(c.value(), &[1u8; 1000][..]);
+    }
+
+    fn overflow_of(it: &Item) -> Option<u64> {
+        let table = OVERFLOW.lock();
+        table.as_ref()?.get(&(it.0.as_ptr() as usize)).copied()
+    }
+
+    #[test]
+    fn handles_past_the_count_limit_share_the_block_and_leave_no_trace() {
+        let it = Item::new(b"key", 9, b"value");
+        let held: Vec<Item> = (0..COUNT_LIMIT + 1000).map(|_| it.clone()).collect();
+        assert!(held
+            .iter()
+            .all(|h| h.value().as_ptr() == it.value().as_ptr()));
+        assert_eq!(it.refcount().load(Ordering::Relaxed), COUNT_LIMIT);
+        assert_eq!(overflow_of(&it), Some(1001));
+        assert_eq!(
+            (it.key(), it.flags(), it.value()),
+            (&b"key"[..], 9, &b"value"[..])
+        );
+        drop(held);
+        assert_eq!(it.refcount().load(Ordering::Relaxed), 1);
+        assert_eq!(overflow_of(&it), None);
+        assert_eq!(
+            (it.key(), it.flags(), it.value()),
+            (&b"key"[..], 9, &b"value"[..])
+        );
+    }
+
+    #[test]
+    fn threads_crossing_the_count_limit_keep_it_exact() {
+        let it = Item::new(b"key", 1, b"value");
+        // Just below the limit, so that every burst crosses it.
+        let base: Vec<Item> = (0..COUNT_LIMIT - 3).map(|_| it.clone()).collect();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..2000 {
+                        let burst: Vec<Item> = (0..8).map(|_| it.clone()).collect();
+                        assert!(burst.iter().all(|b| b.value() == b"value"));
+                    }
+                });
+            }
+        });
+        assert_eq!(it.refcount().load(Ordering::Relaxed), COUNT_LIMIT - 2);
+        assert_eq!(overflow_of(&it), None);
+        drop(base);
+        assert_eq!(it.refcount().load(Ordering::Relaxed), 1);
+        assert_eq!(it.key(), b"key");
     }
 
     #[test]

@@ -322,6 +322,10 @@ impl Shard {
     /// entry was fetched before, and already accessed this second), a miss,
     /// or [`SharedRead::Exclusive`] to do it again with the lock held
     /// exclusively. Answers as [`get`](Self::get) would.
+    // Inlined into `Store::get_with` (where its `SharedRead` is built in
+    // place): called, it returned through memory, 38 more instructions a
+    // read in `examples/get_loop.rs` (BENCHMARKS.md).
+    #[inline(always)]
     pub(crate) fn get_shared(&self, hash: u64, key: &[u8], now: u32) -> SharedRead {
         let Some(off) = self.find(hash, key) else {
             return SharedRead::Miss;

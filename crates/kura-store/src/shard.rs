@@ -8,7 +8,7 @@
 
 use std::hash::BuildHasher;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::AtomicU8;
 
 use foldhash::fast::FixedState;
 
@@ -261,14 +261,14 @@ impl Shard {
     /// Gives up the shard's reference to the block at `off` (no longer
     /// linked): it is freed now, or by the last handle still holding it.
     fn release(&mut self, off: u32) {
-        let rc = meta(&self.arena, off).refcount();
+        let m = meta(&self.arena, off);
         // Only the shard's reference: no handle exists to take another.
-        if rc.load(Ordering::Acquire) == 1 {
+        if m.refcount() == 1 {
             self.arena.free(off);
             return;
         }
         self.arena.note_detached();
-        if rc.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if m.release() {
             self.arena.unnote_detached();
             self.arena.free(off);
         }
@@ -592,7 +592,7 @@ impl Shard {
         let m = meta(&self.arena, off);
         // Only the shard's reference: no handle exists to see the change
         // (handles are made under this lock, which is held exclusively).
-        if m.refcount().load(Ordering::Acquire) != 1 {
+        if m.refcount() != 1 {
             return false;
         }
         // SAFETY: as above; `off` is linked under this key and the lock is

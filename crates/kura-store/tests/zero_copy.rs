@@ -32,6 +32,34 @@ fn reads_share_one_allocation() {
     assert_eq!(bytes.as_ptr(), a.value().as_ptr());
 }
 
+/// A block counts its handles in 16 bits (as memcached); past that they
+/// are counted aside, still without copies, and the block is rewritten in
+/// place again once they are gone.
+#[test]
+fn a_value_held_by_more_readers_than_sixteen_bits_count_is_still_shared() {
+    let store = store();
+    let value = pattern(3, 100);
+    store.insert(b"hot", &value, Expiry::Never);
+    let shared = store.get(b"hot").unwrap().value().as_ptr();
+    let readers: Vec<Item> = (0..70_000).map(|_| store.get(b"hot").unwrap()).collect();
+    assert!(readers
+        .iter()
+        .all(|r| r.value().as_ptr() == shared && r.key() == b"hot"));
+    // While the block is held a set of the same size goes to a new block.
+    store.insert(b"hot", &pattern(4, 100), Expiry::Never);
+    let now = store.get(b"hot").unwrap().value().as_ptr();
+    assert_ne!(now, shared);
+    assert!(readers.iter().all(|r| r.value() == &value[..]));
+    drop(readers);
+    // With no reader left, the current block is rewritten in place.
+    store.insert(b"hot", &pattern(5, 100), Expiry::Never);
+    let after = store.get(b"hot").unwrap();
+    assert_eq!(
+        (after.value().as_ptr(), after.value()),
+        (now, &pattern(5, 100)[..])
+    );
+}
+
 #[test]
 fn survives_an_overwrite() {
     let store = store();
