@@ -279,6 +279,18 @@ impl Clone for Item {
     }
 }
 
+/// The reference count of the block at `p`.
+///
+/// # Safety
+/// `p` is a block written by [`Contents::write`] that stays allocated for
+/// `'a`.
+#[inline(always)]
+unsafe fn count<'a>(p: NonNull<u8>) -> &'a AtomicU16 {
+    // SAFETY: as the caller promised; the count is 2-aligned, and every
+    // user accesses it atomically.
+    unsafe { &*p.as_ptr().add(COUNT).cast::<AtomicU16>() }
+}
+
 /// Adds a reference to the block at `p`: to its count, or to [`OVERFLOW`]
 /// when the count is at [`COUNT_LIMIT`].
 ///
@@ -287,8 +299,8 @@ impl Clone for Item {
 /// the call (the caller holds a reference or the shard's lock).
 #[inline]
 unsafe fn add_reference(p: NonNull<u8>) {
-    // SAFETY: the reference count of a live block, 2-aligned.
-    let word = unsafe { &*p.as_ptr().add(COUNT).cast::<AtomicU16>() };
+    // SAFETY: as the caller promised.
+    let word = unsafe { count(p) };
     if word.fetch_add(1, Ordering::Relaxed) < COUNT_LIMIT {
         return;
     }
@@ -319,8 +331,8 @@ fn add_overflow(p: NonNull<u8>, word: &AtomicU16) {
 /// The caller owns one of the block's references.
 #[inline]
 unsafe fn drop_reference(p: NonNull<u8>) -> bool {
-    // SAFETY: the reference count of a live block, 2-aligned.
-    let word = unsafe { &*p.as_ptr().add(COUNT).cast::<AtomicU16>() };
+    // SAFETY: the caller's reference keeps the block alive.
+    let word = unsafe { count(p) };
     let old = word.fetch_sub(1, Ordering::Release);
     if old == 1 {
         fence(Ordering::Acquire);
@@ -446,8 +458,8 @@ impl Item {
 
     #[cfg(test)]
     fn refcount(&self) -> &AtomicU16 {
-        // SAFETY: the reference count of a live block, 2-aligned.
-        unsafe { &*self.0.as_ptr().add(COUNT).cast::<AtomicU16>() }
+        // SAFETY: this handle keeps the block alive.
+        unsafe { count(self.0) }
     }
 
     fn marks(&self) -> u8 {
@@ -557,9 +569,8 @@ impl<'a> Meta<'a> {
     /// The handles on the block, plus one while the entry is linked (the
     /// limit when there may be more).
     pub(crate) fn refcount(&self) -> u32 {
-        // SAFETY: the reference count, 2-aligned, atomic for every user.
-        let count = unsafe { &*self.at::<AtomicU16>(COUNT) };
-        u32::from(count.load(Ordering::Acquire))
+        // SAFETY: the view stands for a live block.
+        u32::from(unsafe { count(self.0) }.load(Ordering::Acquire))
     }
 
     /// Gives up the entry's reference; true when it was the last (the
