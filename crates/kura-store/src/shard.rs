@@ -744,13 +744,19 @@ mod tests {
         s.set(h, &SetRequest::new(key, value), 0, None);
     }
 
+    /// A plain read's handle on `key`'s item.
+    fn read(s: &mut Shard, key: &[u8]) -> Option<Item> {
+        let h = hash(s, key);
+        s.get(h, key, &GetOptions::default(), 0).map(|hit| hit.item)
+    }
+
     #[test]
     fn a_block_held_by_a_handle_comes_back_after_it_drops() {
         for kind in EvictionKind::ALL {
             let mut s = shard(kind);
             set(&mut s, b"a", &[1; 100]);
             let h = hash(&s, b"a");
-            let item = s.get(h, b"a", &GetOptions::default(), 0).unwrap().item;
+            let item = read(&mut s, b"a").unwrap();
             s.unlink(h, s.find(h, b"a").unwrap());
             assert!(s.arena_used() > 0, "{kind}: the handle keeps its block");
             assert_eq!(item.value(), &[1; 100][..]);
@@ -780,11 +786,7 @@ mod tests {
         // Readers holding items whose entries are then evicted keep their
         // blocks: new items need room beyond the budget's share.
         let held: Vec<Item> = (19_000..20_000)
-            .filter_map(|i| {
-                let k = key(i);
-                let h = hash(&s, &k);
-                s.get(h, &k, &GetOptions::default(), 0).map(|hit| hit.item)
-            })
+            .filter_map(|i| read(&mut s, &key(i)))
             .collect();
         assert!(held.len() > 900);
         for i in 20_000..40_000 {
@@ -804,7 +806,7 @@ mod tests {
             let off = s.find(h, b"k").unwrap();
             set(&mut s, b"k", &[2; 100]);
             assert_eq!(s.find(h, b"k"), Some(off), "{kind}: written in place");
-            let held = s.get(h, b"k", &GetOptions::default(), 0).unwrap().item;
+            let held = read(&mut s, b"k").unwrap();
             set(&mut s, b"k", &[3; 100]);
             let moved = s.find(h, b"k").unwrap();
             assert_ne!(moved, off, "{kind}: a held block is not written over");
