@@ -460,7 +460,8 @@ impl Shard {
             }
         }
         let item = match prebuilt {
-            Some(item) if old.is_none() => Some(item),
+            Some(item) if old.is_none() && self.still_fits(&item, existing) => Some(item),
+            // Built again under the lock, making room as any set does.
             _ => self.alloc(&contents, now, existing),
         };
         let Some(item) = item else {

@@ -367,6 +367,22 @@ impl Shard {
             .expect("an item allocated by this shard")
     }
 
+    /// The bytes the entry `keep`, being replaced, gives back once the new
+    /// one is linked: they count as free (the arena's slack holds both
+    /// meanwhile).
+    fn credit(&self, keep: Option<u32>) -> usize {
+        keep.map_or(0, |k| self.charge(self.arena.units(k)))
+    }
+
+    /// Whether `item`, a block allocated earlier (a large set's, built
+    /// without the lock), still fits the budget in place of `keep`: the
+    /// room made for it may have gone meanwhile (other sets, or `keep`
+    /// itself reclaimed while room was made).
+    pub(crate) fn still_fits(&self, item: &Item, keep: Option<u32>) -> bool {
+        let units = (item.heap_size() / UNIT) as u32;
+        self.used + self.charge(units) <= self.limit + self.credit(keep)
+    }
+
     /// Evicts or reclaims until a block of `units` fits in the budget and
     /// in the arena. Fails when it cannot fit at all, or when eviction is
     /// off and reclaiming expired entries is not enough.
@@ -376,9 +392,7 @@ impl Shard {
         if need > self.limit {
             return None;
         }
-        // The entry being replaced goes once the new one is linked: its
-        // bytes count as free (the arena's slack holds both meanwhile).
-        let credit = keep.map_or(0, |k| self.charge(self.arena.units(k)));
+        let credit = self.credit(keep);
         // A policy may offer the entry being replaced while others are
         // left; it is then taken out of the eviction order until room is
         // made, and linked again as if new.
