@@ -346,6 +346,9 @@ fn stats_counts_commands() {
         "evictions",
         "reclaimed",
         "total_connections",
+        "hash_power_level",
+        "hash_bytes",
+        "hash_is_expanding",
     ] {
         assert!(r.contains(&format!("STAT {name} ")), "missing {name}");
     }

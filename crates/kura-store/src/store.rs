@@ -89,6 +89,12 @@ pub struct StoreStats {
     pub get_expired: u64,
     pub out_of_memory: u64,
     pub shards: u64,
+    /// Bytes of the shards' hash indexes (memcached's `hash_bytes`).
+    pub hash_bytes: u64,
+    /// Slots of the shards' hash indexes, all together.
+    pub hash_slots: u64,
+    /// Whether any shard's index is moving to a larger table.
+    pub hash_is_expanding: bool,
 }
 
 /// A shard and its lock, on a cache line of its own. Plain reads that
@@ -621,6 +627,10 @@ impl Store {
             s.crawler_reclaimed += st.crawler_reclaimed;
             s.get_expired += st.get_expired;
             s.out_of_memory += st.out_of_memory;
+            let (bytes, slots, growing) = shard.index_stats();
+            s.hash_bytes += bytes as u64;
+            s.hash_slots += slots as u64;
+            s.hash_is_expanding |= growing;
         }
         s
     }

@@ -223,3 +223,36 @@ fn an_item_larger_than_a_shard_is_refused_and_changes_nothing() {
     assert_eq!(after.bytes, before.bytes);
     assert_eq!(after.out_of_memory, before.out_of_memory + 1);
 }
+
+/// The index reported in `stats` (memcached's `hash_bytes`) follows the
+/// entries: a few bytes each whatever their number, never a doubled table's
+/// worth, and a flush leaves it sized for a cache that fills up again.
+#[test]
+fn the_index_costs_a_few_bytes_an_entry_at_any_count() {
+    let store = Store::new(StoreConfig {
+        shards: 4,
+        ..StoreConfig::with_capacity(256 << 20)
+    });
+    let empty = store.stats();
+    assert_eq!(empty.hash_bytes, 0, "no table before the first entry");
+    let mut worst: f64 = 0.0;
+    for k in 0..200_000u32 {
+        store.insert(format!("key:{k:06}").as_bytes(), b"v", Expiry::Never);
+        if k % 1000 == 999 && k >= 20_000 {
+            let st = store.stats();
+            // Whole pages: at most one per shard beyond the slots.
+            let bytes = st.hash_bytes - 4 * 4096;
+            if !st.hash_is_expanding {
+                worst = worst.max(bytes as f64 / st.curr_items as f64);
+            }
+        }
+    }
+    let st = store.stats();
+    assert_eq!(st.curr_items, 200_000);
+    assert!(worst <= 7.2, "{worst:.2} index bytes an entry");
+    assert!(st.hash_slots as f64 * 0.7 <= 200_000.0 + 4.0 * 816.0);
+    store.flush(None);
+    let after = store.stats();
+    assert_eq!(after.curr_items, 0);
+    assert!(after.hash_bytes > 0 && after.hash_bytes <= st.hash_bytes);
+}

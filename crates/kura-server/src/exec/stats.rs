@@ -72,6 +72,11 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "time_in_listen_disabled_us", 0);
     reply::stat(o, "threads", sh.config.threads);
     reply::stat(o, "conn_yields", t.conn_yields);
+    // memcached's table has 2^hash_power_level buckets; kura's are sized
+    // freely per shard: the power of two nearest below all their slots.
+    reply::stat(o, "hash_power_level", st.hash_slots.max(1).ilog2());
+    reply::stat(o, "hash_bytes", st.hash_bytes);
+    reply::stat(o, "hash_is_expanding", u8::from(st.hash_is_expanding));
     reply::stat(o, "bytes", st.bytes);
     reply::stat(o, "curr_items", st.curr_items);
     reply::stat(o, "total_items", st.total_items);

@@ -1,0 +1,358 @@
+//! A shard's index: key hash to block offset, in a table of its own
+//! (`table.rs`: 5 bytes a slot, any number of 16-slot groups). A table is
+//! replaced when it is 7/8 full, by entries or by tombstones, with one
+//! sized to be 7/10 full: it grows by about a quarter at a time, not by
+//! doubling, so an entry costs 5.7 to 7.2 bytes of index at any size (a
+//! table that doubles costs up to 11.4 just after it has), and a table
+//! mostly of tombstones is rebuilt at its own size or smaller.
+//!
+//! A full table is not rehashed in one go (every entry's hash comes from
+//! its key, in its block: a cache miss each). Instead the new table takes
+//! the new entries, and every change to the index moves a group or more of
+//! the old table over, as memcached and Redis grow theirs; until the old
+//! table is empty, lookups look in both.
+
+mod table;
+
+use table::{groups_for, Table, WIDTH};
+
+/// A table is replaced when this share of its slots is in use.
+const MAX_LOAD: (usize, usize) = (7, 8);
+/// The share of its slots a new table starts with in use.
+const FRESH_LOAD: (usize, usize) = (7, 10);
+
+/// The block offsets of a shard's linked entries, by key hash.
+pub(crate) struct Index {
+    table: Table,
+    /// The table being emptied into `table`.
+    old: Option<Old>,
+}
+
+struct Old {
+    table: Table,
+    /// The next group to move.
+    next: usize,
+    /// Groups moved per change: enough that the old table is empty before
+    /// the new one is full.
+    per_change: usize,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            table: Table::new(0),
+            old: None,
+        }
+    }
+}
+
+fn limit(t: &Table) -> usize {
+    t.groups() * WIDTH * MAX_LOAD.0 / MAX_LOAD.1
+}
+
+impl Index {
+    pub(crate) fn len(&self) -> usize {
+        self.table.len() + self.old.as_ref().map_or(0, |o| o.table.len())
+    }
+
+    /// Bytes of the tables' memory.
+    pub(crate) fn bytes(&self) -> usize {
+        self.table.bytes() + self.old.as_ref().map_or(0, |o| o.table.bytes())
+    }
+
+    /// Slots of the table new entries go to.
+    pub(crate) fn slots(&self) -> usize {
+        self.table.groups() * WIDTH
+    }
+
+    /// Whether an old table is still being emptied into a new one.
+    pub(crate) fn is_growing(&self) -> bool {
+        self.old.is_some()
+    }
+
+    /// The offset whose entry `eq` recognises, among those with `hash`.
+    #[inline]
+    pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        if let Some(p) = self.table.find(hash, &mut eq) {
+            return Some(self.table.get(p));
+        }
+        let old = &self.old.as_ref()?.table;
+        old.find(hash, eq).map(|p| old.get(p))
+    }
+
+    /// Adds `off`, whose key is not in the index; `hash_of` gives the hash
+    /// of any offset's key (for entries moved to a new table).
+    pub(crate) fn insert(&mut self, hash: u64, off: u32, hash_of: impl Fn(u32) -> u64) {
+        self.step(&hash_of);
+        if self.table.used() + 1 > limit(&self.table) {
+            // A table being emptied is always done by now (`per_change`);
+            // finishing it here only guards the arithmetic.
+            while self.old.is_some() {
+                self.step(&hash_of);
+            }
+            self.replace_table(&hash_of);
+        }
+        self.table.insert(hash, off);
+    }
+
+    /// Starts moving every entry to a new table sized for the entries
+    /// there are (and one more) at [`FRESH_LOAD`].
+    fn replace_table(&mut self, hash_of: &impl Fn(u32) -> u64) {
+        let live = self.table.len() + 1;
+        let want = (live * FRESH_LOAD.1).div_ceil(WIDTH * FRESH_LOAD.0);
+        let full = std::mem::replace(&mut self.table, Table::new(groups_for(want)));
+        if full.len() == 0 {
+            return;
+        }
+        // Each change adds at most one entry: spread the move over at most
+        // half of the changes the new table has room for.
+        let room = limit(&self.table).saturating_sub(live) / 2;
+        let per_change = full.groups().div_ceil(room.max(1));
+        self.old = Some(Old {
+            table: full,
+            next: 0,
+            per_change,
+        });
+        self.step(hash_of);
+    }
+
+    /// Removes `off` (with key hash `hash`); false when it is not there.
+    pub(crate) fn remove(&mut self, hash: u64, off: u32, hash_of: impl Fn(u32) -> u64) -> bool {
+        self.step(&hash_of);
+        if let Some(p) = self.table.find(hash, |o| o == off) {
+            self.table.remove(p);
+            return true;
+        }
+        if let Some(old) = self.old.as_mut() {
+            if let Some(p) = old.table.find(hash, |o| o == off) {
+                old.table.remove(p);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Puts `new` where `old_off` is (a new version of the same key).
+    pub(crate) fn replace(
+        &mut self,
+        hash: u64,
+        old_off: u32,
+        new: u32,
+        hash_of: impl Fn(u32) -> u64,
+    ) {
+        self.step(&hash_of);
+        if let Some(p) = self.table.find(hash, |o| o == old_off) {
+            self.table.set(p, new);
+            return;
+        }
+        if let Some(old) = self.old.as_mut() {
+            if let Some(p) = old.table.find(hash, |o| o == old_off) {
+                old.table.set(p, new);
+            }
+        }
+    }
+
+    /// Moves the next groups of the old table to the new one.
+    fn step(&mut self, hash_of: &impl Fn(u32) -> u64) {
+        let Some(old) = self.old.as_mut() else {
+            return;
+        };
+        let end = (old.next + old.per_change).min(old.table.groups());
+        for g in old.next..end {
+            let table = &mut self.table;
+            old.table
+                .take_group(g, |off| table.insert(hash_of(off), off));
+        }
+        old.next = end;
+        if end == old.table.groups() {
+            self.old = None;
+        }
+    }
+
+    /// Every offset in the index.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let old = self.old.iter().flat_map(|o| o.table.iter());
+        self.table.iter().chain(old)
+    }
+
+    /// Takes every offset out, leaving the index empty with room for as
+    /// many entries as it had (a flushed cache usually fills up again).
+    pub(crate) fn drain(&mut self) -> Vec<u32> {
+        let out: Vec<u32> = self.iter().collect();
+        let groups = self.table.groups();
+        *self = Index {
+            table: Table::new(groups),
+            old: None,
+        };
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    /// Offsets stand for keys; their hash is a mix of the offset, with
+    /// collisions made likely by keeping few bits.
+    fn h(off: u32) -> u64 {
+        u64::from(off % 97).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(off >> 20)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u32),
+        Remove(u32),
+        Replace(u32, u32),
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn the_index_is_a_set_while_it_grows(
+            ops in prop::collection::vec(prop_oneof![
+                6 => (1u32..3000).prop_map(Op::Insert),
+                2 => (1u32..3000).prop_map(Op::Remove),
+                1 => (1u32..3000, 1u32..3000).prop_map(|(a, b)| Op::Replace(a, b)),
+            ], 1..3000)
+        ) {
+            let mut ix = Index::default();
+            let mut model: HashSet<u32> = HashSet::new();
+            let mut grew = false;
+            for op in ops {
+                match op {
+                    Op::Insert(o) if !model.contains(&o) => {
+                        ix.insert(h(o), o, h);
+                        model.insert(o);
+                    }
+                    Op::Remove(o) => {
+                        prop_assert_eq!(ix.remove(h(o), o, h), model.remove(&o));
+                    }
+                    // A replacement keeps the key (hence the hash): the new
+                    // offset stands for the same key here.
+                    Op::Replace(a, b) if model.contains(&a) && !model.contains(&b) && h(a) == h(b) => {
+                        ix.replace(h(a), a, b, h);
+                        model.remove(&a);
+                        model.insert(b);
+                    }
+                    _ => {}
+                }
+                grew |= ix.old.is_some();
+                prop_assert_eq!(ix.len(), model.len());
+                for &o in model.iter().take(20) {
+                    prop_assert_eq!(ix.find(h(o), |x| x == o), Some(o));
+                }
+            }
+            let mut all: Vec<u32> = ix.iter().collect();
+            all.sort_unstable();
+            let mut want: Vec<u32> = model.iter().copied().collect();
+            want.sort_unstable();
+            prop_assert_eq!(all, want);
+            let _ = grew;
+        }
+    }
+
+    #[test]
+    fn a_full_table_moves_over_a_few_buckets_at_a_time() {
+        let mut ix = Index::default();
+        let mut n = 1u32;
+        while ix.old.is_none() {
+            ix.insert(h(n), n, h);
+            n += 1;
+        }
+        let old_len = ix.old.as_ref().map_or(0, |o| o.table.len());
+        assert!(old_len > 0, "the full table was kept to be moved");
+        // Later changes move it bit by bit; everything stays findable.
+        while ix.old.is_some() {
+            ix.insert(h(n), n, h);
+            n += 1;
+            for o in (1..n).step_by(7) {
+                assert_eq!(ix.find(h(o), |x| x == o), Some(o));
+            }
+        }
+        assert_eq!(ix.len(), n as usize - 1);
+        assert!(limit(&ix.table) >= ix.len());
+    }
+
+    /// A well-mixed hash (splitmix64's finaliser).
+    fn mixed(off: u32) -> u64 {
+        let mut z = u64::from(off).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Index bytes an entry costs, by design: 5 bytes a slot in a table
+    /// between 7/10 and 7/8 full, plus the last page's rounding.
+    fn bytes_per_entry(ix: &Index) -> f64 {
+        (ix.bytes() - 4096) as f64 / ix.len() as f64
+    }
+
+    #[test]
+    fn an_entry_costs_at_most_a_quarter_more_than_a_full_table_slot_at_any_size() {
+        let mut ix = Index::default();
+        let mut worst: f64 = 0.0;
+        for n in 1..=300_000u32 {
+            ix.insert(mixed(n), n, mixed);
+            if ix.old.is_none() && n >= 10_000 {
+                worst = worst.max(bytes_per_entry(&ix));
+            }
+        }
+        // A table that doubles would be at 11.4 just after doing so.
+        assert!(
+            worst <= 5.0 * 10.0 / 7.0 + 0.01,
+            "{worst:.2} bytes an entry"
+        );
+        assert!(bytes_per_entry(&ix) >= 5.0 * 8.0 / 7.0 - 0.01);
+        for n in (1..=300_000u32).step_by(97) {
+            assert_eq!(ix.find(mixed(n), |o| o == n), Some(n));
+        }
+    }
+
+    #[test]
+    fn churn_at_a_steady_size_does_not_grow_the_index() {
+        // A full cache: every new entry comes with an eviction. Deletions
+        // in full groups leave tombstones, which must not make the table
+        // grow for ever.
+        let live = 20_000u32;
+        let mut ix = Index::default();
+        for n in 1..=live {
+            ix.insert(mixed(n), n, mixed);
+        }
+        let mut most = 0;
+        for n in live + 1..=live * 30 {
+            assert!(ix.remove(mixed(n - live), n - live, mixed));
+            ix.insert(mixed(n), n, mixed);
+            most = most.max(ix.bytes());
+        }
+        assert_eq!(ix.len(), live as usize);
+        // Both tables while one is emptied: at most about 2.3 tables' worth.
+        assert!(
+            most <= live as usize * 16 + 8192,
+            "{most} bytes for {live} entries"
+        );
+        for n in (live * 29 + 1..=live * 30).step_by(13) {
+            assert_eq!(ix.find(mixed(n), |o| o == n), Some(n));
+        }
+        for n in (1..live * 29).step_by(101) {
+            assert_eq!(ix.find(mixed(n), |o| o == n), None);
+        }
+    }
+
+    #[test]
+    fn drain_takes_everything_and_keeps_the_room() {
+        let mut ix = Index::default();
+        for n in 1..=5_000u32 {
+            ix.insert(mixed(n), n, mixed);
+        }
+        let groups = ix.table.groups() + ix.old.as_ref().map_or(0, |o| o.table.groups());
+        let mut all = ix.drain();
+        all.sort_unstable();
+        assert_eq!(all, (1..=5_000).collect::<Vec<_>>());
+        assert_eq!(ix.len(), 0);
+        assert!(ix.table.groups() > 0 && ix.table.groups() <= groups);
+        assert_eq!(ix.find(mixed(7), |o| o == 7), None);
+    }
+}
