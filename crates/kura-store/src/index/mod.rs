@@ -14,7 +14,7 @@
 
 mod table;
 
-use table::{groups_for, Table, WIDTH};
+use table::{groups_for, Place, Table, WIDTH};
 
 /// A table is replaced when this share of its slots is in use.
 const MAX_LOAD: (usize, usize) = (7, 8);
@@ -119,17 +119,7 @@ impl Index {
     /// Removes `off` (with key hash `hash`); false when it is not there.
     pub(crate) fn remove(&mut self, hash: u64, off: u32, hash_of: impl Fn(u32) -> u64) -> bool {
         self.step(&hash_of);
-        if let Some(p) = self.table.find(hash, |o| o == off) {
-            self.table.remove(p);
-            return true;
-        }
-        if let Some(old) = self.old.as_mut() {
-            if let Some(p) = old.table.find(hash, |o| o == off) {
-                old.table.remove(p);
-                return true;
-            }
-        }
-        false
+        self.locate(hash, off).map(|(t, p)| t.remove(p)).is_some()
     }
 
     /// Puts `new` where `old_off` is (a new version of the same key).
@@ -141,15 +131,19 @@ impl Index {
         hash_of: impl Fn(u32) -> u64,
     ) {
         self.step(&hash_of);
-        if let Some(p) = self.table.find(hash, |o| o == old_off) {
-            self.table.set(p, new);
-            return;
+        if let Some((t, p)) = self.locate(hash, old_off) {
+            t.set(p, new);
         }
-        if let Some(old) = self.old.as_mut() {
-            if let Some(p) = old.table.find(hash, |o| o == old_off) {
-                old.table.set(p, new);
-            }
+    }
+
+    /// The table holding `off` (under `hash`), and where in it.
+    fn locate(&mut self, hash: u64, off: u32) -> Option<(&mut Table, Place)> {
+        if let Some(p) = self.table.find(hash, |o| o == off) {
+            return Some((&mut self.table, p));
         }
+        let old = &mut self.old.as_mut()?.table;
+        let p = old.find(hash, |o| o == off)?;
+        Some((old, p))
     }
 
     /// Moves the next groups of the old table to the new one.
