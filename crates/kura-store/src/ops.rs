@@ -268,7 +268,7 @@ impl Shard {
             None => {
                 let expiry = opts.vivify?;
                 let cas = self.next_cas();
-                let item = self.alloc(&Shard::contents(key, 0, &[]), now, None)?;
+                let item = self.alloc(&self.contents(key, 0, &[]), now, None)?;
                 let deadline = expiry.deadline(now);
                 (self.put(hash, None, item, deadline, cas, 0, now), true)
             }
@@ -453,7 +453,7 @@ impl Shard {
             }
         }
         let cas = self.assign_cas(req.new_cas);
-        let contents = Shard::contents(req.key, flags, &parts);
+        let contents = self.contents(req.key, flags, &parts);
         if let (Some(off), None) = (existing, &prebuilt) {
             if self.overwrite(hash, off, &contents, exptime, cas, marks, now) {
                 return SetOutcome::Stored { cas };
@@ -489,7 +489,7 @@ impl Shard {
             };
             let mut digits = itoa::Buffer::new();
             let digits = digits.format(initial).as_bytes();
-            let Some(item) = self.alloc(&Shard::contents(key, 0, &[digits]), now, None) else {
+            let Some(item) = self.alloc(&self.contents(key, 0, &[digits]), now, None) else {
                 return ArithOutcome::NoMemory;
             };
             let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
@@ -545,7 +545,7 @@ impl Shard {
         };
         let parts = [digits, padding];
         let flags = old.flags();
-        let contents = Shard::contents(key, flags, &parts);
+        let contents = self.contents(key, flags, &parts);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
         // A number that fits is written over the old one, as memcached
@@ -603,7 +603,7 @@ impl Shard {
         }
         if let Some(flags) = req.remove_value {
             let cas = self.assign_cas(req.new_cas);
-            let contents = Shard::contents(key, flags, &[]);
+            let contents = self.contents(key, flags, &[]);
             if let Some(item) = self.alloc(&contents, now, Some(off)) {
                 self.put(hash, Some(off), item, exptime, cas, marks, now);
                 return DeleteOutcome::Deleted;

@@ -408,9 +408,9 @@ impl Store {
     /// the shard's lock (the block is nobody else's until linked).
     fn prebuild(&self, req: &SetRequest<'_>) -> Option<Item> {
         let value = [req.value];
-        let contents = Shard::contents(req.key, req.flags, &value);
         let item = {
             let (mut shard, hash, now) = self.shard(req.key);
+            let contents = shard.contents(req.key, req.flags, &value);
             let keep = shard.find(hash, req.key);
             let item = shard.alloc_unfilled(&contents, now, keep);
             if let Some(sink) = self.sink() {

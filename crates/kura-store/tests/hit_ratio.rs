@@ -7,6 +7,11 @@
 //! row. `cargo test -p kura-store --test hit_ratio -- --ignored --nocapture`
 //! prints every policy's figures (the table in BENCHMARKS.md).
 //!
+//! `s3fifo`'s main queue is a CLOCK over the index, whose order is the keys'
+//! hash order, so its figures depend a little on the hash (up to 0.4 points
+//! a row). `KURA_HASH_SEED=N` replays with another hash, to see how much:
+//! BENCHMARKS.md has the rows for seeds 0 to 5.
+//!
 //! The traces are cited as their README asks: Nimrod Megiddo and Dharmendra
 //! S. Modha, "ARC: A Self-Tuning, Low Overhead Replacement Cache," USENIX
 //! FAST '03, pp. 115-130, 2003.
@@ -115,7 +120,12 @@ fn load(name: &str) -> Trace {
 
 /// A key's hash, as the store would give the policy one.
 fn hash(key: u32) -> u64 {
-    let mut h = u64::from(key).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let seed: u64 = std::env::var("KURA_HASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let key = u64::from(key) ^ seed.wrapping_mul(0x1234_5678_9abc_def1);
+    let mut h = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
@@ -151,6 +161,7 @@ fn replay(kind: EvictionKind, trace: &Trace, capacity: usize) -> u64 {
                 "{kind}: victim {victim} is not live"
             );
             policy.remove(&mut entries, victim, hash(gone));
+            entries.unlink(victim);
             slot_of[gone as usize] = NO_SLOT;
             free.push(victim);
             len -= 1;
@@ -392,13 +403,14 @@ fn replay_link_free(trace: &Trace, capacity: usize, main: Main) -> u64 {
     hits
 }
 
-/// The link-free variants against S3-FIFO and the ARC column, for the
-/// notes on memory in BENCHMARKS.md. It checks that the control (the main
-/// queue a FIFO) reproduces S3-FIFO, so the other columns differ from
-/// S3-FIFO only by their main queue; it asserts nothing about them (a
-/// measurement of a design not built).
+/// The link-free variants against kura's `s3fifo` and the ARC column, for
+/// the notes on memory in BENCHMARKS.md. The control (the main queue a
+/// FIFO) is S3-FIFO as published, and what kura's `s3fifo` gave while it
+/// kept its queues in links in the entries (to 0.04 points); the simulated
+/// CLOCKs differ from it only by their main queue. A measurement that led
+/// to kura's `s3fifo`: it asserts nothing.
 #[test]
-#[ignore = "prints a measurement of a design not built; slow"]
+#[ignore = "prints a measurement; slow"]
 fn s3fifo_with_a_clock_over_index_slots() {
     let variants = [Main::Fifo, Main::SlotClock, Main::SlotClockAged];
     let traces: Vec<(&str, Trace)> = TRACES.iter().map(|&n| (n, load(n))).collect();
@@ -421,12 +433,6 @@ fn s3fifo_with_a_clock_over_index_slots() {
             row.capacity,
             cells.join(" | "),
             row.arc
-        );
-        assert!(
-            (ratios[0] - s3).abs() < 0.1,
-            "the control is not S3-FIFO on {} at {}",
-            row.trace,
-            row.capacity
         );
     }
 }

@@ -42,10 +42,6 @@ impl Queue {
         self.len
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The oldest entry.
     pub(crate) fn tail(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
@@ -163,7 +159,7 @@ mod tests {
         assert_eq!(order(&b, &e), [5, 1]);
         b.unlink(&mut e, 5);
         b.unlink(&mut e, 1);
-        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
         assert_eq!(b.tail(), None);
     }
 }

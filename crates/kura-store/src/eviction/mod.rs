@@ -23,11 +23,13 @@ mod s3fifo;
 mod sieve;
 mod sketch;
 mod tinylfu;
+mod vec_entries;
 
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use tinylfu::TinyLfu;
+pub use vec_entries::VecEntries;
 
 /// Where a policy keeps its state for each entry: in the entry itself (an
 /// item block's policy byte and two link words, see item.rs), so a policy
@@ -43,6 +45,17 @@ pub trait Entries {
     fn set_links(&mut self, id: u32, links: [u32; 2]);
     /// The hash of the entry's key.
     fn hash(&self, id: u32) -> u64;
+    /// Positions in the hash index of the linked entries, for a policy
+    /// whose hand walks the index ([`S3Fifo`]'s main queue): positions run
+    /// in hash order, some empty.
+    fn positions(&self) -> usize;
+    /// The entry at index position `pos`, if one is there.
+    fn at(&self, pos: usize) -> Option<u32>;
+    /// Whether `id` is a linked entry whose key hash has `low` for its low
+    /// 32 bits. Asked of ids that may be stale (the entry gone, its block
+    /// freed and maybe reused): answered from the index alone, never by
+    /// reading at `id`.
+    fn holds(&self, id: u32, low: u32) -> bool;
 }
 
 /// The contract between a shard and its eviction order.
@@ -79,51 +92,6 @@ pub trait EvictionPolicy: Send + Sync {
     fn victim<E: Entries>(&mut self, e: &mut E) -> Option<u32>;
     /// Forget every entry.
     fn clear(&mut self);
-}
-
-/// Per-entry policy state kept in vectors indexed by id: for driving a
-/// policy without a store (the hit-ratio tests, simulations). Ids should
-/// be dense; [`VecEntries::ensure`] makes room for one.
-#[derive(Debug, Default)]
-pub struct VecEntries {
-    bytes: Vec<AtomicU8>,
-    links: Vec<[u32; 2]>,
-    hashes: Vec<u64>,
-}
-
-impl VecEntries {
-    /// Makes `id` a valid id, with a zero byte.
-    pub fn ensure(&mut self, id: u32) {
-        let i = id as usize;
-        if i >= self.bytes.len() {
-            self.bytes.resize_with(i + 1, AtomicU8::default);
-            self.links.resize(i + 1, [list::NIL; 2]);
-            self.hashes.resize(i + 1, 0);
-        }
-    }
-
-    /// Readies `id` for a new entry whose key hashes to `hash`: room for
-    /// it, and its byte zeroed as a new block's would be.
-    pub fn reset(&mut self, id: u32, hash: u64) {
-        self.ensure(id);
-        *self.bytes[id as usize].get_mut() = 0;
-        self.hashes[id as usize] = hash;
-    }
-}
-
-impl Entries for VecEntries {
-    fn byte(&self, id: u32) -> &AtomicU8 {
-        &self.bytes[id as usize]
-    }
-    fn links(&self, id: u32) -> [u32; 2] {
-        self.links[id as usize]
-    }
-    fn set_links(&mut self, id: u32, links: [u32; 2]) {
-        self.links[id as usize] = links;
-    }
-    fn hash(&self, id: u32) -> u64 {
-        self.hashes[id as usize]
-    }
 }
 
 /// A 32-bit fingerprint of a key hash, well mixed whichever bits of the
@@ -168,6 +136,12 @@ impl EvictionKind {
         }
     }
 
+    /// Whether the policy keeps links in each entry's block (list-based
+    /// policies); [`S3Fifo`] keeps none.
+    pub(crate) fn links(self) -> bool {
+        self != EvictionKind::S3Fifo
+    }
+
     /// Bytes per entry the policy keeps outside the entries (a ghost
     /// queue, a frequency sketch), charged to each entry against the memory
     /// limit with the store's own bookkeeping. The byte and links in each
@@ -175,9 +149,10 @@ impl EvictionKind {
     pub(crate) fn entry_bytes(self) -> usize {
         match self {
             EvictionKind::Lru | EvictionKind::Sieve => 0,
-            // Its share of the ghost queue: about 1.4 fingerprints at about
-            // 10 bytes each (queue and set).
-            EvictionKind::S3Fifo => 14,
+            // Its share of the ghost queue (about 1.4 fingerprints at about
+            // 10 bytes each, queue and set) and of the small queue's ring
+            // (8-byte ids for a tenth of the entries).
+            EvictionKind::S3Fifo => 15,
             // Up to 16 sketch bytes and 2 doorkeeper bytes.
             EvictionKind::TinyLfu => 18,
         }
@@ -311,7 +286,7 @@ mod tests {
                     9 if live.contains(&id) => {
                         let new = 512 + (x >> 32) as u32 % 512;
                         if !live.contains(&new) {
-                            e.reset(new, h(id));
+                            e.relink(id, new, h(id));
                             p.replace(&mut e, id, new);
                             live.remove(&id);
                             live.insert(new);
@@ -319,6 +294,7 @@ mod tests {
                     }
                     10..=11 if live.contains(&id) => {
                         p.remove(&mut e, id, h(id));
+                        e.unlink(id);
                         live.remove(&id);
                     }
                     _ if live.is_empty() => assert_eq!(p.victim(&mut e), None, "{kind}"),
@@ -327,6 +303,7 @@ mod tests {
                         assert!(live.contains(&v), "{kind}: victim {v} is not live");
                         if step % 3 != 0 {
                             p.remove(&mut e, v, h(v));
+                            e.unlink(v);
                             live.remove(&v);
                         }
                     }
@@ -336,6 +313,7 @@ mod tests {
             while let Some(v) = p.victim(&mut e) {
                 assert!(live.remove(&v), "{kind}: victim {v} is not live");
                 p.remove(&mut e, v, h(v));
+                e.unlink(v);
             }
             assert!(
                 live.is_empty(),

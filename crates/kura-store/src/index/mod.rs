@@ -65,6 +65,31 @@ impl Index {
         self.table.groups() * WIDTH
     }
 
+    /// Slots of both tables while one is emptied into the other: the range
+    /// of [`at`](Self::at).
+    pub(crate) fn positions(&self) -> usize {
+        self.slots() + self.old.as_ref().map_or(0, |o| o.table.groups() * WIDTH)
+    }
+
+    /// The offset in slot `pos` of the table new entries go to, or past its
+    /// end, of the one being emptied: a walk over `0..positions()` meets
+    /// every entry in hash order (once, or twice or not at all if it moves
+    /// meanwhile).
+    #[inline]
+    pub(crate) fn at(&self, pos: usize) -> Option<u32> {
+        match pos.checked_sub(self.slots()) {
+            None => self.table.at(pos),
+            Some(p) => self.old.as_ref()?.table.at(p),
+        }
+    }
+
+    /// Whether `off` is in the index under a hash whose low 32 bits are
+    /// `low`: true only for the offset of a linked entry's block.
+    #[inline]
+    pub(crate) fn holds(&self, low: u32, off: u32) -> bool {
+        self.find(u64::from(low), |o| o == off).is_some()
+    }
+
     /// Whether an old table is still being emptied into a new one.
     pub(crate) fn is_growing(&self) -> bool {
         self.old.is_some()

@@ -183,12 +183,15 @@ impl Group {
     }
 }
 
-/// The control byte of an entry whose key hashes to `hash`: the hash's top
-/// seven bits with the high bit set (the shard and the home group come from
-/// the hash's lower bits).
+/// The control byte of an entry whose key hashes to `hash`: the low seven
+/// bits with the high bit set. Everything the table uses comes from the
+/// hash's low 32 bits (the home group from their top, scaled; the tag from
+/// their bottom), so a 32-bit part of a hash is enough to find an entry
+/// (the small queue of `s3fifo` checks its ids that way), and the shard is
+/// chosen from the other half.
 #[inline]
 fn tag(hash: u64) -> u8 {
-    0x80 | (hash >> 57) as u8
+    0x80 | (hash as u8 & 0x7f)
 }
 
 /// A number of groups in whole pages of the mapping.
@@ -369,6 +372,14 @@ impl Table {
             g = self.next(g);
         }
         unreachable!("an index table is never let fill up");
+    }
+
+    /// The entry in slot `pos` (group `pos / 16`), if there is one.
+    #[inline]
+    pub(super) fn at(&self, pos: usize) -> Option<u32> {
+        let group = self.groups.get(pos / WIDTH)?;
+        let s = pos % WIDTH;
+        (group.ctrl[s] & 0x80 != 0).then_some(group.slots[s])
     }
 
     pub(super) fn get(&self, (g, s): Place) -> u32 {
