@@ -17,6 +17,7 @@
 
 use std::sync::atomic::AtomicU8;
 
+mod ghost;
 mod list;
 mod lru;
 mod s3fifo;

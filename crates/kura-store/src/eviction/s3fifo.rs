@@ -25,8 +25,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use hashbrown::HashTable;
-
+use super::ghost::Ghost;
 use super::list::NIL;
 use super::{fingerprint, Entries, EvictionPolicy};
 
@@ -60,46 +59,6 @@ const UNTRACKED: u8 = 31 << STAMP_SHIFT;
 /// ring (it overflowed the ring while the cache filled); 0 for the others.
 const COLD: u8 = 1 << STAMP_SHIFT;
 const STAMP: u8 = !0 << STAMP_SHIFT;
-
-/// Fingerprints of keys recently evicted from the small queue, oldest
-/// first, and a set of them for O(1) lookups. A key cannot be evicted from
-/// the small queue while its ghost is remembered (it would have gone to the
-/// main queue), so a fingerprint is in the queue once, barring collisions.
-#[derive(Debug, Default)]
-struct Ghost {
-    order: VecDeque<u32>,
-    set: HashTable<u32>,
-}
-
-/// The set's hash of a fingerprint (already uniform, but the table wants
-/// its high bits to vary too).
-fn ghost_hash(fp: u32) -> u64 {
-    u64::from(fp).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-impl Ghost {
-    fn contains(&self, fp: u32) -> bool {
-        self.set.find(ghost_hash(fp), |&g| g == fp).is_some()
-    }
-
-    /// Remembers `fp`, forgetting the oldest ones beyond `limit`.
-    fn push(&mut self, fp: u32, limit: usize) {
-        if self.contains(fp) {
-            return;
-        }
-        self.order.push_back(fp);
-        self.set
-            .insert_unique(ghost_hash(fp), fp, |&g| ghost_hash(g));
-        while self.order.len() > limit.max(1) {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Ok(entry) = self.set.find_entry(ghost_hash(old), |&g| g == old) {
-                entry.remove();
-            }
-        }
-    }
-}
 
 /// S3-FIFO eviction.
 #[derive(Debug)]
@@ -194,27 +153,32 @@ impl S3Fifo {
         None
     }
 
-    /// Keeps the ring to the small queue's share until the first eviction
-    /// (so its ids cost 8 bytes for a tenth of the entries, not for all of
-    /// them while a cache fills): the oldest entries stay in the small
-    /// queue, cold, without an id. Always, stale ids go once there are as
-    /// many as the share.
+    /// Keeps the ring's ids to the small queue's share until the first
+    /// eviction, so they cost 8 bytes for a tenth of the entries while a
+    /// cache fills, not for all of them: the oldest entries stay in the
+    /// small queue, cold, without an id. (After that the small queue is a
+    /// tenth of the entries, unless few are read twice: then it is more,
+    /// and so is the ring, to keep its arrival order.) Stale ids go as they
+    /// come to the front, or all at once when as many as the live ones and
+    /// the share have piled up behind it.
     fn trim_ring<E: Entries>(&mut self, e: &E) {
-        loop {
-            let target = self.small_target();
-            let over = !self.evicting && self.small_len - self.cold_len > target;
-            if !over && self.small.len() <= self.small_len + target + 64 {
-                return;
-            }
+        let target = self.small_target();
+        while !self.evicting && self.small_len - self.cold_len > target {
             let Some(id) = self.ring_front(e) else {
-                return;
+                debug_assert!(false, "{} entries without their id", self.small_len);
+                break;
             };
-            if !over {
-                return;
-            }
             self.small.pop_front();
             set_byte(e, id, COLD | byte(e, id) & FREQ);
             self.cold_len += 1;
+        }
+        let ringed = self.small_len - self.cold_len;
+        if self.small.len() > 2 * (ringed + target) + 64 {
+            self.small
+                .retain(|&(id, low)| e.holds(id, low) && byte(e, id) & (MAIN | STAMP) == 0);
+        }
+        if self.small.capacity() > 4 * self.small.len().max(64) {
+            self.small.shrink_to(2 * self.small.len().max(64));
         }
     }
 
@@ -346,6 +310,7 @@ impl EvictionPolicy for S3Fifo {
         set_byte(e, old, UNTRACKED);
         if b & (MAIN | STAMP) == 0 {
             self.small.push_back((new, e.hash(new) as u32));
+            self.trim_ring(e);
         }
         if self.pending == old {
             self.pending = new;
@@ -478,6 +443,57 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_nobody_reads_evicts_in_arrival_order_once_the_cold_are_gone() {
+        // Nothing is promoted, so the small queue is the whole cache. The
+        // entries that went cold while it filled go first (in index order),
+        // then the others strictly oldest first, as in S3-FIFO.
+        let h = |i: u32| u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let (mut s, mut e) = filled(1000, h);
+        let cold = s.cold_len;
+        assert_eq!(cold, 900);
+        let mut next = 1000u32;
+        let mut order: std::collections::VecDeque<u32> = (0..1000).collect();
+        for n in 0..20_000 {
+            let v = s.victim(&mut e).unwrap();
+            let hv = e.hash(v);
+            s.remove(&mut e, v, hv);
+            e.unlink(v);
+            let at = order.iter().position(|&k| k == v).unwrap();
+            if n < cold {
+                assert!(at < cold - n, "victim {v} was {at}th oldest");
+            } else {
+                assert_eq!(at, 0, "victim {v} after {n}");
+            }
+            order.remove(at);
+            // Its id is reused at once by a new key.
+            e.reset(v, h(next));
+            s.insert(&mut e, v, h(next));
+            order.push_back(v);
+            next += 1;
+            assert!(s.small.len() <= 1000 + 100 + 64, "{} ids", s.small.len());
+        }
+    }
+
+    #[test]
+    fn replacements_leave_no_pile_of_stale_ids() {
+        // A key set again and again with a value of another size: each
+        // version has another id, the old ones go stale in the ring.
+        let h = |i: u32| u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let (mut s, mut e) = filled(100, h);
+        let key = *s.small.back().map(|(id, _)| id).unwrap();
+        let (mut cur, mut other) = (key, 10_000);
+        for _ in 0..10_000 {
+            e.relink(cur, other, h(key));
+            s.replace(&mut e, cur, other);
+            (cur, other) = (other, cur);
+            assert!(s.small.len() <= 2 * 20 + 64 + 1, "{} ids", s.small.len());
+        }
+        // The key's latest version is still the one the ring holds.
+        assert!(s.small.iter().any(|&(id, _)| id == cur));
+        assert_eq!(drain(&mut s, &mut e).len(), 100);
+    }
+
+    #[test]
     fn a_stale_id_in_the_ring_is_never_taken_for_the_entry_that_reuses_it() {
         let mut s = S3Fifo::default();
         let mut e = VecEntries::default();
@@ -526,17 +542,6 @@ mod tests {
             s.insert(&mut e, parked, 0);
             assert_eq!(s.victim(&mut e), Some(parked));
         }
-    }
-
-    #[test]
-    fn the_ghost_forgets_the_oldest_keys() {
-        let mut g = Ghost::default();
-        for fp in 0..10 {
-            g.push(fp, 4);
-        }
-        assert!((0..6).all(|fp| !g.contains(fp)));
-        assert!((6..10).all(|fp| g.contains(fp)));
-        assert_eq!(g.order.len(), 4);
     }
 
     #[test]
