@@ -235,6 +235,11 @@ impl Shard {
         meta(&self.arena, off)
     }
 
+    /// What the policy holds outside the entries now.
+    pub(crate) fn policy_bytes(&self) -> usize {
+        self.policy.outside_bytes()
+    }
+
     /// The bytes an entry with a block of `units` is charged.
     fn charge(&self, units: u32) -> usize {
         units as usize * UNIT + self.entry_overhead

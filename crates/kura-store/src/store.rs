@@ -95,6 +95,10 @@ pub struct StoreStats {
     pub hash_slots: u64,
     /// Whether any shard's index is moving to a larger table.
     pub hash_is_expanding: bool,
+    /// Bytes the eviction policies hold outside the entries (S3-FIFO's
+    /// ghost queue and small queue's ring of ids), which are charged per
+    /// entry (`EvictionKind::entry_bytes`), so not part of `bytes`.
+    pub policy_bytes: u64,
 }
 
 /// A shard and its lock, on a cache line of its own. Plain reads that
@@ -631,6 +635,7 @@ impl Store {
             s.hash_bytes += bytes as u64;
             s.hash_slots += slots as u64;
             s.hash_is_expanding |= growing;
+            s.policy_bytes += shard.policy_bytes() as u64;
         }
         s
     }

@@ -348,6 +348,10 @@ impl EvictionPolicy for S3Fifo {
     fn clear(&mut self) {
         *self = S3Fifo::default();
     }
+
+    fn outside_bytes(&self) -> usize {
+        self.small.capacity() * std::mem::size_of::<(u32, u32)>() + self.ghost.bytes()
+    }
 }
 
 #[cfg(test)]
