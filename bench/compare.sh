@@ -98,6 +98,8 @@ stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 # CPU ticks (utime + stime) of a process; fields after the ")" of the name.
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# The kernel's share of them (stime).
+sys_ticks() { awk '{ sub(/^.*\) /, ""); print $13 }' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
@@ -106,16 +108,18 @@ record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=(d['runs'] or [d['prefill']])[0]; print($2)" "$1"; }
 
 # bench LOAD SERVER PORT PID ARGS...: one run; records throughput, latency,
-# errors and server CPU per request.
+# errors and server CPU per request (all, and the kernel's part of it).
 bench() {
   local load=$1 server=$2 port=$3 pid=$4
   shift 4
   local f="$OUT/$(echo "$load" | tr -c 'a-z0-9\n' '_')-$server-$round.json"
-  local before after
+  local before after sys_before sys_after
   before=$(cpu_ticks "$pid")
+  sys_before=$(sys_ticks "$pid")
   "$KURA" bench -s "127.0.0.1:$port" -t "$CLIENT_THREADS" --json "$@" >"$f" ||
     echo "warning: $server reported errors in $load (see $f)" >&2
   after=$(cpu_ticks "$pid")
+  sys_after=$(sys_ticks "$pid")
   local requests
   requests=$(json "$f" "r['requests']")
   record "$load" "$server" "req/s" "$(json "$f" "round(r['throughput'])")"
@@ -124,6 +128,8 @@ bench() {
   record "$load" "$server" "errors" "$(json "$f" "r['errors']")"
   record "$load" "$server" "server CPU us/req" \
     "$(python3 -c "print(round(($after - $before) / $CLK_TCK * 1e6 / max($requests, 1), 2))")"
+  record "$load" "$server" "kernel CPU us/req" \
+    "$(python3 -c "print(round(($sys_after - $sys_before) / $CLK_TCK * 1e6 / max($requests, 1), 2))")"
   printf '  round %s %-10s %-34s %s req/s\n' "$round" "$server" "$load" "$(json "$f" "round(r['throughput'])")"
 }
 
@@ -242,7 +248,7 @@ for load, server, metric, value in rows:
         order.append((load, metric))
     vals.setdefault((load, metric, server), []).append(float(value))
 med = {k: statistics.median(v) for k, v in vals.items()}
-shown = {"req/s", "ops/s", "server CPU us/req", "RSS B/item", "errors"}
+shown = {"req/s", "ops/s", "server CPU us/req", "kernel CPU us/req", "RSS B/item", "errors"}
 print()
 print(f"{'load':<34} {'metric':<18} {'memcached':>11} {'kura':>11} {'kura/memcached':>15}")
 def line(load, metric, m, k):
