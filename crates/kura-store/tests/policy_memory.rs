@@ -34,7 +34,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: the caller's contract, passed on unchanged.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -70,7 +73,10 @@ fn fill(read_every: u32) -> (u64, kura_store::StoreStats) {
     }
     let heap = (LIVE.load(Ordering::Relaxed) - before) as u64;
     let st = store.stats();
-    assert!(st.evictions > KEYS as u64 / 2, "the store hardly filled: {st:?}");
+    assert!(
+        st.evictions > KEYS as u64 / 2,
+        "the store hardly filled: {st:?}"
+    );
     // The heap the store took is the policy's, to a few kilobytes (the
     // shards' own small allocations).
     assert!(
@@ -95,6 +101,12 @@ fn a_full_cache_nobody_reads_holds_a_ring_id_for_every_entry() {
     let (heap, st) = fill(0);
     let charged = st.curr_items * EvictionKind::S3Fifo.entry_bytes() as u64;
     // Ids of 8 bytes for every entry (16 just after the ring doubled).
-    assert!(heap > charged + st.curr_items * 4, "{heap} bytes for {st:?}");
-    assert!(heap <= charged + st.curr_items * 16, "{heap} bytes for {st:?}");
+    assert!(
+        heap > charged + st.curr_items * 4,
+        "{heap} bytes for {st:?}"
+    );
+    assert!(
+        heap <= charged + st.curr_items * 16,
+        "{heap} bytes for {st:?}"
+    );
 }

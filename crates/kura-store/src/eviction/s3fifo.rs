@@ -455,9 +455,9 @@ mod tests {
         let (mut s, mut e) = filled(1000, h);
         let cold = s.cold_len;
         assert_eq!(cold, 900);
-        let mut next = 1000u32;
         let mut order: std::collections::VecDeque<u32> = (0..1000).collect();
-        for n in 0..20_000 {
+        // The n-th victim's id is reused at once by key `next`.
+        for (n, next) in (0..20_000).zip(1000u32..) {
             let v = s.victim(&mut e).unwrap();
             let hv = e.hash(v);
             s.remove(&mut e, v, hv);
@@ -469,11 +469,9 @@ mod tests {
                 assert_eq!(at, 0, "victim {v} after {n}");
             }
             order.remove(at);
-            // Its id is reused at once by a new key.
             e.reset(v, h(next));
             s.insert(&mut e, v, h(next));
             order.push_back(v);
-            next += 1;
             assert!(s.small.len() <= 1000 + 100 + 64, "{} ids", s.small.len());
         }
     }
