@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use kura_store::eviction::{EvictionPolicy, Policy, VecEntries};
 use kura_store::EvictionKind;
@@ -120,11 +120,14 @@ fn load(name: &str) -> Trace {
 
 /// A key's hash, as the store would give the policy one.
 fn hash(key: u32) -> u64 {
-    let seed: u64 = std::env::var("KURA_HASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let key = u64::from(key) ^ seed.wrapping_mul(0x1234_5678_9abc_def1);
+    // Read once, not for each of the traces' millions of requests.
+    static SEED: LazyLock<u64> = LazyLock::new(|| {
+        std::env::var("KURA_HASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    });
+    let key = u64::from(key) ^ SEED.wrapping_mul(0x1234_5678_9abc_def1);
     let mut h = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -419,13 +422,12 @@ fn s3fifo_with_a_clock_over_index_slots() {
         let t = &traces.iter().find(|(n, _)| *n == row.trace).unwrap().1;
         let pct = |hits: u64| hits as f64 * 100.0 / t.keys.len() as f64;
         let s3 = pct(replay(EvictionKind::S3Fifo, t, row.capacity));
-        let ratios: Vec<f64> = variants
+        let cells: Vec<String> = variants
             .iter()
-            .map(|&m| pct(replay_link_free(t, row.capacity, m)))
-            .collect();
-        let cells: Vec<String> = ratios
-            .iter()
-            .map(|&r| format!("{r:.2}%{}", if r < row.arc { " (below)" } else { "" }))
+            .map(|&m| {
+                let r = pct(replay_link_free(t, row.capacity, m));
+                format!("{r:.2}%{}", if r < row.arc { " (below)" } else { "" })
+            })
             .collect();
         println!(
             "| {} | {} | {s3:.2}% | {} | {:.2}% |",

@@ -15,6 +15,8 @@
 
 use std::collections::VecDeque;
 
+use super::push_back_sparing;
+
 /// A slot with no fingerprint.
 const EMPTY: u32 = 0;
 
@@ -32,6 +34,16 @@ fn stored(fp: u32) -> u32 {
 fn home(fp: u32, n: usize) -> usize {
     let mixed = u64::from(fp).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
     ((mixed * n as u64) >> 32) as usize
+}
+
+/// The slot after `i` of `n`, going round the end.
+#[inline]
+fn next(i: usize, n: usize) -> usize {
+    if i + 1 == n {
+        0
+    } else {
+        i + 1
+    }
 }
 
 /// The ghost queue.
@@ -68,7 +80,7 @@ impl Ghost {
             match self.slots[i] {
                 EMPTY => return None,
                 s if s == fp => return Some(i),
-                _ => i = if i + 1 == n { 0 } else { i + 1 },
+                _ => i = next(i, n),
             }
         }
     }
@@ -83,7 +95,7 @@ impl Ghost {
         let n = slots.len();
         let mut i = home(fp, n);
         while slots[i] != EMPTY {
-            i = if i + 1 == n { 0 } else { i + 1 };
+            i = next(i, n);
         }
         slots[i] = fp;
     }
@@ -98,7 +110,7 @@ impl Ghost {
         self.slots[hole] = EMPTY;
         let mut j = hole;
         loop {
-            j = if j + 1 == n { 0 } else { j + 1 };
+            j = next(j, n);
             let s = self.slots[j];
             if s == EMPTY {
                 return;
@@ -142,12 +154,8 @@ impl Ghost {
             };
             self.unplace(old);
         }
-        // Grown by a quarter, not doubled: the queue is most of what a
-        // ghost costs.
-        if self.order.len() == self.order.capacity() {
-            self.order.reserve_exact(self.order.len() / 4 + 16);
-        }
-        self.order.push_back(fp);
+        // The queue is most of what a ghost costs.
+        push_back_sparing(&mut self.order, fp);
         let len = self.order.len();
         // Grown past 7/8 full: a larger table. Shrunk below 1/4 full (the
         // limit follows the main queue, which can shrink): a smaller one.

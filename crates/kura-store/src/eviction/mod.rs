@@ -15,6 +15,7 @@
 //!
 //! BENCHMARKS.md compares them on the ARC paper's traces.
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicU8;
 
 mod ghost;
@@ -107,6 +108,16 @@ pub trait EvictionPolicy: Send + Sync {
 pub(crate) fn fingerprint(hash: u64) -> u32 {
     let h = (hash ^ (hash >> 31)).wrapping_mul(0x94d0_49bb_1331_11eb);
     (h >> 32) as u32 ^ h as u32
+}
+
+/// Appends `x` to `q`, growing it by a quarter when full rather than
+/// doubling it: for the queues outside the entries (S3-FIFO's ghost and
+/// ring), whose spare room is charged to every entry.
+pub(crate) fn push_back_sparing<T>(q: &mut VecDeque<T>, x: T) {
+    if q.len() == q.capacity() {
+        q.reserve_exact(q.len() / 4 + 16);
+    }
+    q.push_back(x);
 }
 
 /// Which policy a store uses.

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 
 use super::ghost::Ghost;
 use super::list::NIL;
-use super::{fingerprint, Entries, EvictionPolicy};
+use super::{fingerprint, push_back_sparing, Entries, EvictionPolicy};
 
 /// The small queue's share of the entries, in percent.
 const SMALL_PERCENT: usize = 10;
@@ -115,6 +115,14 @@ fn set_byte<E: Entries>(e: &E, id: u32, b: u8) {
     e.byte(id).store(b, Ordering::Relaxed);
 }
 
+/// Whether the ring's id `id` (with `low`, its hash's low half) is a live
+/// entry of the small queue with its id in the ring: the index must hold
+/// it under that hash before its byte may be read (a stale id's block may
+/// be free or another's).
+fn in_ring<E: Entries>(e: &E, id: u32, low: u32) -> bool {
+    e.holds(id, low) && byte(e, id) & (MAIN | STAMP) == 0
+}
+
 impl S3Fifo {
     fn len(&self) -> usize {
         self.small_len + self.main_len
@@ -125,9 +133,10 @@ impl S3Fifo {
         (self.len() * SMALL_PERCENT / 100).max(1)
     }
 
-    /// Where the hand is, in parts of a sweep, modulo 32.
-    fn now<E: Entries>(&self, e: &E) -> u8 {
-        let part = self.hand * PARTS / e.positions().max(1);
+    /// Where the hand is among the index's `positions`, in parts of a
+    /// sweep, modulo 32.
+    fn now(&self, positions: usize) -> u8 {
+        let part = self.hand * PARTS / positions.max(1);
         ((self.sweeps * PARTS + part) % 32) as u8
     }
 
@@ -139,23 +148,23 @@ impl S3Fifo {
         }
         self.small_len -= 1;
         self.main_len += 1;
-        set_byte(e, id, MAIN | self.now(e) << STAMP_SHIFT | b & FREQ);
+        set_byte(
+            e,
+            id,
+            MAIN | self.now(e.positions()) << STAMP_SHIFT | b & FREQ,
+        );
     }
 
-    /// Adds an id at the ring's back. The ring grows by a quarter at a
-    /// time, not by doubling: when few entries are read twice it holds an
-    /// id for most entries of the cache.
+    /// Adds an id at the ring's back (sparing: when few entries are read
+    /// twice it holds an id for most entries of the cache).
     fn ring_push(&mut self, id: u32, low: u32) {
-        if self.small.len() == self.small.capacity() {
-            self.small.reserve_exact(self.small.len() / 4 + 16);
-        }
-        self.small.push_back((id, low));
+        push_back_sparing(&mut self.small, (id, low));
     }
 
     /// The oldest entry with an id in the ring, dropping stale ids.
     fn ring_front<E: Entries>(&mut self, e: &E) -> Option<u32> {
         while let Some(&(id, low)) = self.small.front() {
-            if e.holds(id, low) && byte(e, id) & (MAIN | STAMP) == 0 {
+            if in_ring(e, id, low) {
                 return Some(id);
             }
             self.small.pop_front();
@@ -184,8 +193,7 @@ impl S3Fifo {
         }
         let ringed = self.small_len - self.cold_len;
         if self.small.len() > 2 * (ringed + target) + 64 {
-            self.small
-                .retain(|&(id, low)| e.holds(id, low) && byte(e, id) & (MAIN | STAMP) == 0);
+            self.small.retain(|&(id, low)| in_ring(e, id, low));
         }
         if self.small.capacity() > 4 * self.small.len().max(64) {
             self.small.shrink_to(2 * self.small.len().max(64));
@@ -244,7 +252,7 @@ impl S3Fifo {
             if b & MAIN == 0 {
                 continue;
             }
-            let age = (self.now(e) + 32 - (b >> STAMP_SHIFT)) % 32;
+            let age = (self.now(positions) + 32 - (b >> STAMP_SHIFT)) % 32;
             if (age as usize) <= PARTS && step < positions * 2 {
                 continue;
             }
@@ -262,7 +270,7 @@ impl EvictionPolicy for S3Fifo {
     fn insert<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
         if self.ghost.contains(fingerprint(hash)) {
             self.main_len += 1;
-            set_byte(e, id, MAIN | self.now(e) << STAMP_SHIFT);
+            set_byte(e, id, MAIN | self.now(e.positions()) << STAMP_SHIFT);
             return;
         }
         set_byte(e, id, 0);

@@ -40,10 +40,7 @@ impl VecEntries {
     /// id in the index (as a shard links an entry before telling its
     /// policy).
     pub fn reset(&mut self, id: u32, hash: u64) {
-        self.ensure(id);
-        self.unlink(id);
-        *self.bytes[id as usize].get_mut() = 0;
-        self.hashes[id as usize] = hash;
+        self.fresh(id, hash);
         if (self.linked + 1) * 5 > self.slots.len() * 4 {
             self.rebuild((self.linked + 1) * 2 + 16);
         }
@@ -71,15 +68,21 @@ impl VecEntries {
     /// `hash`) and puts it at `old`'s index position, as a shard's index
     /// replaces an offset in place; `old` is unlinked.
     pub fn relink(&mut self, old: u32, new: u32, hash: u64) {
-        self.ensure(new);
-        self.unlink(new);
-        *self.bytes[new as usize].get_mut() = 0;
-        self.hashes[new as usize] = hash;
+        self.fresh(new, hash);
         let at = self.position[old as usize];
         assert!(at != NIL, "relinking {old}, which is not linked");
         self.position[old as usize] = NIL;
         self.position[new as usize] = at;
         self.slots[at as usize] = new;
+    }
+
+    /// Room for `id`, not linked, its byte zeroed as a new block's would
+    /// be, with its key hash.
+    fn fresh(&mut self, id: u32, hash: u64) {
+        self.ensure(id);
+        self.unlink(id);
+        *self.bytes[id as usize].get_mut() = 0;
+        self.hashes[id as usize] = hash;
     }
 
     fn home(&self, hash: u64) -> usize {
