@@ -96,10 +96,9 @@ start_kura() { # port -> pid in $STARTED
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
-# CPU ticks (utime + stime) of a process; fields after the ")" of the name.
-cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-# The kernel's share of them (stime).
-sys_ticks() { awk '{ sub(/^.*\) /, ""); print $13 }' "/proc/$1/stat"; }
+# CPU ticks of a process, all (utime + stime) and the kernel's (stime), from
+# one read; fields after the ")" of the name.
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13, $13 }' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
@@ -114,12 +113,10 @@ bench() {
   shift 4
   local f="$OUT/$(echo "$load" | tr -c 'a-z0-9\n' '_')-$server-$round.json"
   local before after sys_before sys_after
-  before=$(cpu_ticks "$pid")
-  sys_before=$(sys_ticks "$pid")
+  read -r before sys_before < <(cpu_ticks "$pid")
   "$KURA" bench -s "127.0.0.1:$port" -t "$CLIENT_THREADS" --json "$@" >"$f" ||
     echo "warning: $server reported errors in $load (see $f)" >&2
-  after=$(cpu_ticks "$pid")
-  sys_after=$(sys_ticks "$pid")
+  read -r after sys_after < <(cpu_ticks "$pid")
   local requests
   requests=$(json "$f" "r['requests']")
   record "$load" "$server" "req/s" "$(json "$f" "round(r['throughput'])")"
