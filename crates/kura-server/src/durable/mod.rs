@@ -1,0 +1,286 @@
+//! The durable mode (`--data-dir`): recovery at startup, the update log
+//! written off the request threads, group commit, and snapshots.
+//!
+//! * Every change of the store reaches [`LogSink::record`] under the lock
+//!   of the shard that changed, which numbers it (one atomic add) and sends
+//!   it, holding the item handle rather than a copy, to the log thread. So
+//!   the records of one key are numbered in the order the changes (and
+//!   their replies) happened.
+//! * The log thread puts records back in number order (two shards may send
+//!   theirs out of order), writes whatever has arrived with one write, and
+//!   under `--fsync always` syncs once for the whole batch (group commit)
+//!   before publishing the new durable sequence number; connections that
+//!   made changes wait for it before they send their replies.
+//! * Snapshots run on their own thread: they note the last record number,
+//!   copy each shard's item handles under its lock (no bytes), write them
+//!   out, make sure the log up to that number is on disk, rename the file
+//!   into place and prune what is no longer needed.
+
+mod log_thread;
+mod recovery;
+mod sink;
+mod snapshot;
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use kura_log::{
+    check_dir, read_snapshot, remove_partial_snapshots, Damage, FsyncPolicy, LogReader, LogWriter,
+    WriterOptions,
+};
+use kura_store::Store;
+use tokio::sync::watch;
+
+use log_thread::{LogThread, OnFailure};
+use recovery::{apply, Progress};
+pub(crate) use sink::take_last_seq;
+use sink::{LogSink, Msg};
+use snapshot::take_snapshot;
+
+/// Settings of the durable mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableConfig {
+    pub dir: PathBuf,
+    pub fsync: FsyncPolicy,
+    /// Bytes per log segment (`--log-file-size`).
+    pub segment_size: u64,
+    /// Take a snapshot once this many bytes were logged since the last one
+    /// (0: never by size).
+    pub snapshot_log_bytes: u64,
+    /// Take a snapshot this often, if anything was logged (0: never by time).
+    pub snapshot_interval: Duration,
+}
+
+/// Counters for `stats`.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    /// The last record written to the file.
+    pub written: AtomicU64,
+    /// The last record known to be on disk.
+    pub synced: AtomicU64,
+    pub bytes: AtomicU64,
+    pub snapshots: AtomicU64,
+    pub snapshot_seq: AtomicU64,
+    pub snapshot_running: AtomicBool,
+}
+
+/// A running durable mode.
+pub struct Durable {
+    config: DurableConfig,
+    sink: Arc<LogSink>,
+    durable: watch::Receiver<u64>,
+    tx: mpsc::Sender<Msg>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    pub stats: Arc<LogStats>,
+    on_failure: Arc<OnFailure>,
+    /// Held for the life of the server: one server per data directory.
+    _lock: File,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Durable {
+    /// Recovers `store` from the data directory (newest usable snapshot,
+    /// then the log after it), attaches the log to it and starts the log
+    /// thread.
+    ///
+    /// # Errors
+    /// The directory is in use or unreadable; the log is corrupt (the error
+    /// names the file and offset); the log has a gap no snapshot covers.
+    pub fn open(config: DurableConfig, store: &Arc<Store>) -> anyhow::Result<Durable> {
+        let dir = &config.dir;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+        let lock_path = dir.join("LOCK");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        if lock.try_lock().is_err() {
+            return Err(anyhow!(
+                "data dir {} is in use by another kura server",
+                dir.display()
+            ));
+        }
+        for p in remove_partial_snapshots(dir)? {
+            tracing::warn!("removed a half-written snapshot {}", p.display());
+        }
+        let report = check_dir(dir)?;
+        match &report.log.damage {
+            None => {}
+            Some(Damage::TornTail { file, offset, len }) => tracing::warn!(
+                "update log {} ends in a torn record (a crash mid-write): cutting {len} bytes at offset {offset}",
+                file.display()
+            ),
+            Some(Damage::Corrupt {
+                file,
+                offset,
+                reason,
+            }) => {
+                return Err(anyhow!(
+                    "corrupt update log: {}, offset {offset}: {reason} (`kura log check {}` tells more; `kura log repair --truncate-corrupt` drops the records from there on)",
+                    file.display(),
+                    dir.display()
+                ))
+            }
+        }
+        for s in &report.snapshots {
+            if let Err(why) = &s.check {
+                tracing::warn!("skipping damaged snapshot {}: {why}", s.file.path.display());
+            }
+        }
+        if let Some(gap) = &report.gap {
+            return Err(anyhow!("cannot recover {}: {gap}", dir.display()));
+        }
+        let evictions_before = store.stats().evictions;
+        let started = Instant::now();
+        let mut progress = Progress::new();
+        let mut after = 0;
+        if let Some(snap) = &report.usable {
+            tracing::info!("loading snapshot {}", snap.path.display());
+            let (seq, n) = read_snapshot(&snap.path, |r| {
+                apply(store, &r.mutation);
+                progress.tick("snapshot entries");
+            })?;
+            tracing::info!("loaded {n} entries from snapshot at record {seq}");
+            after = seq;
+        }
+        let writer = LogWriter::open_after(
+            dir,
+            WriterOptions {
+                segment_size: config.segment_size,
+                fsync: config.fsync,
+            },
+            after,
+        )?;
+        let mut replayed = 0u64;
+        for r in LogReader::from_seq(dir, after + 1)? {
+            let r = r?;
+            apply(store, &r.mutation);
+            replayed += 1;
+            progress.tick("log records");
+        }
+        let recovered = store.stats();
+        tracing::info!(
+            "recovered {} items from {} ({replayed} log records after the snapshot) in {:.1} s",
+            recovered.curr_items,
+            dir.display(),
+            started.elapsed().as_secs_f64()
+        );
+        let evicted_in_recovery = recovered.evictions > evictions_before;
+        if evicted_in_recovery {
+            tracing::warn!(
+                "the data did not fit in -m: {} items were evicted while loading; a snapshot will record it",
+                recovered.evictions - evictions_before
+            );
+        }
+        let last = writer.next_seq() - 1;
+        let (tx, rx) = mpsc::channel();
+        let sink = Arc::new(LogSink {
+            next: AtomicU64::new(writer.next_seq()),
+            tx: tx.clone(),
+            track: config.fsync == FsyncPolicy::Always,
+        });
+        store.attach(sink.clone());
+        let (durable_tx, durable) = watch::channel(last);
+        let stats = Arc::new(LogStats::default());
+        stats.written.store(last, Ordering::Relaxed);
+        stats.synced.store(last, Ordering::Relaxed);
+        let on_failure = Arc::new(OnFailure::new());
+        let thread = {
+            let ctx = LogThread {
+                on_failure: on_failure.clone(),
+                writer,
+                rx,
+                durable: durable_tx,
+                stats: stats.clone(),
+                store: store.clone(),
+                sink: sink.clone(),
+                config: config.clone(),
+                tx: tx.clone(),
+                snapshot_now: evicted_in_recovery,
+            };
+            std::thread::Builder::new()
+                .name("kura-log".into())
+                .spawn(move || ctx.run())?
+        };
+        Ok(Durable {
+            config,
+            sink,
+            durable,
+            tx,
+            thread: Mutex::new(Some(thread)),
+            stats,
+            on_failure,
+            _lock: lock,
+        })
+    }
+
+    /// Sets what happens if the log cannot be written (the server stops).
+    pub fn on_failure(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_failure.set(Box::new(f));
+    }
+
+    /// The fsync policy.
+    pub fn fsync(&self) -> FsyncPolicy {
+        self.config.fsync
+    }
+
+    /// Waits until record `seq` is on disk; false if it never will be (the
+    /// log thread stopped on an error).
+    pub(crate) async fn wait_synced(&self, seq: u64) -> bool {
+        let mut rx = self.durable.clone();
+        let ok = rx.wait_for(|&s| s >= seq).await.is_ok();
+        ok
+    }
+
+    /// The number the next record gets.
+    pub fn next_seq(&self) -> u64 {
+        self.sink.next.load(Ordering::Acquire)
+    }
+
+    /// Writes and syncs everything logged so far; returns the last record
+    /// on disk.
+    pub fn sync(&self) -> Option<u64> {
+        let (tx, rx) = mpsc::channel();
+        self.tx.send(Msg::Sync(tx)).ok()?;
+        rx.recv().ok()
+    }
+
+    /// Takes a snapshot now, on the calling thread; returns its path.
+    ///
+    /// # Errors
+    /// I/O errors, or the log thread stopped.
+    pub fn snapshot(&self, store: &Store) -> anyhow::Result<PathBuf> {
+        take_snapshot(store, &self.sink, &self.tx, &self.config.dir, &self.stats)
+    }
+
+    /// Writes and syncs the rest of the log and stops the log thread (at
+    /// shutdown, after the connections are closed).
+    pub fn close(&self) {
+        let _ = self.tx.send(Msg::Stop);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

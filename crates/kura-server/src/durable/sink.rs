@@ -1,0 +1,116 @@
+//! The store's change sink: numbers each change under the shard lock that
+//! made it and sends it, holding the item handle rather than a copy, to the
+//! log thread.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use kura_log::MutationRef;
+use kura_store::{Change, ChangeSink, EntryRef, Item};
+
+thread_local! {
+    /// The number of the last record this thread made, for `--fsync always`.
+    static LAST_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The number of the last record made on this thread since the last call
+/// (0 if none). A connection calls it after each request it executes.
+pub(crate) fn take_last_seq() -> u64 {
+    LAST_SEQ.with(|c| c.replace(0))
+}
+
+/// A change, owned: what travels to the log thread.
+pub(super) enum Owned {
+    Put {
+        item: Item,
+        cas: u64,
+        exptime: u32,
+        stale: bool,
+        binary_key: bool,
+    },
+    Touch(Box<[u8]>, u32),
+    Remove(Box<[u8]>),
+    Evict(Box<[u8]>),
+    Flush(u32),
+}
+
+impl Owned {
+    pub(super) fn of(change: Change<'_>) -> Owned {
+        match change {
+            Change::Put(EntryRef {
+                item,
+                cas,
+                exptime,
+                stale,
+                binary_key,
+            }) => Owned::Put {
+                item: item.clone(),
+                cas,
+                exptime,
+                stale,
+                binary_key,
+            },
+            Change::Touch { key, exptime } => Owned::Touch(key.into(), exptime),
+            Change::Remove { key } => Owned::Remove(key.into()),
+            Change::Evict { key } => Owned::Evict(key.into()),
+            Change::Flush { at } => Owned::Flush(at),
+        }
+    }
+
+    pub(super) fn as_mutation(&self) -> MutationRef<'_> {
+        match self {
+            Owned::Put {
+                item,
+                cas,
+                exptime,
+                stale,
+                binary_key,
+            } => MutationRef::Set {
+                key: item.key(),
+                value: item.value(),
+                flags: item.flags(),
+                exptime: *exptime,
+                cas: *cas,
+                stale: *stale,
+                binary_key: *binary_key,
+            },
+            Owned::Touch(key, exptime) => MutationRef::Touch {
+                key,
+                exptime: *exptime,
+            },
+            Owned::Remove(key) => MutationRef::Delete { key },
+            Owned::Evict(key) => MutationRef::Evict { key },
+            Owned::Flush(at) => MutationRef::Flush { at: *at },
+        }
+    }
+}
+
+pub(super) enum Msg {
+    Record(u64, Owned),
+    /// Write and sync everything received, then answer with the number of
+    /// the last record on disk.
+    Sync(mpsc::Sender<u64>),
+    Stop,
+}
+
+/// The store's change sink: numbers changes and sends them to the log
+/// thread.
+pub struct LogSink {
+    pub(super) next: AtomicU64,
+    pub(super) tx: mpsc::Sender<Msg>,
+    /// Whether connections track their record numbers (`--fsync always`).
+    pub(super) track: bool,
+}
+
+impl ChangeSink for LogSink {
+    fn record(&self, change: Change<'_>) {
+        let seq = self.next.fetch_add(1, Ordering::AcqRel);
+        if self.track {
+            LAST_SEQ.with(|c| c.set(seq));
+        }
+        // A closed channel means the log thread stopped on an I/O error;
+        // it said so, and the server is stopping.
+        let _ = self.tx.send(Msg::Record(seq, Owned::of(change)));
+    }
+}
