@@ -264,25 +264,35 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Under `everysec`, syncs when a second has passed since the last
-    /// sync; returns whether it did.
+    /// Under `everysec`, when a second has passed since the last sync and
+    /// something was written since: a handle on the segment being written,
+    /// for the caller to sync off this thread (as Redis does), so that
+    /// writes go on meanwhile. The writer counts it as synced from now on;
+    /// a segment it closes is synced by the writer itself before the next
+    /// is started, so a log on disk never has a hole.
     ///
     /// # Errors
-    /// The fsync failed.
-    pub fn maybe_sync(&mut self) -> Result<bool, LogError> {
+    /// The file handle could not be duplicated.
+    pub fn sync_due(&mut self) -> Result<Option<File>, LogError> {
         if self.options.fsync == FsyncPolicy::EverySec
             && self.dirty
             && self.last_sync.elapsed() >= Duration::from_secs(1)
         {
-            self.sync()?;
-            return Ok(true);
+            let file = self.file.try_clone().map_err(io_err(&self.path))?;
+            self.dirty = false;
+            self.last_sync = Instant::now();
+            return Ok(Some(file));
         }
-        Ok(false)
+        Ok(None)
     }
 
     fn rotate(&mut self) -> Result<(), LogError> {
         if self.options.fsync != FsyncPolicy::No {
-            self.sync()?;
+            // Whether or not a sync handed out by `sync_due` has finished:
+            // the closed segment is on disk before the next one exists.
+            self.file.sync_data().map_err(io_err(&self.path))?;
+            self.dirty = false;
+            self.last_sync = Instant::now();
         }
         let (file, path) = new_segment(&self.dir, self.next_seq)?;
         self.file = file;

@@ -200,6 +200,17 @@ pub struct ServerArgs {
     /// anything changed; 0 never by time (default 3600)
     #[arg(long = "snapshot-interval", value_name = "secs")]
     pub snapshot_interval: Option<u64>,
+    /// with --data-dir: how many seconds the update log may fall behind
+    /// the writes before writers wait for it, decimals allowed; under
+    /// everysec and no, about what a crash of the process can lose
+    /// (default 1)
+    #[arg(long = "log-max-lag", value_name = "secs")]
+    pub log_max_lag: Option<f64>,
+    /// with --data-dir: how many bytes of records the update log may owe
+    /// before writers wait for it, with an optional k, m or g suffix
+    /// (default: a quarter of a shard's share of -m, 64k to 64m)
+    #[arg(long = "log-max-lag-bytes", value_name = "bytes")]
+    pub log_max_lag_bytes: Option<String>,
     /// a fixed-length table for dense integer ids, NAME:width=BYTES:max=ID
     /// [:path=FILE]; its records are the keys NAME:1 to NAME:max (repeat for
     /// more tables; see docs/tables.md)
@@ -395,6 +406,13 @@ impl ServerArgs {
         }
         if let Some(v) = self.snapshot_interval {
             c.snapshot_interval = v;
+        }
+        if let Some(v) = self.log_max_lag {
+            c.log_max_lag = v;
+        }
+        if let Some(s) = self.log_max_lag_bytes {
+            c.log_max_lag_bytes =
+                parse_bytes(&s).ok_or(CliError::BadBytes("--log-max-lag-bytes", s))?;
         }
         for t in self.table {
             c.tables.push(t.parse().map_err(CliError::Table)?);

@@ -30,6 +30,16 @@ pub mod defaults {
     /// Seconds after which a snapshot is taken if anything changed
     /// (`--snapshot-interval`).
     pub const SNAPSHOT_INTERVAL: u64 = 3600;
+    /// Seconds the log may fall behind before writers wait
+    /// (`--log-max-lag`): what `everysec` and `no` can lose to a crash of
+    /// the process, about this plus the last batch.
+    pub const LOG_MAX_LAG: f64 = 1.0;
+    /// The log's byte bound, when not given: a quarter of a shard's share
+    /// of `-m` (the room its arena keeps beyond its budget for blocks
+    /// still held, which is where a record waiting for the log keeps its
+    /// value), within these limits.
+    pub const LOG_MAX_LAG_BYTES_MIN: u64 = 64 * 1024;
+    pub const LOG_MAX_LAG_BYTES_MAX: u64 = 64 * 1024 * 1024;
 }
 
 /// Which protocols a connection may speak (`-B`).
@@ -135,6 +145,11 @@ pub struct ServerConfig {
     pub snapshot_log_size: u64,
     /// Seconds after which a snapshot is taken if anything changed; 0 never.
     pub snapshot_interval: u64,
+    /// Seconds the update log may fall behind before writers wait.
+    pub log_max_lag: f64,
+    /// Bytes of records the update log may owe before writers wait; 0
+    /// derives it from `-m` (see [`defaults::LOG_MAX_LAG_BYTES_MIN`]).
+    pub log_max_lag_bytes: u64,
     /// Fixed-length tables (`--table`, `[[tables]]` in TOML).
     pub tables: Vec<TableSpec>,
 }
@@ -222,6 +237,8 @@ impl Default for ServerConfig {
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
             snapshot_interval: defaults::SNAPSHOT_INTERVAL,
+            log_max_lag: defaults::LOG_MAX_LAG,
+            log_max_lag_bytes: 0,
             tables: Vec::new(),
         }
     }
@@ -264,6 +281,8 @@ pub enum ConfigError {
     UdpWithFsyncAlways,
     #[error("--log-file-size must be at least 4096 bytes")]
     LogFileTooSmall,
+    #[error("--log-max-lag must be 0 to 3600 seconds, not {0}")]
+    LogMaxLag(String),
     #[error("table '{0}': {1}")]
     Table(String, String),
 }
@@ -326,6 +345,9 @@ impl ServerConfig {
         if self.log_file_size < 4096 {
             return Err(ConfigError::LogFileTooSmall);
         }
+        if !(self.log_max_lag.is_finite() && (0.0..=3600.0).contains(&self.log_max_lag)) {
+            return Err(ConfigError::LogMaxLag(self.log_max_lag.to_string()));
+        }
         for (i, t) in self.tables.iter().enumerate() {
             let bad = |why: &str| Err(ConfigError::Table(t.name.clone(), why.to_string()));
             if t.name.is_empty() || t.name.bytes().any(|b| b == b':' || b <= b' ' || b == 0x7f) {
@@ -360,6 +382,10 @@ impl ServerConfig {
             segment_size: self.log_file_size,
             snapshot_log_bytes: self.snapshot_log_size,
             snapshot_interval: std::time::Duration::from_secs(self.snapshot_interval),
+            lag: crate::durable::LagLimits {
+                time: std::time::Duration::from_secs_f64(self.log_max_lag),
+                bytes: self.log_max_lag_bytes(),
+            },
         })
     }
 
@@ -384,6 +410,18 @@ impl ServerConfig {
                 .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from))
                 .flatten()
         })
+    }
+
+    /// The update log's byte bound: as given, or derived from `-m`.
+    pub fn log_max_lag_bytes(&self) -> u64 {
+        if self.log_max_lag_bytes > 0 {
+            return self.log_max_lag_bytes;
+        }
+        let shards = self.store_config().shards.max(1) as u64;
+        (self.memory_bytes() / shards / 4).clamp(
+            defaults::LOG_MAX_LAG_BYTES_MIN,
+            defaults::LOG_MAX_LAG_BYTES_MAX,
+        )
     }
 
     /// The memory limit in bytes.

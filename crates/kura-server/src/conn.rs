@@ -90,13 +90,11 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_event = shared.config.reqs_per_event.max(1) as usize;
-    // Under `--fsync always`, the number of the last record this
-    // connection's requests made: replies wait until it is on disk.
-    let durable = shared
-        .durable
-        .as_deref()
-        .filter(|d| d.fsync() == kura_log::FsyncPolicy::Always);
-    let mut unsynced = 0u64;
+    // With `--data-dir`, the number of the last record this connection's
+    // requests made: replies wait until it is on disk (`--fsync always`),
+    // or written when the log has fallen behind (durable/lag.rs).
+    let durable = shared.durable.as_deref();
+    let mut unsettled = 0u64;
     let mut wire = match shared.config.effective_protocol() {
         Protocol::Ascii => Some(Wire::Text),
         Protocol::Binary => Some(Wire::Binary),
@@ -193,7 +191,7 @@ where
                 Step::Done { len, next } => (len, next),
             };
             if durable.is_some() {
-                unsynced = unsynced.max(crate::durable::take_last_seq());
+                unsettled = unsettled.max(crate::durable::take_last_seq());
             }
             pos += len;
             match next {
@@ -210,7 +208,7 @@ where
             }
             served += 1;
             if session.out.pending() > HIGH_WATER {
-                if !synced(durable, &mut unsynced).await {
+                if !settled(durable, &mut unsettled).await {
                     return End::Io;
                 }
                 if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
@@ -223,7 +221,7 @@ where
             }
         }
         rbuf.advance(pos.min(rbuf.len()));
-        if !synced(durable, &mut unsynced).await {
+        if !settled(durable, &mut unsettled).await {
             return End::Io;
         }
         if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
@@ -241,16 +239,15 @@ where
     }
 }
 
-/// Waits until the records this connection made are on disk (`--fsync
-/// always`); false if they never will be (the log failed): the connection
-/// then closes without acknowledging them.
-async fn synced(durable: Option<&crate::durable::Durable>, unsynced: &mut u64) -> bool {
-    let Some(d) = durable.filter(|_| *unsynced > 0) else {
+/// Waits until the records this connection made are logged as the fsync
+/// policy and the log's bounds ask; false if they never will be (the log
+/// failed): the connection then closes without acknowledging them.
+async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64) -> bool {
+    let Some(d) = durable.filter(|_| *unsettled > 0) else {
         return true;
     };
-    let ok = d.wait_synced(*unsynced).await;
-    *unsynced = 0;
-    ok
+    let seq = std::mem::take(unsettled);
+    d.settle(seq).await
 }
 
 /// Writes out pending replies; false if the connection is gone or the

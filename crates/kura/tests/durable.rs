@@ -4,91 +4,14 @@
 
 mod common;
 
-use common::free_port;
+use common::{ask, free_port, kura, stat, tempdir, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn kura() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kura"))
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kura-durable-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path, extra: &[&str]) -> Server {
-        let port = free_port();
-        let child = kura()
-            .args(["server", "-p", &port.to_string(), "-t", "2", "--data-dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut s = Server { child, port };
-        s.connect();
-        // The answer must have come from this server, not from another
-        // test's on a port the OS handed out twice.
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(
-            matches!(s.child.try_wait(), Ok(None)),
-            "kura exited at startup (port {port} taken?)"
-        );
-        s
-    }
-
-    fn connect(&self) -> TcpStream {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match TcpStream::connect(("127.0.0.1", self.port)) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                    return s;
-                }
-                Err(e) if Instant::now() > deadline => panic!("server did not come up: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill() on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    /// A test that fails leaves no server behind.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// Starting must fail: returns what the server said.
 fn start_fails(dir: &Path) -> String {
@@ -101,18 +24,6 @@ fn start_fails(dir: &Path) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
-    s.write_all(req).unwrap();
-    let mut out = Vec::new();
-    let mut b = [0u8; 8192];
-    while !out.ends_with(until) {
-        let n = s.read(&mut b).unwrap();
-        assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&out));
-        out.extend_from_slice(&b[..n]);
-    }
-    out
-}
-
 fn get(s: &mut TcpStream, key: &str) -> Option<String> {
     let r = ask(s, format!("get {key}\r\n").as_bytes(), b"END\r\n");
     let r = String::from_utf8(r).unwrap();
@@ -120,16 +31,6 @@ fn get(s: &mut TcpStream, key: &str) -> Option<String> {
     let head = lines.next()?;
     head.starts_with("VALUE ")
         .then(|| lines.next().unwrap().to_string())
-}
-
-fn stat(s: &mut TcpStream, name: &str) -> u64 {
-    let r = String::from_utf8(ask(s, b"stats\r\n", b"END\r\n")).unwrap();
-    r.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no stat {name}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Writers that set distinct keys `w{t}-{i}` in order, each remembering

@@ -4,7 +4,8 @@
 //! starts snapshots.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,14 +14,83 @@ use kura_log::{FsyncPolicy, LogWriter};
 use kura_store::Store;
 use tokio::sync::watch;
 
+use super::lag::Lag;
 use super::sink::{LogSink, Msg, Owned};
 use super::snapshot::take_snapshot;
 use super::{DurableConfig, LogStats};
 
+/// Records taken into one batch at most.
+const BATCH_RECORDS: usize = 65536;
+
+/// Publishes the last record known to be on disk; both the log thread and
+/// the background syncer do, so it only ever moves forward.
+pub(super) struct Synced {
+    pub(super) tx: watch::Sender<u64>,
+    pub(super) stats: Arc<LogStats>,
+}
+
+impl Synced {
+    fn publish(&self, last: u64) {
+        self.stats.synced.fetch_max(last, Ordering::AcqRel);
+        self.tx.send_if_modified(|s| {
+            let newer = last > *s;
+            if newer {
+                *s = last;
+            }
+            newer
+        });
+    }
+}
+
+/// The `everysec` fsync, on a thread of its own so that the log thread goes
+/// on writing while the disk catches up (a sync of a second of large values
+/// can take longer than a second).
+struct Syncer {
+    tx: mpsc::Sender<(File, u64)>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Syncer {
+    fn start(synced: Arc<Synced>, on_failure: Arc<OnFailure>) -> std::io::Result<Syncer> {
+        let (tx, rx) = mpsc::channel::<(File, u64)>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let flag = busy.clone();
+        std::thread::Builder::new()
+            .name("kura-fsync".into())
+            .spawn(move || {
+                for (file, last) in rx {
+                    if let Err(e) = file.sync_data() {
+                        tracing::error!(
+                            "fsync of the update log failed: {e}; what the log holds since the last good sync may not be on disk, so the server stops"
+                        );
+                        if let Some(stop) = on_failure.get() {
+                            stop();
+                        }
+                        return;
+                    }
+                    synced.publish(last);
+                    flag.store(false, Ordering::Release);
+                }
+            })?;
+        Ok(Syncer { tx, busy })
+    }
+
+    /// Whether the last sync handed over is still running.
+    fn busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    fn sync(&self, file: File, last: u64) {
+        self.busy.store(true, Ordering::Release);
+        let _ = self.tx.send((file, last));
+    }
+}
+
 pub(super) struct LogThread {
     pub(super) writer: LogWriter,
     pub(super) rx: mpsc::Receiver<Msg>,
-    pub(super) durable: watch::Sender<u64>,
+    pub(super) synced: Arc<Synced>,
+    pub(super) lag: Arc<Lag>,
     pub(super) stats: Arc<LogStats>,
     pub(super) store: Arc<Store>,
     pub(super) sink: Arc<LogSink>,
@@ -41,6 +111,7 @@ impl LogThread {
             );
             // Connections waiting under `always` see the sender go and
             // close without acknowledging; the server is told to stop.
+            self.lag.close();
             if let Some(stop) = self.on_failure.get() {
                 stop();
             }
@@ -48,10 +119,14 @@ impl LogThread {
     }
 
     fn serve(&mut self) -> anyhow::Result<()> {
-        let mut pending: BTreeMap<u64, Owned> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, (Owned, usize)> = BTreeMap::new();
         let mut since_snapshot = 0u64;
         let mut last_snapshot = Instant::now();
         let mut snapshot: Option<JoinHandle<()>> = None;
+        let syncer = Syncer::start(self.synced.clone(), self.on_failure.clone())?;
+        // The last record numbered when a batch began, and when: once it
+        // is written, the debt is younger than that (lag.rs).
+        let mut mark = None;
         let tick = Duration::from_millis(200);
         loop {
             let mut syncs = Vec::new();
@@ -61,53 +136,61 @@ impl LogThread {
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Stop),
             };
+            if mark.is_none() {
+                mark = Some(self.lag.mark(self.sink.next.load(Ordering::Acquire) - 1));
+            }
             // Everything that has arrived goes into this batch.
             for msg in first
                 .into_iter()
                 .chain(std::iter::from_fn(|| self.rx.try_recv().ok()))
             {
                 match msg {
-                    Msg::Record(seq, owned) => {
-                        pending.insert(seq, owned);
+                    Msg::Record(seq, owned, len) => {
+                        pending.insert(seq, (owned, len));
                     }
                     Msg::Sync(reply) => syncs.push(reply),
                     Msg::Stop => stop = true,
                 }
-                if pending.len() >= 65536 {
+                if pending.len() >= BATCH_RECORDS {
                     break;
                 }
             }
-            let mut wrote = false;
+            let mut wrote = 0u64;
             while let Some(entry) = pending.first_entry() {
                 if *entry.key() != self.writer.next_seq() {
                     break;
                 }
-                let (seq, owned) = entry.remove_entry();
-                let m = owned.as_mutation();
-                since_snapshot += m.encoded_len() as u64;
-                self.stats
-                    .bytes
-                    .fetch_add(m.encoded_len() as u64, Ordering::Relaxed);
-                self.writer.push(seq, &m)?;
-                wrote = true;
+                let (seq, (owned, len)) = entry.remove_entry();
+                self.writer.push(seq, &owned.as_mutation())?;
+                wrote += len as u64;
             }
             let last = self.writer.next_seq() - 1;
-            if wrote {
+            if wrote > 0 {
+                since_snapshot += wrote;
+                self.stats.bytes.fetch_add(wrote, Ordering::Relaxed);
                 // Under `always` this syncs: one fsync for the whole batch.
                 self.writer.commit()?;
-                self.stats.written.store(last, Ordering::Release);
+                // The handles go (and their memory with them) before the
+                // debt is said to be paid.
+                self.lag.paid(last, wrote);
                 if self.config.fsync == FsyncPolicy::Always {
-                    self.synced(last);
+                    self.synced.publish(last);
                 }
+            }
+            if let Some(m) = mark.filter(|m| last >= m.0) {
+                self.lag.covered(m);
+                mark = None;
             }
             if !syncs.is_empty() || stop {
                 self.writer.sync()?;
-                self.synced(last);
+                self.synced.publish(last);
                 for s in syncs {
                     let _ = s.send(last);
                 }
-            } else if self.writer.maybe_sync()? {
-                self.synced(last);
+            } else if !syncer.busy() {
+                if let Some(file) = self.writer.sync_due()? {
+                    syncer.sync(file, last);
+                }
             }
             if stop {
                 // A snapshot still running finds the log gone and gives up
@@ -142,10 +225,5 @@ impl LogThread {
                 );
             }
         }
-    }
-
-    fn synced(&self, last: u64) {
-        self.stats.synced.store(last, Ordering::Release);
-        self.durable.send_replace(last);
     }
 }

@@ -16,6 +16,7 @@
 //!   out, make sure the log up to that number is on disk, rename the file
 //!   into place and prune what is no longer needed.
 
+mod lag;
 mod log_thread;
 mod recovery;
 mod sink;
@@ -36,7 +37,8 @@ use kura_log::{
 use kura_store::Store;
 use tokio::sync::watch;
 
-use log_thread::{LogThread, OnFailure};
+pub use lag::{Lag, LagLimits};
+use log_thread::{LogThread, OnFailure, Synced};
 use recovery::{apply, Progress};
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
@@ -54,13 +56,13 @@ pub struct DurableConfig {
     pub snapshot_log_bytes: u64,
     /// Take a snapshot this often, if anything was logged (0: never by time).
     pub snapshot_interval: Duration,
+    /// How far the log thread may fall behind before writers wait.
+    pub lag: LagLimits,
 }
 
 /// Counters for `stats`.
 #[derive(Debug, Default)]
 pub struct LogStats {
-    /// The last record written to the file.
-    pub written: AtomicU64,
     /// The last record known to be on disk.
     pub synced: AtomicU64,
     pub bytes: AtomicU64,
@@ -74,6 +76,7 @@ pub struct Durable {
     config: DurableConfig,
     sink: Arc<LogSink>,
     durable: watch::Receiver<u64>,
+    lag: Arc<Lag>,
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
@@ -189,15 +192,15 @@ impl Durable {
         }
         let last = writer.next_seq() - 1;
         let (tx, rx) = mpsc::channel();
+        let lag = Arc::new(Lag::new(config.lag, last));
         let sink = Arc::new(LogSink {
             next: AtomicU64::new(writer.next_seq()),
             tx: tx.clone(),
-            track: config.fsync == FsyncPolicy::Always,
+            lag: lag.clone(),
         });
         store.attach(sink.clone());
         let (durable_tx, durable) = watch::channel(last);
         let stats = Arc::new(LogStats::default());
-        stats.written.store(last, Ordering::Relaxed);
         stats.synced.store(last, Ordering::Relaxed);
         let on_failure = Arc::new(OnFailure::new());
         let thread = {
@@ -205,7 +208,11 @@ impl Durable {
                 on_failure: on_failure.clone(),
                 writer,
                 rx,
-                durable: durable_tx,
+                synced: Arc::new(Synced {
+                    tx: durable_tx,
+                    stats: stats.clone(),
+                }),
+                lag: lag.clone(),
                 stats: stats.clone(),
                 store: store.clone(),
                 sink: sink.clone(),
@@ -221,6 +228,7 @@ impl Durable {
             config,
             sink,
             durable,
+            lag,
             tx,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -239,12 +247,23 @@ impl Durable {
         self.config.fsync
     }
 
-    /// Waits until record `seq` is on disk; false if it never will be (the
-    /// log thread stopped on an error).
-    pub(crate) async fn wait_synced(&self, seq: u64) -> bool {
-        let mut rx = self.durable.clone();
-        let ok = rx.wait_for(|&s| s >= seq).await.is_ok();
-        ok
+    /// Before a connection acknowledges the requests that made records up
+    /// to `seq`: under `--fsync always`, waits until that record is on
+    /// disk; otherwise waits until it is written only when the log thread
+    /// owes more than its bounds (lag.rs). False if the record never will
+    /// be logged (the log thread stopped on an error).
+    pub(crate) async fn settle(&self, seq: u64) -> bool {
+        if self.config.fsync == FsyncPolicy::Always {
+            let mut rx = self.durable.clone();
+            let ok = rx.wait_for(|&s| s >= seq).await.is_ok();
+            return ok;
+        }
+        self.lag.throttle(seq, self.next_seq()).await
+    }
+
+    /// What the log thread owes.
+    pub fn lag(&self) -> &Lag {
+        &self.lag
     }
 
     /// The number the next record gets.

@@ -4,13 +4,16 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use kura_log::MutationRef;
 use kura_store::{Change, ChangeSink, EntryRef, Item};
 
+use super::lag::Lag;
+
 thread_local! {
-    /// The number of the last record this thread made, for `--fsync always`.
+    /// The number of the last record this thread made: its connection
+    /// waits for it under `--fsync always`, or when the log falls behind.
     static LAST_SEQ: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -87,7 +90,8 @@ impl Owned {
 }
 
 pub(super) enum Msg {
-    Record(u64, Owned),
+    /// A record and its encoded length.
+    Record(u64, Owned, usize),
     /// Write and sync everything received, then answer with the number of
     /// the last record on disk.
     Sync(mpsc::Sender<u64>),
@@ -99,18 +103,18 @@ pub(super) enum Msg {
 pub struct LogSink {
     pub(super) next: AtomicU64,
     pub(super) tx: mpsc::Sender<Msg>,
-    /// Whether connections track their record numbers (`--fsync always`).
-    pub(super) track: bool,
+    pub(super) lag: Arc<Lag>,
 }
 
 impl ChangeSink for LogSink {
     fn record(&self, change: Change<'_>) {
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
-        if self.track {
-            LAST_SEQ.with(|c| c.set(seq));
-        }
+        LAST_SEQ.with(|c| c.set(seq));
+        let owned = Owned::of(change);
+        let len = owned.as_mutation().encoded_len();
+        self.lag.owe(len);
         // A closed channel means the log thread stopped on an I/O error;
         // it said so, and the server is stopping.
-        let _ = self.tx.send(Msg::Record(seq, Owned::of(change)));
+        let _ = self.tx.send(Msg::Record(seq, owned, len));
     }
 }

@@ -98,12 +98,26 @@ fn general(s: &mut Session<'_>) {
     if let Some(d) = &sh.durable {
         use std::sync::atomic::Ordering::Relaxed;
         let l = &d.stats;
-        reply::stat(o, "log_next_seq", d.next_seq());
-        reply::stat(o, "log_written_seq", l.written.load(Relaxed));
+        let lag = d.lag();
+        let next = d.next_seq();
+        reply::stat(o, "log_next_seq", next);
+        reply::stat(o, "log_written_seq", lag.written());
         reply::stat(o, "log_synced_seq", l.synced.load(Relaxed));
         reply::stat(o, "log_bytes", l.bytes.load(Relaxed));
         reply::stat(o, "log_snapshots", l.snapshots.load(Relaxed));
         reply::stat(o, "log_snapshot_seq", l.snapshot_seq.load(Relaxed));
+        reply::stat(
+            o,
+            "log_lag_records",
+            (next - 1).saturating_sub(lag.written()),
+        );
+        reply::stat(o, "log_lag_bytes", lag.owed_bytes());
+        reply::stat(
+            o,
+            "log_lag_seconds",
+            format!("{:.6}", lag.age(next).as_secs_f64()),
+        );
+        reply::stat(o, "log_write_waits", lag.waits());
     }
 }
 

@@ -1,4 +1,13 @@
-//! Shared by the `kura` binary's tests.
+//! Shared by the `kura` binary's tests: free ports, and a `kura server`
+//! on a data dir, started, asked and killed.
+// Each test crate uses its own part of this module.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A TCP port nothing listens on now, never the same one twice in this
 /// process: tests run in parallel threads, and the OS may offer a port
@@ -14,4 +23,114 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// The binary under test; `KURA_TEST_BIN` runs the tests against another
+/// build (an older commit, to see a test fail before its fix).
+pub fn kura() -> Command {
+    match std::env::var_os("KURA_TEST_BIN") {
+        Some(bin) => Command::new(bin),
+        None => Command::new(env!("CARGO_BIN_EXE_kura")),
+    }
+}
+
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kura-durable-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Server {
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["--data-dir", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Server::start_in_memory(&args)
+    }
+
+    /// A server with these flags (no data dir unless they give one).
+    pub fn start_in_memory(extra: &[&str]) -> Server {
+        let port = free_port();
+        let child = kura()
+            .args(["server", "-p", &port.to_string(), "-t", "2"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut s = Server { child, port };
+        s.connect();
+        // The answer must have come from this server, not from another
+        // test's on a port the OS handed out twice.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            matches!(s.child.try_wait(), Ok(None)),
+            "kura exited at startup (port {port} taken?)"
+        );
+        s
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    return s;
+                }
+                Err(e) if Instant::now() > deadline => panic!("server did not come up: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn stop(mut self) {
+        // SAFETY: kill() on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    /// A test that fails leaves no server behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 8192];
+    while !out.ends_with(until) {
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&out));
+        out.extend_from_slice(&b[..n]);
+    }
+    out
+}
+
+pub fn stat(s: &mut TcpStream, name: &str) -> u64 {
+    let r = String::from_utf8(ask(s, b"stats\r\n", b"END\r\n")).unwrap();
+    r.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .unwrap_or_else(|| panic!("no stat {name}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
