@@ -16,17 +16,24 @@
 //! seq:u64 kind:u8 fields` (little endian), the CRC covering everything
 //! after itself. See [`record`] for the fields.
 //!
-//! Damage is told apart by where it is: a record cut short at the very end
-//! of the newest file is a torn write (a crash mid-append) and
-//! [`repair`] truncates it; anything else that does not check out is
-//! corruption, reported with the file and byte offset.
+//! Damage is told apart by where and what it is: a record cut short (or
+//! followed only by zeros) at the very end of the newest file, past the last
+//! record the directory knows was on disk (`LOG_END`, see [`LogEnd`]), is a
+//! torn write (a crash mid-append) and [`repair`] truncates it; anything
+//! else that does not check out is corruption, reported with the file and
+//! byte offset, and so is a log that ends before a record known to have been
+//! on disk (a deleted or cut segment).
 
+mod end;
+mod lock;
 pub mod record;
 mod scan;
 mod segment;
 pub mod snapshot;
 mod writer;
 
+pub use end::{end_path, read_end, write_end, LogEnd, END_FILE};
+pub use lock::{DirLock, LOCK_FILE};
 pub use record::{Mutation, MutationRef, Record};
 pub use scan::{check, repair, CheckReport, Damage, LogReader, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
@@ -52,6 +59,11 @@ pub enum LogError {
     Snapshot(#[from] snapshot::SnapshotDamage),
     #[error("record {got} written where {expected} was next")]
     OutOfOrder { expected: u64, got: u64 },
+    #[error("data dir {} is in use by {}", dir.display(), match pid { Some(p) => format!("process {p} (a running kura server?)"), None => "another process".to_string() })]
+    InUse {
+        dir: std::path::PathBuf,
+        pid: Option<u32>,
+    },
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {

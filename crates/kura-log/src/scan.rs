@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::end::{read_end, write_end, END_FILE};
+use crate::lock::DirLock;
 use crate::record::{DecodeError, Record, MIN_RECORD_LEN, RECORD_HEADER_LEN};
 use crate::segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 use crate::{io_err, LogError};
@@ -46,6 +48,8 @@ pub struct CheckReport {
     pub last_seq: Option<u64>,
     /// Bytes of valid records and headers.
     pub valid_bytes: u64,
+    /// The last record the directory noted as on disk (`LOG_END`).
+    pub known_end: Option<u64>,
     pub damage: Option<Damage>,
 }
 
@@ -82,6 +86,7 @@ fn scan_segment(
     seg: &SegmentFile,
     bytes: &[u8],
     newest: bool,
+    known_end: Option<u64>,
     prev: &mut Option<u64>,
     mut each: impl FnMut(Record, u64),
 ) -> End {
@@ -142,20 +147,31 @@ fn scan_segment(
                 pos += len;
             }
             Err(e) => {
-                // At the end of the newest segment, a record that runs to
-                // (or past) the end of the file, or is followed only by
-                // zeros, is a write the crash interrupted.
+                // At the end of the newest segment, a record cut short (it
+                // runs past the end of the file) or followed only by zeros
+                // (a file extended before its data landed) is a write the
+                // crash interrupted. A whole record that fails its CRC is
+                // not: it was written and changed since.
                 let claimed = if rest.len() >= 4 {
                     RECORD_HEADER_LEN as u64
                         + u64::from(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]))
                 } else {
                     u64::MAX
                 };
-                let reaches_end = claimed >= rest.len() as u64;
-                let zeros_after = rest
-                    .get(claimed.min(rest.len() as u64) as usize..)
-                    .is_some_and(|t| t.iter().all(|&b| b == 0));
-                if newest && (e == DecodeError::Truncated || reaches_end || zeros_after) {
+                let all_zeros = rest.iter().all(|&b| b == 0);
+                let zeros_after =
+                    claimed < rest.len() as u64 && rest[claimed as usize..].iter().all(|&b| b == 0);
+                let torn_shape = e == DecodeError::Truncated || all_zeros || zeros_after;
+                if newest && torn_shape {
+                    if let Some(k) = known_end.filter(|&k| expect <= k) {
+                        return End::Corrupt {
+                            offset: pos as u64,
+                            reason: format!(
+                                "damaged record {expect}, yet the log was on disk up to record \
+                                 {k} ({END_FILE}): not a torn write"
+                            ),
+                        };
+                    }
                     // A crash tears only the last write: a valid later
                     // record behind the damage means the damaged one was
                     // written whole and changed since (a flipped bit in
@@ -215,14 +231,22 @@ fn read(path: &Path) -> Result<Vec<u8>, LogError> {
     std::fs::read(path).map_err(io_err(path))
 }
 
-/// Checks every segment of `dir`.
+/// Checks every segment of `dir`, and that the log reaches the last record
+/// the directory noted as on disk (`LOG_END`).
 ///
 /// # Errors
 /// Only I/O errors; damage is in the report.
 pub fn check(dir: &Path) -> Result<CheckReport, LogError> {
+    check_against(dir, read_end(dir)?)
+}
+
+/// [`check`] with `known_end` as the last record known to have been on
+/// disk (none: nothing is known).
+fn check_against(dir: &Path, known_end: Option<u64>) -> Result<CheckReport, LogError> {
     let segments = segment_files(dir)?;
     let mut report = CheckReport {
         segments: segments.len(),
+        known_end,
         ..Default::default()
     };
     let mut prev = None;
@@ -230,7 +254,7 @@ pub fn check(dir: &Path) -> Result<CheckReport, LogError> {
         let bytes = read(&seg.path)?;
         let newest = i + 1 == segments.len();
         report.valid_bytes += FILE_HEADER_LEN.min(bytes.len()) as u64;
-        let end = scan_segment(seg, &bytes, newest, &mut prev, |r, len| {
+        let end = scan_segment(seg, &bytes, newest, known_end, &mut prev, |r, len| {
             report.records += 1;
             report.first_seq.get_or_insert(r.seq);
             report.last_seq = Some(r.seq);
@@ -256,17 +280,42 @@ pub fn check(dir: &Path) -> Result<CheckReport, LogError> {
             }
         }
     }
+    // The log goes on to the record before the newest segment's first,
+    // or to its last record: it must reach what was known on disk.
+    let reaches = segments
+        .last()
+        .map_or(0, |s| s.first_seq.saturating_sub(1))
+        .max(report.last_seq.unwrap_or(0));
+    if let (None, Some(k)) = (&report.damage, known_end.filter(|&k| k > reaches)) {
+        let (file, offset) = match segments.last() {
+            Some(s) => (
+                s.path.clone(),
+                std::fs::metadata(&s.path).map_or(0, |m| m.len()),
+            ),
+            None => (crate::end::end_path(dir), 0),
+        };
+        report.damage = Some(Damage::Corrupt {
+            file,
+            offset,
+            reason: format!(
+                "the log ends at record {reaches}, but it was on disk up to record {k} \
+                 ({END_FILE}): a segment, or the end of one, is missing"
+            ),
+        });
+    }
     Ok(report)
 }
 
-/// Repairs `dir` the way `redis-check-aof --fix` does: a torn tail is cut
-/// off; with `truncate_corrupt`, everything from the first corruption on is
-/// removed too (the records there are lost; the report says how many bytes
-/// were). Returns the report from before the repair.
+/// Repairs the locked directory the way `redis-check-aof --fix` does: a
+/// torn tail is cut off; with `truncate_corrupt`, everything from the first
+/// corruption on is removed too (the records there are lost; the report
+/// says how many bytes were). Returns the report from before the repair.
+/// The lock keeps a running server's directory out of reach.
 ///
 /// # Errors
 /// I/O errors.
-pub fn repair(dir: &Path, truncate_corrupt: bool) -> Result<CheckReport, LogError> {
+pub fn repair(lock: &DirLock, truncate_corrupt: bool) -> Result<CheckReport, LogError> {
+    let dir = lock.dir();
     let report = check(dir)?;
     let (file, offset) = match &report.damage {
         None => return Ok(report),
@@ -291,6 +340,17 @@ pub fn repair(dir: &Path, truncate_corrupt: bool) -> Result<CheckReport, LogErro
             std::fs::remove_file(&seg.path).map_err(io_err(&seg.path))?;
         }
     }
+    // What was cut is given up: the note must not claim it any more.
+    if let Some(k) = report.known_end {
+        let left = check_against(dir, None)?;
+        let reaches = segment_files(dir)?
+            .last()
+            .map_or(0, |s| s.first_seq.saturating_sub(1))
+            .max(left.last_seq.unwrap_or(0));
+        if reaches < k {
+            write_end(dir, reaches)?;
+        }
+    }
     Ok(report)
 }
 
@@ -305,6 +365,7 @@ pub struct LogReader {
     prev: Option<u64>,
     pending_error: Option<LogError>,
     done: bool,
+    known_end: Option<u64>,
 }
 
 impl LogReader {
@@ -328,6 +389,7 @@ impl LogReader {
             prev: None,
             pending_error: None,
             done: false,
+            known_end: read_end(dir)?,
         })
     }
 
@@ -341,11 +403,18 @@ impl LogReader {
         let bytes = read(&seg.path)?;
         let mut records = Vec::new();
         let from = self.from;
-        let end = scan_segment(&seg, &bytes, newest, &mut self.prev, |r, _| {
-            if r.seq >= from {
-                records.push(r);
-            }
-        });
+        let end = scan_segment(
+            &seg,
+            &bytes,
+            newest,
+            self.known_end,
+            &mut self.prev,
+            |r, _| {
+                if r.seq >= from {
+                    records.push(r);
+                }
+            },
+        );
         match end {
             End::Clean => {}
             End::Torn { .. } => self.done = true,

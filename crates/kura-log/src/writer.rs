@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::end::LogEnd;
 use crate::record::{Mutation, MutationRef, MAX_BODY_LEN, RECORD_HEADER_LEN};
 use crate::scan::{check, Damage};
 use crate::segment::{header, segment_files, segment_path};
@@ -70,6 +71,8 @@ pub struct LogWriter {
     dirty: bool,
     last_sync: Instant,
     buf: Vec<u8>,
+    /// Where the last record known to be on disk is noted.
+    end: LogEnd,
 }
 
 impl std::fmt::Debug for LogWriter {
@@ -148,6 +151,7 @@ impl LogWriter {
                     dirty: false,
                     last_sync: Instant::now(),
                     buf: Vec::new(),
+                    end: LogEnd::open(dir)?,
                 });
             }
         }
@@ -162,6 +166,7 @@ impl LogWriter {
             dirty: false,
             last_sync: Instant::now(),
             buf: Vec::new(),
+            end: LogEnd::open(dir)?,
         })
     }
 
@@ -256,12 +261,21 @@ impl LogWriter {
     /// # Errors
     /// The fsync failed.
     pub fn sync(&mut self) -> Result<(), LogError> {
+        self.write_buf()?;
         if self.dirty {
             self.file.sync_data().map_err(io_err(&self.path))?;
             self.dirty = false;
+            self.end.note(self.next_seq - 1)?;
         }
         self.last_sync = Instant::now();
         Ok(())
+    }
+
+    /// The note of the last record known to be on disk: whoever syncs a
+    /// handle from [`LogWriter::sync_due`] updates it once that sync is
+    /// done.
+    pub fn end(&self) -> &LogEnd {
+        &self.end
     }
 
     /// Under `everysec`, when a second has passed since the last sync and
@@ -293,6 +307,7 @@ impl LogWriter {
             self.file.sync_data().map_err(io_err(&self.path))?;
             self.dirty = false;
             self.last_sync = Instant::now();
+            self.end.note(self.next_seq - 1)?;
         }
         let (file, path) = new_segment(&self.dir, self.next_seq)?;
         self.file = file;

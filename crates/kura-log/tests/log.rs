@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use kura_log::{
-    check, repair, segment_files, Damage, FsyncPolicy, LogReader, LogWriter, Mutation,
+    check, repair, segment_files, Damage, DirLock, FsyncPolicy, LogReader, LogWriter, Mutation,
     WriterOptions,
 };
 
@@ -134,6 +134,9 @@ fn a_torn_tail_at_any_byte_is_cut_off_and_writing_goes_on() {
         with_41.len() > full.len(),
         "record 41 went to the same segment"
     );
+    // A write torn by a crash never made it through an fsync: the data
+    // dir's note still says 40.
+    kura_log::write_end(&d.0, 40).unwrap();
     for cut in full.len() + 1..with_41.len() {
         std::fs::write(&last, &with_41[..cut]).unwrap();
         let report = check(&d.0).unwrap();
@@ -218,12 +221,12 @@ fn a_flipped_bit_in_the_middle_is_corruption_with_file_and_offset() {
 
     // Repair without permission to drop data leaves it as it is; with it,
     // the log is cut at the corruption and opens again.
-    repair(&d.0, false).unwrap();
+    repair(&DirLock::take(&d.0).unwrap(), false).unwrap();
     assert!(matches!(
         check(&d.0).unwrap().damage,
         Some(Damage::Corrupt { .. })
     ));
-    let before = repair(&d.0, true).unwrap();
+    let before = repair(&DirLock::take(&d.0).unwrap(), true).unwrap();
     assert!(matches!(before.damage, Some(Damage::Corrupt { .. })));
     let after = check(&d.0).unwrap();
     assert_eq!(after.damage, None);
@@ -282,6 +285,93 @@ fn a_missing_segment_is_a_gap() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The newest segment's bytes, and where its last record starts.
+fn last_record(dir: &Path) -> (PathBuf, Vec<u8>, usize) {
+    let path = segment_files(dir).unwrap().pop().unwrap().path;
+    let bytes = std::fs::read(&path).unwrap();
+    let len = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let mut at = 16;
+    while at + 8 + len(at) < bytes.len() {
+        at += 8 + len(at);
+    }
+    assert_eq!(
+        at + 8 + len(at),
+        bytes.len(),
+        "records end at the file's end"
+    );
+    (path, bytes, at)
+}
+
+fn corrupt_at(dir: &Path, file: &Path, offset: usize) -> String {
+    match check(dir).unwrap().damage {
+        Some(Damage::Corrupt {
+            file: f,
+            offset: o,
+            reason,
+        }) => {
+            assert_eq!((f.as_path(), o), (file, offset as u64), "{reason}");
+            reason
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_flipped_bit_in_the_last_whole_record_is_corruption_not_a_torn_tail() {
+    for byte in [8usize, 12, 17, 30] {
+        let d = TempDir::new("flip-last");
+        write(&d.0, 40);
+        let (path, mut bytes, at) = last_record(&d.0);
+        let i = (at + byte).min(bytes.len() - 1);
+        bytes[i] ^= 0x04;
+        std::fs::write(&path, &bytes).unwrap();
+        // Known to have been on disk (the writer synced it)...
+        corrupt_at(&d.0, &path, at);
+        // ...and, without that note, still a whole record that fails its
+        // CRC: changed after it was written, never a torn write.
+        std::fs::remove_file(kura_log::end_path(&d.0)).unwrap();
+        let reason = corrupt_at(&d.0, &path, at);
+        assert!(reason.contains("CRC"), "{reason}");
+        assert!(LogWriter::open(&d.0, small(FsyncPolicy::No)).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing was cut");
+    }
+}
+
+#[test]
+fn a_record_cut_short_after_it_was_on_disk_is_corruption() {
+    let d = TempDir::new("cut-synced");
+    write(&d.0, 40);
+    let (path, bytes, at) = last_record(&d.0);
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    let reason = corrupt_at(&d.0, &path, at);
+    assert!(reason.contains("LOG_END"), "{reason}");
+}
+
+#[test]
+fn a_deleted_newest_segment_is_missing_records_until_repair_gives_them_up() {
+    let d = TempDir::new("missing-newest");
+    write(&d.0, 300);
+    let segs = segment_files(&d.0).unwrap();
+    assert!(segs.len() > 2);
+    let newest = segs.last().unwrap();
+    std::fs::remove_file(&newest.path).unwrap();
+    let before = &segs[segs.len() - 2].path;
+    let size = std::fs::metadata(before).unwrap().len() as usize;
+    let reason = corrupt_at(&d.0, before, size);
+    assert!(reason.contains("missing"), "{reason}");
+    assert!(LogWriter::open(&d.0, small(FsyncPolicy::No)).is_err());
+    // A plain repair does not give records up; --truncate-corrupt does.
+    repair(&DirLock::take(&d.0).unwrap(), false).unwrap();
+    assert!(check(&d.0).unwrap().damage.is_some());
+    repair(&DirLock::take(&d.0).unwrap(), true).unwrap();
+    let report = check(&d.0).unwrap();
+    assert_eq!(report.damage, None);
+    assert_eq!(report.last_seq, Some(newest.first_seq - 1));
+    let mut w = LogWriter::open(&d.0, small(FsyncPolicy::No)).unwrap();
+    assert_eq!(w.next_seq(), newest.first_seq);
+    w.append(&mutation(1)).unwrap();
 }
 
 #[test]

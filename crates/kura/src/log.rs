@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use kura_log::{check, check_dir, remove_partial_snapshots, repair, CheckReport, Damage};
+use kura_log::{check, check_dir, remove_partial_snapshots, repair, CheckReport, Damage, DirLock};
 
 #[derive(Subcommand)]
 pub enum LogCommand {
@@ -52,6 +52,15 @@ fn damage(d: &Damage) -> String {
 
 /// Runs the command; returns the exit status.
 pub fn run(cmd: LogCommand) -> i32 {
+    if let LogCommand::Check { dir } = &cmd {
+        // Reading is safe beside a server; what it reads may be moving.
+        if DirLock::is_held(dir) {
+            println!(
+                "note: {} is in use by a running server: its newest segment may be mid-write",
+                dir.display()
+            );
+        }
+    }
     match cmd {
         LogCommand::Check { dir } => match check_dir(&dir) {
             Err(e) => {
@@ -110,7 +119,10 @@ pub fn run(cmd: LogCommand) -> i32 {
         LogCommand::Repair {
             dir,
             truncate_corrupt,
-        } => match remove_bad_snapshots(&dir).and_then(|()| repair(&dir, truncate_corrupt)) {
+        } => match DirLock::take(&dir).and_then(|lock| {
+            remove_bad_snapshots(&dir)?;
+            repair(&lock, truncate_corrupt)
+        }) {
             Err(e) => {
                 eprintln!("kura: {e}");
                 2

@@ -4,34 +4,13 @@
 
 mod common;
 
-use common::{ask, free_port, kura, stat, tempdir, Server};
+use common::{ask, fill, free_port, get, kura, newest, start_fails, stat, tempdir, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Starting must fail: returns what the server said.
-fn start_fails(dir: &Path) -> String {
-    let out = kura()
-        .args(["server", "-p", &free_port().to_string(), "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "the server started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn get(s: &mut TcpStream, key: &str) -> Option<String> {
-    let r = ask(s, format!("get {key}\r\n").as_bytes(), b"END\r\n");
-    let r = String::from_utf8(r).unwrap();
-    let mut lines = r.split("\r\n");
-    let head = lines.next()?;
-    head.starts_with("VALUE ")
-        .then(|| lines.next().unwrap().to_string())
-}
 
 /// Writers that set distinct keys `w{t}-{i}` in order, each remembering
 /// the last one acknowledged, until told to stop.
@@ -300,28 +279,6 @@ fn bin(opcode: u8, key: &[u8], value: &[u8], extras: &[u8]) -> Vec<u8> {
     v.extend_from_slice(key);
     v.extend_from_slice(value);
     v
-}
-
-fn newest(dir: &Path, ext: &str) -> PathBuf {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some(ext))
-        .collect();
-    files.sort();
-    files
-        .pop()
-        .unwrap_or_else(|| panic!("no .{ext} file in {}", dir.display()))
-}
-
-fn fill(server: &Server, prefix: &str, n: usize) {
-    let mut c = server.connect();
-    let mut req = Vec::new();
-    for i in 0..n {
-        req.extend_from_slice(format!("set {prefix}{i} 0 0 20 noreply\r\n{i:020}\r\n").as_bytes());
-    }
-    req.extend_from_slice(b"mn\r\n");
-    ask(&mut c, &req, b"MN\r\n");
 }
 
 #[test]

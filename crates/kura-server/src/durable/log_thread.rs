@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kura_log::{FsyncPolicy, LogWriter};
+use kura_log::{FsyncPolicy, LogEnd, LogWriter};
 use kura_store::Store;
 use tokio::sync::watch;
 
@@ -51,7 +51,11 @@ struct Syncer {
 }
 
 impl Syncer {
-    fn start(synced: Arc<Synced>, on_failure: Arc<OnFailure>) -> std::io::Result<Syncer> {
+    fn start(
+        synced: Arc<Synced>,
+        end: LogEnd,
+        on_failure: Arc<OnFailure>,
+    ) -> std::io::Result<Syncer> {
         let (tx, rx) = mpsc::channel::<(File, u64)>();
         let busy = Arc::new(AtomicBool::new(false));
         let flag = busy.clone();
@@ -59,7 +63,8 @@ impl Syncer {
             .name("kura-fsync".into())
             .spawn(move || {
                 for (file, last) in rx {
-                    if let Err(e) = file.sync_data() {
+                    let done = file.sync_data().map_err(|e| e.to_string());
+                    if let Err(e) = done.and_then(|()| end.note(last).map_err(|e| e.to_string())) {
                         tracing::error!(
                             "fsync of the update log failed: {e}; what the log holds since the last good sync may not be on disk, so the server stops"
                         );
@@ -123,7 +128,11 @@ impl LogThread {
         let mut since_snapshot = 0u64;
         let mut last_snapshot = Instant::now();
         let mut snapshot: Option<JoinHandle<()>> = None;
-        let syncer = Syncer::start(self.synced.clone(), self.on_failure.clone())?;
+        let syncer = Syncer::start(
+            self.synced.clone(),
+            self.writer.end().clone(),
+            self.on_failure.clone(),
+        )?;
         // The last record numbered when a batch began, and when: once it
         // is written, the debt is younger than that (lag.rs).
         let mut mark = None;

@@ -22,7 +22,6 @@ mod recovery;
 mod sink;
 mod snapshot;
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -31,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use kura_log::{
-    check_dir, read_snapshot, remove_partial_snapshots, Damage, FsyncPolicy, LogReader, LogWriter,
-    WriterOptions,
+    check_dir, read_snapshot, remove_partial_snapshots, Damage, DirLock, FsyncPolicy, LogReader,
+    LogWriter, WriterOptions,
 };
 use kura_store::Store;
 use tokio::sync::watch;
@@ -81,8 +80,8 @@ pub struct Durable {
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
     on_failure: Arc<OnFailure>,
-    /// Held for the life of the server: one server per data directory.
-    _lock: File,
+    /// Held for the life of the server: one writer per data directory.
+    _lock: DirLock,
 }
 
 impl std::fmt::Debug for Durable {
@@ -105,19 +104,7 @@ impl Durable {
         let dir = &config.dir;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create data dir {}", dir.display()))?;
-        let lock_path = dir.join("LOCK");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("cannot open {}", lock_path.display()))?;
-        if lock.try_lock().is_err() {
-            return Err(anyhow!(
-                "data dir {} is in use by another kura server",
-                dir.display()
-            ));
-        }
+        let lock = DirLock::take(dir)?;
         for p in remove_partial_snapshots(dir)? {
             tracing::warn!("removed a half-written snapshot {}", p.display());
         }

@@ -134,3 +134,45 @@ pub fn stat(s: &mut TcpStream, name: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Starting must fail: returns what the server said.
+pub fn start_fails(dir: &Path) -> String {
+    let out = kura()
+        .args(["server", "-p", &free_port().to_string(), "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the server started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn newest(dir: &Path, ext: &str) -> PathBuf {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some(ext))
+        .collect();
+    files.sort();
+    files
+        .pop()
+        .unwrap_or_else(|| panic!("no .{ext} file in {}", dir.display()))
+}
+
+pub fn fill(server: &Server, prefix: &str, n: usize) {
+    let mut c = server.connect();
+    let mut req = Vec::new();
+    for i in 0..n {
+        req.extend_from_slice(format!("set {prefix}{i} 0 0 20 noreply\r\n{i:020}\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"mn\r\n");
+    ask(&mut c, &req, b"MN\r\n");
+}
+
+pub fn get(s: &mut TcpStream, key: &str) -> Option<String> {
+    let r = ask(s, format!("get {key}\r\n").as_bytes(), b"END\r\n");
+    let r = String::from_utf8(r).unwrap();
+    let mut lines = r.split("\r\n");
+    let head = lines.next()?;
+    head.starts_with("VALUE ")
+        .then(|| lines.next().unwrap().to_string())
+}
