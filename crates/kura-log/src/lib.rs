@@ -38,8 +38,9 @@ pub use record::{Mutation, MutationRef, Record};
 pub use scan::{check, repair, CheckReport, Damage, LogReader, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
-    check_dir, check_snapshot, prune, read_snapshot, remove_partial_snapshots, snapshot_files,
-    DirReport, Pruned, SnapshotDamage, SnapshotFile, SnapshotStatus, SnapshotWriter,
+    available_bytes, check_dir, check_snapshot, prune, read_snapshot, remove_partial_snapshots,
+    snapshot_files, DirReport, Pruned, SnapshotDamage, SnapshotFile, SnapshotStatus,
+    SnapshotWriter,
 };
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};
 
@@ -48,6 +49,13 @@ pub use writer::{FsyncPolicy, LogWriter, WriterOptions};
 pub enum LogError {
     #[error("{path}: {source}")]
     Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// An fsync failed: what was written since the last good one may not
+    /// be on disk, whatever the file reads back now.
+    #[error("{path}: fsync failed: {source}")]
+    Sync {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
@@ -64,6 +72,13 @@ pub enum LogError {
         dir: std::path::PathBuf,
         pid: Option<u32>,
     },
+}
+
+pub(crate) fn sync_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+    move |source| LogError::Sync {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {

@@ -71,9 +71,20 @@ pub fn remove_partial_snapshots(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
     Ok(removed)
 }
 
-/// Writes one snapshot.
+/// Bytes free for an unprivileged writer on the filesystem of `dir`.
+///
+/// # Errors
+/// I/O errors.
+pub fn available_bytes(dir: &Path) -> Result<u64, LogError> {
+    let st = rustix::fs::statvfs(dir).map_err(|e| io_err(dir)(e.into()))?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Writes one snapshot. Dropped before [`SnapshotWriter::finish`] (an error
+/// on the way, a full disk), it removes its half-written file.
 pub struct SnapshotWriter {
-    out: BufWriter<File>,
+    /// `None` once finished.
+    out: Option<BufWriter<File>>,
     tmp: PathBuf,
     path: PathBuf,
     dir: PathBuf,
@@ -102,9 +113,12 @@ impl SnapshotWriter {
         header[..8].copy_from_slice(MAGIC);
         header[8] = VERSION;
         header[16..].copy_from_slice(&seq.to_le_bytes());
-        out.write_all(&header).map_err(io_err(&tmp))?;
+        if let Err(e) = out.write_all(&header) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err(&tmp)(e));
+        }
         Ok(SnapshotWriter {
-            out,
+            out: Some(out),
             tmp,
             path,
             dir: dir.to_owned(),
@@ -123,7 +137,8 @@ impl SnapshotWriter {
         self.buf.clear();
         m.encode(self.seq, &mut self.buf);
         self.crc.update(&self.buf);
-        self.out.write_all(&self.buf).map_err(io_err(&self.tmp))?;
+        let out = self.out.as_mut().ok_or_else(|| finished(&self.tmp))?;
+        out.write_all(&self.buf).map_err(io_err(&self.tmp))?;
         self.records += 1;
         Ok(())
     }
@@ -138,18 +153,36 @@ impl SnapshotWriter {
         trailer[..8].copy_from_slice(END_MAGIC);
         trailer[8..16].copy_from_slice(&self.records.to_le_bytes());
         trailer[16..20].copy_from_slice(&self.crc.clone().finalize().to_le_bytes());
-        self.out.write_all(&trailer).map_err(io_err(&self.tmp))?;
-        let file = self
-            .out
-            .into_inner()
-            .map_err(|e| io_err(&self.tmp)(e.into_error()))?;
-        file.sync_all().map_err(io_err(&self.tmp))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(io_err(&self.path))?;
+        let mut out = self.out.take().ok_or_else(|| finished(&self.tmp))?;
+        let done = (|| {
+            out.write_all(&trailer).map_err(io_err(&self.tmp))?;
+            let file = out
+                .into_inner()
+                .map_err(|e| io_err(&self.tmp)(e.into_error()))?;
+            file.sync_all().map_err(io_err(&self.tmp))?;
+            std::fs::rename(&self.tmp, &self.path).map_err(io_err(&self.path))
+        })();
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(e);
+        }
         if let Ok(d) = File::open(&self.dir) {
             d.sync_all().map_err(io_err(&self.dir))?;
         }
-        Ok((self.path, self.records))
+        Ok((self.path.clone(), self.records))
     }
+}
+
+impl Drop for SnapshotWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn finished(tmp: &Path) -> LogError {
+    io_err(tmp)(std::io::Error::other("snapshot already finished"))
 }
 
 /// Why a snapshot cannot be used.

@@ -14,7 +14,7 @@ use crate::end::LogEnd;
 use crate::record::{Mutation, MutationRef, MAX_BODY_LEN, RECORD_HEADER_LEN};
 use crate::scan::{check, Damage};
 use crate::segment::{header, segment_files, segment_path};
-use crate::{io_err, LogError};
+use crate::{io_err, sync_err, LogError};
 
 /// When the log reaches the disk (Redis's `appendfsync` meanings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -245,11 +245,19 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Writes the batch. On an error (a full disk) the batch is kept and
+    /// whatever part of it reached the file is cut off again, so that a
+    /// later [`LogWriter::commit`] can write it whole once there is room.
     fn write_buf(&mut self) -> Result<(), LogError> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        self.file.write_all(&self.buf).map_err(io_err(&self.path))?;
+        if let Err(e) = self.file.write_all(&self.buf) {
+            // Appends go to the end of the file: it must end where the
+            // last whole batch did.
+            let _ = self.file.set_len(self.size);
+            return Err(io_err(&self.path)(e));
+        }
         self.size += self.buf.len() as u64;
         self.buf.clear();
         self.dirty = true;
@@ -263,7 +271,7 @@ impl LogWriter {
     pub fn sync(&mut self) -> Result<(), LogError> {
         self.write_buf()?;
         if self.dirty {
-            self.file.sync_data().map_err(io_err(&self.path))?;
+            self.file.sync_data().map_err(sync_err(&self.path))?;
             self.dirty = false;
             self.end.note(self.next_seq - 1)?;
         }
@@ -304,7 +312,7 @@ impl LogWriter {
         if self.options.fsync != FsyncPolicy::No {
             // Whether or not a sync handed out by `sync_due` has finished:
             // the closed segment is on disk before the next one exists.
-            self.file.sync_data().map_err(io_err(&self.path))?;
+            self.file.sync_data().map_err(sync_err(&self.path))?;
             self.dirty = false;
             self.last_sync = Instant::now();
             self.end.note(self.next_seq - 1)?;

@@ -83,6 +83,8 @@ pub enum Status {
     AuthContinue = 0x21,
     UnknownCommand = 0x81,
     OutOfMemory = 0x82,
+    /// memcached's `ETMPFAIL`: try again later.
+    TemporaryFailure = 0x86,
 }
 
 impl Status {
@@ -101,6 +103,7 @@ impl Status {
             Status::AuthContinue => b"",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
+            Status::TemporaryFailure => b"Temporary failure",
         }
     }
 
@@ -235,6 +238,21 @@ pub struct BinRequest<'a> {
     /// A quiet opcode.
     pub quiet: bool,
     pub command: Command<'a>,
+}
+
+impl Command<'_> {
+    /// Whether this command may change stored data: storage, delete,
+    /// arithmetic, flush, and the touching forms of get (GAT, TOUCH).
+    pub fn changes_data(&self) -> bool {
+        match self {
+            Command::Store { .. }
+            | Command::Delete { .. }
+            | Command::Arith { .. }
+            | Command::Flush { .. } => true,
+            Command::Get { touch, .. } => touch.is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// When an error is detected, relative to authentication.

@@ -51,6 +51,26 @@ pub enum Request<'a> {
 }
 
 impl Request<'_> {
+    /// Whether this request may change stored data (what a server that
+    /// cannot log changes, or a read-only replica, refuses): every storage,
+    /// delete, arithmetic, touch and flush command, `gat`/`gats`, and `mg`
+    /// with `T` (touch) or `N` (vivify on miss).
+    pub fn changes_data(&self) -> bool {
+        match self {
+            Request::Store(_)
+            | Request::Delete(_)
+            | Request::Arith(_)
+            | Request::Touch(_)
+            | Request::FlushAll(_)
+            | Request::MetaSet(_)
+            | Request::MetaDelete(_)
+            | Request::MetaArith(_) => true,
+            Request::Get(g) => g.touch.is_some(),
+            Request::MetaGet(m) => m.flags.ttl.is_some() || m.flags.vivify.is_some(),
+            _ => false,
+        }
+    }
+
     /// Whether a successful reply to this request is suppressed.
     pub fn is_quiet(&self) -> bool {
         match self {

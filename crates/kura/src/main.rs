@@ -103,10 +103,16 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     }
     let handle = server.start()?;
     process::wait_for_stop(handle.shared());
+    let durable = handle.shared().durable.clone();
     handle.shutdown();
     handle.join();
     if let Some(path) = &config.pidfile {
         let _ = std::fs::remove_file(path);
+    }
+    // A server stopped by its log's failure says so to its supervisor
+    // (Restart=on-failure restarts it).
+    if durable.is_some_and(|d| d.health().failed()) {
+        anyhow::bail!("stopped: the update log failed (see above)");
     }
     Ok(())
 }

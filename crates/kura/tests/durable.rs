@@ -479,7 +479,7 @@ fn a_data_dir_in_use_is_refused() {
 }
 
 #[test]
-fn a_log_that_cannot_be_written_stops_the_server_without_losing_acknowledged_writes() {
+fn a_log_that_cannot_be_written_refuses_writes_without_losing_acknowledged_writes() {
     use std::os::unix::process::CommandExt;
     let dir = tempdir("efbig");
     let port = free_port();
@@ -513,30 +513,45 @@ fn a_log_that_cannot_be_written_stops_the_server_without_losing_acknowledged_wri
     let server = Server { child, port };
     let mut c = server.connect();
     let mut acked = 0;
+    let mut refusal = String::new();
     for i in 0..2000 {
         let req = format!("set big{i} 0 0 100\r\n{:0100}\r\n", i);
-        if c.write_all(req.as_bytes()).is_err() {
-            break;
+        c.write_all(req.as_bytes()).unwrap();
+        let mut b = [0u8; 256];
+        let n = c.read(&mut b).unwrap();
+        if &b[..n] == b"STORED\r\n" {
+            acked = i + 1;
+            continue;
         }
-        let mut b = [0u8; 64];
-        match c.read(&mut b) {
-            Ok(n) if &b[..n] == b"STORED\r\n" => acked = i + 1,
-            _ => break,
+        if n == 0 {
+            // Under `always` the write that met the error is not
+            // acknowledged: its connection closes. The next is refused.
+            c = server.connect();
+            c.write_all(req.as_bytes()).unwrap();
+            let n = c.read(&mut b).unwrap();
+            refusal = String::from_utf8_lossy(&b[..n]).into_owned();
+        } else {
+            refusal = String::from_utf8_lossy(&b[..n]).into_owned();
         }
+        break;
     }
     assert!(acked > 0 && acked < 2000, "{acked} writes acknowledged");
+    // The file size limit (EFBIG) refuses writes; reads go on.
+    assert!(
+        refusal.starts_with("SERVER_ERROR the update log cannot be written"),
+        "{refusal:?}"
+    );
+    let mut c = server.connect();
+    assert_eq!(get(&mut c, "big0"), Some(format!("{:0100}", 0)));
+    assert_eq!(stat(&mut c, "log_refusing_writes"), 1);
+    // Stopped in that state, it exits with an error and says why.
     let mut server = server;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = server.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server kept running without its log"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    // SAFETY: kill() on our own child's pid.
+    unsafe {
+        libc::kill(server.child.id() as i32, libc::SIGTERM);
+    }
+    let status = server.child.wait().unwrap();
+    assert!(!status.success(), "exit status {status}");
     let mut err = String::new();
     server
         .child
@@ -545,7 +560,10 @@ fn a_log_that_cannot_be_written_stops_the_server_without_losing_acknowledged_wri
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert!(err.contains("update log failed"), "{status}: {err}");
+    assert!(
+        err.contains("cannot write the update log"),
+        "{status}: {err}"
+    );
     drop(server);
     // Without the limit, every acknowledged write is there.
     let server = Server::start(&dir, &[]);

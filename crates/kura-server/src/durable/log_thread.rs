@@ -4,98 +4,33 @@
 //! starts snapshots.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kura_log::{FsyncPolicy, LogEnd, LogWriter};
+use kura_log::{FsyncPolicy, LogError, LogWriter};
 use kura_store::Store;
-use tokio::sync::watch;
 
+use super::health::Health;
 use super::lag::Lag;
 use super::sink::{LogSink, Msg, Owned};
 use super::snapshot::take_snapshot;
+use super::syncer::{Synced, Syncer};
 use super::{DurableConfig, LogStats};
 
 /// Records taken into one batch at most.
 const BATCH_RECORDS: usize = 65536;
 
-/// Publishes the last record known to be on disk; both the log thread and
-/// the background syncer do, so it only ever moves forward.
-pub(super) struct Synced {
-    pub(super) tx: watch::Sender<u64>,
-    pub(super) stats: Arc<LogStats>,
-}
-
-impl Synced {
-    fn publish(&self, last: u64) {
-        self.stats.synced.fetch_max(last, Ordering::AcqRel);
-        self.tx.send_if_modified(|s| {
-            let newer = last > *s;
-            if newer {
-                *s = last;
-            }
-            newer
-        });
-    }
-}
-
-/// The `everysec` fsync, on a thread of its own so that the log thread goes
-/// on writing while the disk catches up (a sync of a second of large values
-/// can take longer than a second).
-struct Syncer {
-    tx: mpsc::Sender<(File, u64)>,
-    busy: Arc<AtomicBool>,
-}
-
-impl Syncer {
-    fn start(
-        synced: Arc<Synced>,
-        end: LogEnd,
-        on_failure: Arc<OnFailure>,
-    ) -> std::io::Result<Syncer> {
-        let (tx, rx) = mpsc::channel::<(File, u64)>();
-        let busy = Arc::new(AtomicBool::new(false));
-        let flag = busy.clone();
-        std::thread::Builder::new()
-            .name("kura-fsync".into())
-            .spawn(move || {
-                for (file, last) in rx {
-                    let done = file.sync_data().map_err(|e| e.to_string());
-                    if let Err(e) = done.and_then(|()| end.note(last).map_err(|e| e.to_string())) {
-                        tracing::error!(
-                            "fsync of the update log failed: {e}; what the log holds since the last good sync may not be on disk, so the server stops"
-                        );
-                        if let Some(stop) = on_failure.get() {
-                            stop();
-                        }
-                        return;
-                    }
-                    synced.publish(last);
-                    flag.store(false, Ordering::Release);
-                }
-            })?;
-        Ok(Syncer { tx, busy })
-    }
-
-    /// Whether the last sync handed over is still running.
-    fn busy(&self) -> bool {
-        self.busy.load(Ordering::Acquire)
-    }
-
-    fn sync(&self, file: File, last: u64) {
-        self.busy.store(true, Ordering::Release);
-        let _ = self.tx.send((file, last));
-    }
-}
+/// How often a log that could not be written is tried again.
+const RETRY: Duration = Duration::from_secs(1);
 
 pub(super) struct LogThread {
     pub(super) writer: LogWriter,
     pub(super) rx: mpsc::Receiver<Msg>,
     pub(super) synced: Arc<Synced>,
     pub(super) lag: Arc<Lag>,
+    pub(super) health: Arc<Health>,
     pub(super) stats: Arc<LogStats>,
     pub(super) store: Arc<Store>,
     pub(super) sink: Arc<LogSink>,
@@ -103,6 +38,10 @@ pub(super) struct LogThread {
     pub(super) tx: mpsc::Sender<Msg>,
     pub(super) snapshot_now: bool,
     pub(super) on_failure: Arc<OnFailure>,
+    /// Bytes of records in the writer's batch, not yet written.
+    pub(super) batched: u64,
+    /// Bytes logged since the last snapshot began.
+    pub(super) since_snapshot: u64,
 }
 
 /// What to do when the log cannot be written: stop the server.
@@ -114,9 +53,9 @@ impl LogThread {
             tracing::error!(
                 "update log failed: {e:#}; the server stops rather than acknowledge writes it cannot log"
             );
-            // Connections waiting under `always` see the sender go and
-            // close without acknowledging; the server is told to stop.
-            self.lag.close();
+            // Connections waiting for the log close without acknowledging;
+            // the server is told to stop, and exits with an error.
+            self.health.fail();
             if let Some(stop) = self.on_failure.get() {
                 stop();
             }
@@ -125,7 +64,6 @@ impl LogThread {
 
     fn serve(&mut self) -> anyhow::Result<()> {
         let mut pending: BTreeMap<u64, (Owned, usize)> = BTreeMap::new();
-        let mut since_snapshot = 0u64;
         let mut last_snapshot = Instant::now();
         let mut snapshot: Option<JoinHandle<()>> = None;
         let syncer = Syncer::start(
@@ -136,6 +74,8 @@ impl LogThread {
         // The last record numbered when a batch began, and when: once it
         // is written, the debt is younger than that (lag.rs).
         let mut mark = None;
+        // When a write to the log last failed, while it keeps failing.
+        let mut failing: Option<Instant> = None;
         let tick = Duration::from_millis(200);
         loop {
             let mut syncs = Vec::new();
@@ -164,39 +104,46 @@ impl LogThread {
                     break;
                 }
             }
-            let mut wrote = 0u64;
-            while let Some(entry) = pending.first_entry() {
-                if *entry.key() != self.writer.next_seq() {
-                    break;
+            // After a failed write, try again once a second; until then
+            // records wait in `pending` (writes are refused meanwhile).
+            let retry_due = failing.is_none_or(|at: Instant| at.elapsed() >= RETRY || stop);
+            if retry_due {
+                match self.write(&mut pending) {
+                    Ok(()) => {
+                        if failing.take().is_some() {
+                            tracing::warn!("the update log is written again: writes are accepted");
+                            self.health.recover();
+                        }
+                    }
+                    Err(LogError::Io { path, source }) if !stop => {
+                        if failing.is_none() {
+                            tracing::error!(
+                                "cannot write the update log {}: {source}; refusing writes, serving reads, trying again every second",
+                                path.display()
+                            );
+                        }
+                        self.health.refuse(&source.to_string());
+                        failing = Some(Instant::now());
+                    }
+                    Err(e) => return Err(e.into()),
                 }
-                let (seq, (owned, len)) = entry.remove_entry();
-                self.writer.push(seq, &owned.as_mutation())?;
-                wrote += len as u64;
             }
-            let last = self.writer.next_seq() - 1;
-            if wrote > 0 {
-                since_snapshot += wrote;
-                self.stats.bytes.fetch_add(wrote, Ordering::Relaxed);
-                // Under `always` this syncs: one fsync for the whole batch.
-                self.writer.commit()?;
-                // The handles go (and their memory with them) before the
-                // debt is said to be paid.
-                self.lag.paid(last, wrote);
-                if self.config.fsync == FsyncPolicy::Always {
-                    self.synced.publish(last);
-                }
-            }
+            let last = self.lag.written();
             if let Some(m) = mark.filter(|m| last >= m.0) {
                 self.lag.covered(m);
                 mark = None;
             }
-            if !syncs.is_empty() || stop {
+            if stop || (!syncs.is_empty() && failing.is_none()) {
                 self.writer.sync()?;
-                self.synced.publish(last);
-                for s in syncs {
-                    let _ = s.send(last);
-                }
-            } else if !syncer.busy() {
+                self.synced.publish(self.writer.next_seq() - 1);
+            }
+            // A snapshot asking while the log cannot be written is told
+            // what is on disk, and gives up.
+            let on_disk = self.stats.synced.load(Ordering::Acquire);
+            for s in syncs {
+                let _ = s.send(on_disk);
+            }
+            if failing.is_none() && !syncer.busy() {
                 if let Some(file) = self.writer.sync_due()? {
                     syncer.sync(file, last);
                 }
@@ -208,13 +155,13 @@ impl LogThread {
             }
             let due = self.snapshot_now
                 || (self.config.snapshot_log_bytes > 0
-                    && since_snapshot >= self.config.snapshot_log_bytes)
+                    && self.since_snapshot >= self.config.snapshot_log_bytes)
                 || (!self.config.snapshot_interval.is_zero()
-                    && since_snapshot > 0
+                    && self.since_snapshot > 0
                     && last_snapshot.elapsed() >= self.config.snapshot_interval);
             if due && snapshot.as_ref().is_none_or(|t| t.is_finished()) {
                 self.snapshot_now = false;
-                since_snapshot = 0;
+                self.since_snapshot = 0;
                 last_snapshot = Instant::now();
                 let (store, sink, tx, dir, stats) = (
                     self.store.clone(),
@@ -234,5 +181,37 @@ impl LogThread {
                 );
             }
         }
+    }
+
+    /// Writes the records of `pending` that follow the last one written,
+    /// and a batch a failed write kept, and pays their debt. Under `always`
+    /// the write is synced. A record leaves `pending` only once it is in
+    /// the writer's batch, so a failed write loses nothing.
+    fn write(&mut self, pending: &mut BTreeMap<u64, (Owned, usize)>) -> Result<(), LogError> {
+        while let Some(entry) = pending.first_entry() {
+            if *entry.key() != self.writer.next_seq() {
+                break;
+            }
+            let seq = *entry.key();
+            self.writer.push(seq, &entry.get().0.as_mutation())?;
+            let (_, len) = entry.remove();
+            self.batched += len as u64;
+        }
+        if self.batched == 0 {
+            return Ok(());
+        }
+        // Under `always` this syncs: one fsync for the whole batch.
+        self.writer.commit()?;
+        let last = self.writer.next_seq() - 1;
+        let wrote = std::mem::take(&mut self.batched);
+        self.since_snapshot += wrote;
+        self.stats.bytes.fetch_add(wrote, Ordering::Relaxed);
+        // The handles went (and their memory with them) as each record was
+        // encoded, before the debt is said to be paid.
+        self.lag.paid(last, wrote);
+        if self.config.fsync == FsyncPolicy::Always {
+            self.synced.publish(last);
+        }
+        Ok(())
     }
 }

@@ -16,11 +16,13 @@
 //!   out, make sure the log up to that number is on disk, rename the file
 //!   into place and prune what is no longer needed.
 
+mod health;
 mod lag;
 mod log_thread;
 mod recovery;
 mod sink;
 mod snapshot;
+mod syncer;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,12 +38,14 @@ use kura_log::{
 use kura_store::Store;
 use tokio::sync::watch;
 
+pub use health::Health;
 pub use lag::{Lag, LagLimits};
-use log_thread::{LogThread, OnFailure, Synced};
+use log_thread::{LogThread, OnFailure};
 use recovery::{apply, Progress};
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
 use snapshot::take_snapshot;
+use syncer::Synced;
 
 /// Settings of the durable mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +70,8 @@ pub struct LogStats {
     pub synced: AtomicU64,
     pub bytes: AtomicU64,
     pub snapshots: AtomicU64,
+    /// Snapshots skipped for want of disk space.
+    pub snapshots_skipped: AtomicU64,
     pub snapshot_seq: AtomicU64,
     pub snapshot_running: AtomicBool,
 }
@@ -76,6 +82,7 @@ pub struct Durable {
     sink: Arc<LogSink>,
     durable: watch::Receiver<u64>,
     lag: Arc<Lag>,
+    health: Arc<Health>,
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
@@ -190,6 +197,7 @@ impl Durable {
         let stats = Arc::new(LogStats::default());
         stats.synced.store(last, Ordering::Relaxed);
         let on_failure = Arc::new(OnFailure::new());
+        let health = Arc::new(Health::default());
         let thread = {
             let ctx = LogThread {
                 on_failure: on_failure.clone(),
@@ -200,12 +208,15 @@ impl Durable {
                     stats: stats.clone(),
                 }),
                 lag: lag.clone(),
+                health: health.clone(),
                 stats: stats.clone(),
                 store: store.clone(),
                 sink: sink.clone(),
                 config: config.clone(),
                 tx: tx.clone(),
                 snapshot_now: evicted_in_recovery,
+                batched: 0,
+                since_snapshot: 0,
             };
             std::thread::Builder::new()
                 .name("kura-log".into())
@@ -216,6 +227,7 @@ impl Durable {
             sink,
             durable,
             lag,
+            health,
             tx,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -240,12 +252,29 @@ impl Durable {
     /// owes more than its bounds (lag.rs). False if the record never will
     /// be logged (the log thread stopped on an error).
     pub(crate) async fn settle(&self, seq: u64) -> bool {
-        if self.config.fsync == FsyncPolicy::Always {
-            let mut rx = self.durable.clone();
-            let ok = rx.wait_for(|&s| s >= seq).await.is_ok();
-            return ok;
+        let always = self.config.fsync == FsyncPolicy::Always;
+        if !always && !self.lag.must_wait(seq, self.next_seq()) {
+            return true;
         }
-        self.lag.throttle(seq, self.next_seq()).await
+        let logged = async {
+            if always {
+                let mut rx = self.durable.clone();
+                let ok = rx.wait_for(|&s| s >= seq).await.is_ok();
+                return ok;
+            }
+            self.lag.written_up_to(seq).await
+        };
+        // A log that cannot be written releases its waiters unacknowledged.
+        tokio::select! {
+            biased;
+            ok = logged => ok,
+            () = self.health.refused() => false,
+        }
+    }
+
+    /// Whether the log can be written.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// What the log thread owes.

@@ -9,11 +9,17 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::anyhow;
-use kura_log::{prune, MutationRef, SnapshotWriter};
+use kura_log::{available_bytes, prune, MutationRef, SnapshotWriter};
 use kura_store::Store;
 
 use super::sink::{LogSink, Msg};
 use super::LogStats;
+
+/// Bytes a snapshot record takes beyond its key and value.
+const SNAPSHOT_RECORD_OVERHEAD: u64 = 48;
+
+/// Room left free beyond a snapshot's estimated size.
+const SNAPSHOT_SPARE_BYTES: u64 = 1 << 20;
 
 /// Writes a snapshot of `store` into `dir`, then prunes what it makes
 /// unnecessary. Runs beside the writers (see the module documentation).
@@ -32,6 +38,19 @@ pub(super) fn take_snapshot(
         // released by the time that shard is read below.
         let seq = sink.next.load(Ordering::Acquire) - 1;
         let started = Instant::now();
+        // A snapshot needs about the size of the data: rather than fill
+        // the disk the log needs, skip it (the log keeps everything).
+        let held = store.stats();
+        let needed = (held.bytes + held.curr_items * SNAPSHOT_RECORD_OVERHEAD) / 10 * 11
+            + SNAPSHOT_SPARE_BYTES;
+        let free = available_bytes(dir)?;
+        if free < needed {
+            stats.snapshots_skipped.fetch_add(1, Ordering::Relaxed);
+            return Err(anyhow!(
+                "skipped: {free} bytes free in {}, about {needed} needed; the log keeps everything meanwhile",
+                dir.display()
+            ));
+        }
         let mut w = SnapshotWriter::create(dir, seq)?;
         let mut n = 0u64;
         for shard in 0..store.shard_count() {

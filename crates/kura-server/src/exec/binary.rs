@@ -126,6 +126,29 @@ fn run(s: &mut Session<'_>, r: &BinRequest<'_>) -> Next {
             _ => Next::Continue,
         };
     }
+    if r.command.changes_data() {
+        if let Some(line) = s.refused_change() {
+            // The text line's reason, without its SERVER_ERROR and CRLF.
+            let msg = line
+                .strip_prefix(b"SERVER_ERROR ")
+                .and_then(|m| m.strip_suffix(b"\r\n"))
+                .unwrap_or(&line);
+            message_response(
+                &mut s.out,
+                r.opcode,
+                r.opaque,
+                Status::TemporaryFailure,
+                msg,
+            );
+            return match &r.command {
+                Command::Store {
+                    data: Data::TooLarge { len },
+                    ..
+                } => Next::Swallow(*len),
+                _ => Next::Continue,
+            };
+        }
+    }
     match &r.command {
         Command::Get {
             key,

@@ -174,11 +174,48 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// When the update log cannot be written, the error line a request
+    /// that changes data gets (durable/health.rs).
+    #[inline]
+    pub fn refused_change(&self) -> Option<Vec<u8>> {
+        let d = self.shared.durable.as_deref()?;
+        d.health().refusing().then(|| d.health().reply())
+    }
+
+    /// Refuses a request that would change data with `line`: classic
+    /// `noreply` hears nothing, meta's `q` still hears errors; a value too
+    /// large is still swallowed.
+    fn refuse(&mut self, req: &Request<'_>, line: &[u8]) -> Next {
+        let silent = match req {
+            Request::MetaSet(_)
+            | Request::MetaDelete(_)
+            | Request::MetaArith(_)
+            | Request::MetaGet(_) => false,
+            other => other.is_quiet(),
+        };
+        self.reply(silent, line);
+        let data = match req {
+            Request::Store(s) => &s.data,
+            Request::MetaSet(m) => &m.data,
+            _ => return Next::Continue,
+        };
+        match data {
+            // The text protocol's value ends with \r\n.
+            kura_proto::Data::TooLarge { len } => Next::Swallow(len + 2),
+            kura_proto::Data::Bytes(_) => Next::Continue,
+        }
+    }
+
     /// Runs one request, appending its reply to `self.out`.
     pub fn execute(&mut self, req: &Request<'_>) -> Next {
         if !self.shared.tables.is_empty() {
             if let Some(next) = table::route(self, req) {
                 return next;
+            }
+        }
+        if req.changes_data() {
+            if let Some(line) = self.refused_change() {
+                return self.refuse(req, &line);
             }
         }
         match req {

@@ -118,6 +118,14 @@ fn general(s: &mut Session<'_>) {
             format!("{:.6}", lag.age(next).as_secs_f64()),
         );
         reply::stat(o, "log_write_waits", lag.waits());
+        let health = d.health();
+        reply::stat(o, "log_write_errors", health.write_errors());
+        reply::stat(o, "log_refusing_writes", u8::from(health.refusing()));
+        reply::stat(
+            o,
+            "log_snapshots_skipped",
+            l.snapshots_skipped.load(Relaxed),
+        );
     }
 }
 

@@ -94,12 +94,17 @@ impl Server {
         self.child.wait().unwrap();
     }
 
-    pub fn stop(mut self) {
+    pub fn stop(self) {
+        self.stop_status();
+    }
+
+    /// Stops the server with SIGTERM; returns how it exited.
+    pub fn stop_status(mut self) -> std::process::ExitStatus {
         // SAFETY: kill() on our own child's pid.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        self.child.wait().unwrap();
+        self.child.wait().unwrap()
     }
 }
 
