@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use kura_store::{Reaper, Store};
+use socket2::{Domain, Socket, Type};
 use tokio::sync::mpsc;
 
 use crate::config::ServerConfig;
@@ -71,8 +72,10 @@ fn resolve(addr: &str, port: u16) -> anyhow::Result<Vec<SocketAddr>> {
     Ok(addrs)
 }
 
-fn bind_tcp(addr: SocketAddr, backlog: u32) -> anyhow::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
+/// Binds a TCP address without listening yet: the address is taken (a
+/// port in use fails the start at once, `-p 0` gets its port), but a
+/// client's connect is refused until [`listen`], after recovery.
+fn bind_tcp(addr: SocketAddr) -> anyhow::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -81,9 +84,25 @@ fn bind_tcp(addr: SocketAddr, backlog: u32) -> anyhow::Result<TcpListener> {
     socket
         .bind(&addr.into())
         .with_context(|| format!("failed to listen on TCP {addr}"))?;
+    Ok(socket)
+}
+
+/// Starts listening on a socket from [`bind_tcp`].
+fn listen(socket: Socket, backlog: u32) -> anyhow::Result<TcpListener> {
     socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+/// Binds and listens on the Unix socket at `path`.
+fn bind_unix(path: &std::path::Path, mask: u32) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("failed to listen on unix socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }
 
 impl Server {
@@ -103,28 +122,19 @@ impl Server {
     /// Invalid settings, or an address that cannot be bound.
     pub fn bind_with_store(config: ServerConfig, store: Arc<Store>) -> anyhow::Result<Server> {
         config.validate()?;
-        let mut tcp = Vec::new();
+        let mut bound = Vec::new();
         let mut udp = Vec::new();
-        let mut unix = None;
-        if let Some(path) = &config.unix_socket {
-            let _ = std::fs::remove_file(path);
-            let listener = UnixListener::bind(path)
-                .with_context(|| format!("failed to listen on unix socket {}", path.display()))?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.unix_mask))?;
-            listener.set_nonblocking(true)?;
-            unix = Some((listener, path.clone()));
-        } else {
+        if config.unix_socket.is_none() {
             let mut port = config.port;
             for entry in &config.listen {
                 let (notls, addr) = strip_notls(entry);
                 for sa in resolve(addr, port)? {
-                    let l = bind_tcp(sa, config.backlog)?;
+                    let socket = bind_tcp(sa)?;
                     // With port 0, later listeners share the first's port.
                     if port == 0 {
-                        port = l.local_addr()?.port();
+                        port = socket.local_addr()?.as_socket().map_or(0, |a| a.port());
                     }
-                    tcp.push((l, config.tls.enabled && !notls));
+                    bound.push((socket, config.tls.enabled && !notls));
                 }
             }
             if config.udp_port != 0 {
@@ -183,6 +193,17 @@ impl Server {
             .with_context(|| format!("table {}", spec.name))?;
             tables.add(&spec.name, table);
         }
+        // Connections are taken only now that the data is loaded: a
+        // health check that only connects does not call a loading server
+        // up, and nothing queues behind a recovery that fails.
+        let tcp = bound
+            .into_iter()
+            .map(|(socket, tls)| Ok((listen(socket, config.backlog)?, tls)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let unix = match &config.unix_socket {
+            Some(path) => Some((bind_unix(path, config.unix_mask)?, path.clone())),
+            None => None,
+        };
         let mut shared = Shared::new(config, store);
         shared.tables = tables;
         shared.credentials = credentials;

@@ -119,3 +119,44 @@ fn repair_refuses_a_data_dir_a_server_is_using() {
     assert!(repair.status.success(), "repair of a stopped server's dir");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn nothing_is_accepted_while_a_data_dir_loads_or_when_it_cannot() {
+    let dir = tempdir("loading");
+    let server = Server::start(&dir, &["--fsync", "no", "--snapshot-log-size", "0"]);
+    for round in 0..4 {
+        fill(&server, &format!("r{round}k"), 50_000);
+    }
+    server.stop();
+    // Damage in the middle: found only after reading much of the log.
+    let seg = newest(&dir, "klog");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() * 3 / 4;
+    bytes[at] ^= 0x20;
+    std::fs::write(&seg, &bytes).unwrap();
+    let port = common::free_port();
+    let mut child = kura()
+        .args(["server", "-p", &port.to_string(), "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut attempts = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "never gave up");
+        attempts += 1;
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "a connection was accepted while the data dir was still being checked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    assert!(!status.success());
+    assert!(attempts > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
