@@ -1,9 +1,10 @@
 //! The connection loop: read, frame and execute every request that is
 //! buffered, then send all their replies with one write. Buffers are
 //! bounded: the read buffer holds at most one request (a line of at most
-//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes), and
-//! replies are written out once they pass a high-water mark, so a client
-//! that never reads stalls only itself.
+//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes, which
+//! must first get room in the server's budget for values being received,
+//! `budget.rs`), and replies are written out once they pass a high-water
+//! mark, so a client that never reads stalls only itself.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use kura_proto::binary::{self, BinFrame};
 use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::budget::Room;
 use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
@@ -85,6 +87,12 @@ where
     let mut session = Session::new(shared, stats);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut swallow = 0usize;
+    // Room for the large frame at the front of `rbuf`, if any.
+    let mut room = Room::new(&shared.values);
+    let no_room = kura_proto::Limits {
+        item_size_max: 0,
+        ..shared.limits
+    };
     let idle = match shared.config.idle_timeout {
         0 => None,
         s => Some(Duration::from_secs(s)),
@@ -103,7 +111,8 @@ where
         Protocol::Auto => None,
     };
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+        // A buffer grown for a large frame already has room for the rest.
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && !room.holds() {
             rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
@@ -153,10 +162,15 @@ where
         let mut pos = 0;
         let mut served = 0;
         let mut end = None;
+        let mut shrink = false;
         while pos < rbuf.len() {
+            // A request refused for lack of room is framed as if its value
+            // were too large: answered at once, its value skipped.
+            let refusing = session.no_room;
+            let limits = if refusing { &no_room } else { &shared.limits };
             let step = match wire {
                 Wire::Text => {
-                    let frame = parse(&rbuf[pos..], &shared.limits);
+                    let frame = parse(&rbuf[pos..], limits);
                     if let Frame::Request { len, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             log_request(&conn.info.addr, &rbuf[pos..pos + len]);
@@ -165,7 +179,7 @@ where
                     session.step(frame)
                 }
                 Wire::Binary => {
-                    let frame = binary::parse(&rbuf[pos..], &shared.limits);
+                    let frame = binary::parse(&rbuf[pos..], limits);
                     if let BinFrame::Request { request, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             tracing::debug!(
@@ -178,9 +192,23 @@ where
                     session.step_binary(frame)
                 }
             };
+            session.no_room = false;
             let (len, next) = match step {
                 Step::More { needed } => {
                     let have = rbuf.len() - pos;
+                    if needed > have && !refusing && !room.try_cover(needed) {
+                        // Send what is done before waiting for room.
+                        if !synced(durable, &mut unsynced).await {
+                            return End::Io;
+                        }
+                        if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                            return End::Io;
+                        }
+                        if !room.wait_cover(needed).await {
+                            session.no_room = true;
+                            continue;
+                        }
+                    }
                     if needed > have {
                         rbuf.reserve(needed - have);
                     }
@@ -190,7 +218,10 @@ where
                     end = Some(End::Garbage);
                     break;
                 }
-                Step::Done { len, next } => (len, next),
+                Step::Done { len, next } => {
+                    shrink |= room.release();
+                    (len, next)
+                }
             };
             if durable.is_some() {
                 unsynced = unsynced.max(crate::durable::take_last_seq());
@@ -223,6 +254,11 @@ where
             }
         }
         rbuf.advance(pos.min(rbuf.len()));
+        if shrink {
+            // The buffer grew for a large frame that is done: its memory
+            // goes back with the room.
+            rbuf = BytesMut::from(&rbuf[..]);
+        }
         if !synced(durable, &mut unsynced).await {
             return End::Io;
         }

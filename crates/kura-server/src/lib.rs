@@ -8,6 +8,7 @@
 //! buffer, and the connection writes every reply of the batch at once.
 
 pub mod auth;
+pub mod budget;
 pub mod cli;
 pub mod config;
 mod conn;

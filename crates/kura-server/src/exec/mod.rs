@@ -60,6 +60,10 @@ pub struct Session<'a> {
     pub authenticated: bool,
     /// Failed authentication attempts on this connection.
     pub auth_failures: u32,
+    /// Set by the connection while it re-frames a storage request it has
+    /// no room to receive (see `budget`): the request arrives as
+    /// `Data::TooLarge` and is refused as out of memory.
+    pub no_room: bool,
 }
 
 impl<'a> Session<'a> {
@@ -70,6 +74,7 @@ impl<'a> Session<'a> {
             out: Output::with_capacity(16 * 1024),
             authenticated: shared.credentials.is_none(),
             auth_failures: 0,
+            no_room: false,
         }
     }
 
