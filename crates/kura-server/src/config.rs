@@ -137,6 +137,9 @@ pub struct ServerConfig {
     pub snapshot_interval: u64,
     /// Fixed-length tables (`--table`, `[[tables]]` in TOML).
     pub tables: Vec<TableSpec>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics`
+    /// (`--metrics-listen`, `host:port`); none: off.
+    pub metrics_listen: Option<String>,
 }
 
 /// A fixed-length table: `--table NAME:width=W:max=N[:path=FILE]`.
@@ -223,6 +226,7 @@ impl Default for ServerConfig {
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
             snapshot_interval: defaults::SNAPSHOT_INTERVAL,
             tables: Vec::new(),
+            metrics_listen: None,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! `budget.rs`), and replies are written out once they pass a high-water
 //! mark, so a client that never reads stalls only itself.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use kura_proto::binary::{self, BinFrame};
@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::budget::Room;
 use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
+use crate::latency::Family;
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
 use crate::shared::{RunState, Shared};
@@ -163,14 +164,18 @@ where
         let mut served = 0;
         let mut end = None;
         let mut shrink = false;
+        // Each request's time runs from here or from the previous one's end.
+        let mut clock = Instant::now();
         while pos < rbuf.len() {
             // A request refused for lack of room is framed as if its value
             // were too large: answered at once, its value skipped.
             let refusing = session.no_room;
             let limits = if refusing { &no_room } else { &shared.limits };
+            let family;
             let step = match wire {
                 Wire::Text => {
                     let frame = parse(&rbuf[pos..], limits);
+                    family = Family::of_text(&frame);
                     if let Frame::Request { len, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             log_request(&conn.info.addr, &rbuf[pos..pos + len]);
@@ -180,6 +185,7 @@ where
                 }
                 Wire::Binary => {
                     let frame = binary::parse(&rbuf[pos..], limits);
+                    family = Family::of_binary(&frame);
                     if let BinFrame::Request { request, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             tracing::debug!(
@@ -204,7 +210,9 @@ where
                         if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
                             return End::Io;
                         }
-                        if !room.wait_cover(needed).await {
+                        let covered = room.wait_cover(needed).await;
+                        clock = Instant::now();
+                        if !covered {
                             session.no_room = true;
                             continue;
                         }
@@ -220,6 +228,9 @@ where
                 }
                 Step::Done { len, next } => {
                     shrink |= room.release();
+                    let now = Instant::now();
+                    stats.latency.record(family, now.duration_since(clock));
+                    clock = now;
                     (len, next)
                 }
             };
@@ -247,10 +258,12 @@ where
                 if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
                     return End::Io;
                 }
+                clock = Instant::now();
             }
             if served % per_event == 0 {
                 incr(&stats.conn_yields);
                 tokio::task::yield_now().await;
+                clock = Instant::now();
             }
         }
         rbuf.advance(pos.min(rbuf.len()));

@@ -18,12 +18,14 @@
 //! of 0, only when it comes first.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use kura_proto::binary::{self, opcode, BinFrame};
 use kura_proto::{parse, Frame, Request};
 use tokio::net::UdpSocket;
 
 use crate::exec::{Next, Session, Step};
+use crate::latency::Family;
 use crate::metrics::{add, ThreadStats};
 use crate::output::Output;
 use crate::shared::{RunState, Shared};
@@ -66,15 +68,19 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
     let mut held = Vec::new();
     let mut sent = Vec::new();
     let mut pos = 0;
+    let mut clock = Instant::now();
     while pos < payload.len() {
         let rest = &payload[pos..];
         let limits = &session.shared.limits;
+        let family;
         let (step, flushes) = if is_binary {
             let frame = binary::parse(rest, limits);
+            family = Family::of_binary(&frame);
             let noop = matches!(&frame, BinFrame::Request { request, .. } if request.opcode == opcode::NOOP);
             (session.step_binary(frame), noop)
         } else {
             let frame = parse(rest, limits);
+            family = Family::of_text(&frame);
             let flushes = matches!(
                 &frame,
                 Frame::Request {
@@ -87,6 +93,12 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
         let Step::Done { len, next } = step else {
             break;
         };
+        let now = Instant::now();
+        session
+            .stats
+            .latency
+            .record(family, now.duration_since(clock));
+        clock = now;
         let mut parts = session.out.take_messages();
         let last = parts.pop().unwrap_or_default();
         held.extend(parts.into_iter().map(Reply::Bytes));

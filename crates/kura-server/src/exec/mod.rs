@@ -212,6 +212,26 @@ impl<'a> Session<'a> {
     }
 }
 
+/// The figures of a `stats` group (`None`: the general one) as `(name,
+/// value)` pairs, read as the `stats` command reads them. The Prometheus
+/// endpoint exports these, so a figure added to `stats` is exported too.
+pub(crate) fn stats_snapshot(shared: &Shared, group: Option<&[u8]>) -> Vec<(String, String)> {
+    let scratch = ThreadStats::default();
+    let mut s = Session::new(shared, &scratch);
+    if !stats::listing(&mut s, group) {
+        return Vec::new();
+    }
+    let text = s.out.to_vec();
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let line = line.strip_suffix(b"\r")?.strip_prefix(b"STAT ")?;
+            let space = line.iter().position(|&b| b == b' ')?;
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            Some((text(&line[..space]), text(&line[space + 1..])))
+        })
+        .collect()
+}
+
 /// Appends a meta status line that echoes only the opaque and key flags:
 /// `<code>[ O<opaque>][ k<key>]\r\n`, in request order.
 pub(crate) fn meta_status(
