@@ -216,6 +216,11 @@ pub struct ServerArgs {
     /// more tables; see docs/tables.md)
     #[arg(long = "table", value_name = "spec")]
     pub table: Vec<String>,
+    /// serve Prometheus metrics at http://ADDR/metrics (host:port, e.g.
+    /// 127.0.0.1:9150), named as memcached_exporter names them (default:
+    /// off)
+    #[arg(long = "metrics-listen", value_name = "addr")]
+    pub metrics_listen: Option<String>,
 }
 
 /// A command line that cannot be turned into settings.
@@ -414,6 +419,9 @@ impl ServerArgs {
             c.log_max_lag_bytes =
                 parse_bytes(&s).ok_or(CliError::BadBytes("--log-max-lag-bytes", s))?;
         }
+        if let Some(v) = self.metrics_listen {
+            c.metrics_listen = Some(v);
+        }
         for t in self.table {
             c.tables.push(t.parse().map_err(CliError::Table)?);
         }
@@ -530,6 +538,15 @@ mod tests {
         assert!(c.enable_shutdown);
         assert_eq!(c.item_size_max, 2 * 1024 * 1024);
         assert_eq!(c.listen, vec!["0.0.0.0", "::1"]);
+    }
+
+    #[test]
+    fn metrics_listen() {
+        assert_eq!(parse(&[]).unwrap().metrics_listen, None);
+        let c = parse(&["--metrics-listen", "127.0.0.1:9150"]).unwrap();
+        assert_eq!(c.metrics_listen.as_deref(), Some("127.0.0.1:9150"));
+        let t: ServerConfig = toml::from_str("metrics_listen = \"[::1]:9150\"").unwrap();
+        assert_eq!(t.metrics_listen.as_deref(), Some("[::1]:9150"));
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub struct ServerConfig {
     pub log_max_lag_bytes: u64,
     /// Fixed-length tables (`--table`, `[[tables]]` in TOML).
     pub tables: Vec<TableSpec>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics`
+    /// (`--metrics-listen`, `host:port`); none: off.
+    pub metrics_listen: Option<String>,
 }
 
 /// A fixed-length table: `--table NAME:width=W:max=N[:path=FILE]`.
@@ -240,6 +243,7 @@ impl Default for ServerConfig {
             log_max_lag: defaults::LOG_MAX_LAG,
             log_max_lag_bytes: 0,
             tables: Vec::new(),
+            metrics_listen: None,
         }
     }
 }

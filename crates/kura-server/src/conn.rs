@@ -1,19 +1,22 @@
 //! The connection loop: read, frame and execute every request that is
 //! buffered, then send all their replies with one write. Buffers are
 //! bounded: the read buffer holds at most one request (a line of at most
-//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes), and
-//! replies are written out once they pass a high-water mark, so a client
-//! that never reads stalls only itself.
+//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes, which
+//! must first get room in the server's budget for values being received,
+//! `budget.rs`), and replies are written out once they pass a high-water
+//! mark, so a client that never reads stalls only itself.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use kura_proto::binary::{self, BinFrame};
 use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::budget::Room;
 use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
+use crate::latency::Family;
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
 use crate::shared::{RunState, Shared};
@@ -85,6 +88,12 @@ where
     let mut session = Session::new(shared, stats);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut swallow = 0usize;
+    // Room for the large frame at the front of `rbuf`, if any.
+    let mut room = Room::new(&shared.values);
+    let no_room = kura_proto::Limits {
+        item_size_max: 0,
+        ..shared.limits
+    };
     let idle = match shared.config.idle_timeout {
         0 => None,
         s => Some(Duration::from_secs(s)),
@@ -101,7 +110,8 @@ where
         Protocol::Auto => None,
     };
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+        // A buffer grown for a large frame already has room for the rest.
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && !room.holds() {
             rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
@@ -151,10 +161,19 @@ where
         let mut pos = 0;
         let mut served = 0;
         let mut end = None;
+        let mut shrink = false;
+        // Each request's time runs from here or from the previous one's end.
+        let mut clock = Instant::now();
         while pos < rbuf.len() {
+            // A request refused for lack of room is framed as if its value
+            // were too large: answered at once, its value skipped.
+            let refusing = session.no_room;
+            let limits = if refusing { &no_room } else { &shared.limits };
+            let family;
             let step = match wire {
                 Wire::Text => {
-                    let frame = parse(&rbuf[pos..], &shared.limits);
+                    let frame = parse(&rbuf[pos..], limits);
+                    family = Family::of_text(&frame);
                     if let Frame::Request { len, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             log_request(&conn.info.addr, &rbuf[pos..pos + len]);
@@ -163,7 +182,8 @@ where
                     session.step(frame)
                 }
                 Wire::Binary => {
-                    let frame = binary::parse(&rbuf[pos..], &shared.limits);
+                    let frame = binary::parse(&rbuf[pos..], limits);
+                    family = Family::of_binary(&frame);
                     if let BinFrame::Request { request, .. } = &frame {
                         if shared.verbosity() >= 2 {
                             tracing::debug!(
@@ -176,9 +196,25 @@ where
                     session.step_binary(frame)
                 }
             };
+            session.no_room = false;
             let (len, next) = match step {
                 Step::More { needed } => {
                     let have = rbuf.len() - pos;
+                    if needed > have && !refusing && !room.try_cover(needed) {
+                        // Send what is done before waiting for room.
+                        if !settled(durable, &mut unsettled).await {
+                            return End::Io;
+                        }
+                        if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                            return End::Io;
+                        }
+                        let covered = room.wait_cover(needed).await;
+                        clock = Instant::now();
+                        if !covered {
+                            session.no_room = true;
+                            continue;
+                        }
+                    }
                     if needed > have {
                         rbuf.reserve(needed - have);
                     }
@@ -188,7 +224,13 @@ where
                     end = Some(End::Garbage);
                     break;
                 }
-                Step::Done { len, next } => (len, next),
+                Step::Done { len, next } => {
+                    shrink |= room.release();
+                    let now = Instant::now();
+                    stats.latency.record(family, now.duration_since(clock));
+                    clock = now;
+                    (len, next)
+                }
             };
             if durable.is_some() {
                 unsettled = unsettled.max(crate::durable::take_last_seq());
@@ -214,13 +256,20 @@ where
                 if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
                     return End::Io;
                 }
+                clock = Instant::now();
             }
             if served % per_event == 0 {
                 incr(&stats.conn_yields);
                 tokio::task::yield_now().await;
+                clock = Instant::now();
             }
         }
         rbuf.advance(pos.min(rbuf.len()));
+        if shrink {
+            // The buffer grew for a large frame that is done: its memory
+            // goes back with the room.
+            rbuf = BytesMut::from(&rbuf[..]);
+        }
         if !settled(durable, &mut unsettled).await {
             return End::Io;
         }

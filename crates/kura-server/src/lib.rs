@@ -8,13 +8,16 @@
 //! buffer, and the connection writes every reply of the batch at once.
 
 pub mod auth;
+pub mod budget;
 pub mod cli;
 pub mod config;
 mod conn;
 pub mod durable;
 pub mod exec;
+pub mod latency;
 pub mod metrics;
 pub mod output;
+pub mod prometheus;
 mod server;
 pub mod shared;
 pub mod tls;

@@ -16,6 +16,8 @@ macro_rules! thread_stats {
         #[repr(align(128))]
         pub struct ThreadStats {
             $(pub $name: AtomicU64,)*
+            /// Request latency by command family (`--metrics-listen`).
+            pub latency: crate::latency::Latencies,
         }
 
         /// A sum of [`ThreadStats`].
@@ -33,6 +35,7 @@ macro_rules! thread_stats {
             /// Zeroes the counters (`stats reset`).
             pub fn reset(&self) {
                 $(self.$name.store(0, Ordering::Relaxed);)*
+                self.latency.reset();
             }
         }
     };

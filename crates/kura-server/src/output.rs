@@ -23,6 +23,9 @@ pub struct Output {
     /// (offset in `bytes` the value goes before, the item).
     values: Vec<(usize, Item)>,
     value_bytes: usize,
+    /// Where reply messages end inside one request's reply, for UDP
+    /// (`None` on a stream, which has no messages).
+    message_ends: Option<Vec<usize>>,
 }
 
 impl Deref for Output {
@@ -44,6 +47,40 @@ impl Output {
             bytes: Vec::with_capacity(n),
             ..Default::default()
         }
+    }
+
+    /// An output for UDP, which notes where [`Output::end_message`] is
+    /// called.
+    pub fn for_datagrams() -> Output {
+        Output {
+            message_ends: Some(Vec::new()),
+            ..Default::default()
+        }
+    }
+
+    /// Ends a reply message inside one request's reply: memcached sends
+    /// each key of a multi-get as its own UDP message. Nothing on a stream.
+    #[inline]
+    pub fn end_message(&mut self) {
+        let at = self.pending();
+        if let Some(ends) = &mut self.message_ends {
+            ends.push(at);
+        }
+    }
+
+    /// Everything pending, cut into the messages [`Output::end_message`]
+    /// marked (the last one is what follows the last mark); then clears.
+    pub fn take_messages(&mut self) -> Vec<Vec<u8>> {
+        let all = self.to_vec();
+        let mut at = 0;
+        let mut out = Vec::new();
+        for &end in self.message_ends.iter().flatten() {
+            out.push(all[at..end].to_vec());
+            at = end;
+        }
+        out.push(all[at..].to_vec());
+        self.clear();
+        out
     }
 
     /// Appends `item`'s value: copied when small, by handle when large or
@@ -73,6 +110,9 @@ impl Output {
         self.bytes.clear();
         self.values.clear();
         self.value_bytes = 0;
+        if let Some(ends) = &mut self.message_ends {
+            ends.clear();
+        }
     }
 
     /// The pending bytes in order, as slices.
@@ -144,6 +184,28 @@ mod tests {
         assert_eq!(o.pending(), want.len());
         o.clear();
         assert!(o.is_empty());
+    }
+
+    #[test]
+    fn datagram_output_is_cut_where_messages_end() {
+        let big = Item::new(b"b", 0, &vec![b'x'; BY_HANDLE]);
+        let mut o = Output::for_datagrams();
+        o.end_message();
+        o.extend_from_slice(b"A");
+        o.push_value(&big);
+        o.end_message();
+        o.extend_from_slice(b"END");
+        let mut a = b"A".to_vec();
+        a.extend_from_slice(&vec![b'x'; BY_HANDLE]);
+        assert_eq!(o.take_messages(), vec![Vec::new(), a, b"END".to_vec()]);
+        assert!(o.is_empty());
+        assert_eq!(o.take_messages(), vec![Vec::new()]);
+        // A stream's output has no messages.
+        let mut o = Output::default();
+        o.extend_from_slice(b"A");
+        o.end_message();
+        o.extend_from_slice(b"B");
+        assert_eq!(o.take_messages(), vec![b"AB".to_vec()]);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -42,6 +42,8 @@ pub struct Server {
     tcp: Vec<(TcpListener, bool)>,
     unix: Option<(UnixListener, PathBuf)>,
     udp: Vec<UdpSocket>,
+    /// The Prometheus endpoint (`--metrics-listen`).
+    metrics: Option<TcpListener>,
 }
 
 /// Splits `host` or `host:port` (IPv6 as `[::1]:port` or bare `::1`).
@@ -150,6 +152,22 @@ impl Server {
                 }
             }
         }
+        let metrics = match &config.metrics_listen {
+            Some(addr) => {
+                if !addr.contains(':') || addr.ends_with(']') {
+                    bail!("--metrics-listen {addr}: give host:port, e.g. 127.0.0.1:9150");
+                }
+                let sa = resolve(addr, 0)?
+                    .into_iter()
+                    .next()
+                    .with_context(|| format!("metrics address {addr} resolves to nothing"))?;
+                let l = TcpListener::bind(sa)
+                    .with_context(|| format!("failed to listen for metrics on {sa}"))?;
+                l.set_nonblocking(true)?;
+                Some(l)
+            }
+            None => None,
+        };
         let credentials = config
             .credentials_file()
             .map(|p| crate::auth::Credentials::load(&p))
@@ -223,6 +241,7 @@ impl Server {
             tcp,
             unix,
             udp,
+            metrics,
         })
     }
 
@@ -242,6 +261,11 @@ impl Server {
     /// The first UDP address served.
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.udp.first().and_then(|s| s.local_addr().ok())
+    }
+
+    /// The address of the Prometheus endpoint, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The shared state (store, settings, counters).
@@ -269,10 +293,15 @@ impl Server {
         }
         let acceptor = {
             let shared = shared.clone();
-            let (tcp, unix, udp) = (self.tcp, self.unix, self.udp);
+            let listeners = Listeners {
+                tcp: self.tcp,
+                unix: self.unix,
+                udp: self.udp,
+                metrics: self.metrics,
+            };
             std::thread::Builder::new()
                 .name("kura-acceptor".into())
-                .spawn(move || acceptor(shared, tcp, unix, udp, senders))?
+                .spawn(move || acceptor(shared, listeners, senders))?
         };
         threads.push(acceptor);
         Ok(ServerHandle {
@@ -493,13 +522,25 @@ async fn accept_loop<L: Accept>(
     }
 }
 
-fn acceptor(
-    shared: Arc<Shared>,
+/// What the acceptor thread serves.
+struct Listeners {
     tcp: Vec<(TcpListener, bool)>,
     unix: Option<(UnixListener, PathBuf)>,
     udp: Vec<UdpSocket>,
+    metrics: Option<TcpListener>,
+}
+
+fn acceptor(
+    shared: Arc<Shared>,
+    listeners: Listeners,
     senders: Vec<mpsc::UnboundedSender<Incoming>>,
 ) {
+    let Listeners {
+        tcp,
+        unix,
+        udp,
+        metrics,
+    } = listeners;
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -516,6 +557,9 @@ fn acceptor(
             senders,
             next: 0,
         }));
+        if let Some(l) = metrics.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
+            tokio::task::spawn_local(crate::prometheus::serve(l, shared.clone()));
+        }
         for sock in udp {
             if let Ok(sock) = tokio::net::UdpSocket::from_std(sock) {
                 let stats = shared.thread_stats[shared.config.threads].clone();

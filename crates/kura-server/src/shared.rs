@@ -79,6 +79,8 @@ pub struct Shared {
     pub durable: Option<Arc<crate::durable::Durable>>,
     /// Fixed-length tables (`--table`).
     pub tables: Tables,
+    /// Room for values being received (`budget`).
+    pub values: crate::budget::ValueBudget,
     state: watch::Sender<RunState>,
 }
 
@@ -97,6 +99,7 @@ impl Shared {
             tls: None,
             durable: None,
             tables: Tables::default(),
+            values: crate::budget::ValueBudget::for_config(&config),
             store,
             config,
             state,

@@ -1,63 +1,148 @@
-//! The UDP protocol (`-U`), as memcached serves it: every datagram starts
-//! with an 8-byte frame header (request id, sequence number, datagram
-//! count, reserved); a request must fit in one datagram; the reply is cut
-//! into datagrams of at most 1400 bytes, each with its own header.
+//! The UDP protocol (`-U`), as memcached 1.6 serves it: every datagram
+//! starts with an 8-byte frame header (request id, sequence number,
+//! datagram count, reserved) and holds whole requests, text or binary: a
+//! payload that starts with the binary magic byte is binary, any other is
+//! text, datagram by datagram whatever `-B` says. An incomplete or garbled
+//! request ends the datagram silently; a request spread over several
+//! datagrams gets no answer at all.
+//!
+//! Replies go out as memcached sends its response objects: each request's
+//! reply (each key's, for a text multi-get) is a message of its own, cut
+//! into datagrams of at most 1400 bytes numbered from 0, each with the
+//! request's id. Replies are held until a request that flushes them (a text
+//! `get` family command, `mn`, `quit`; a binary NOOP, QUIT or error status)
+//! or the datagram's end. Then each one goes out, except that the empty
+//! replies (binary quiet requests, `quit`, a multi-get's missed keys) and
+//! the suppressed ones (`noreply`, meta `q`) right behind a sent reply are
+//! dropped with it: an empty reply is sent, as one bare header with a count
+//! of 0, only when it comes first.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use kura_proto::parse;
+use kura_proto::binary::{self, opcode, BinFrame};
+use kura_proto::{parse, Frame, Request};
 use tokio::net::UdpSocket;
 
 use crate::exec::{Next, Session, Step};
+use crate::latency::Family;
 use crate::metrics::{add, ThreadStats};
+use crate::output::Output;
 use crate::shared::{RunState, Shared};
 
 pub(crate) const HEADER_LEN: usize = 8;
 /// Largest reply datagram, header included (memcached's limit).
 pub(crate) const MAX_DATAGRAM: usize = 1400;
 
-/// Runs the requests in one datagram payload, appending their replies to
-/// the session's output. A payload announced by a refused request is
-/// skipped as on TCP; an incomplete request ends the datagram.
-pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) {
-    let mut pos = 0;
-    while pos < payload.len() {
-        match session.step(parse(&payload[pos..], &session.shared.limits)) {
-            Step::Done {
-                len,
-                next: Next::Continue,
-            } => pos += len,
-            Step::Done {
-                len,
-                next: Next::Swallow(n),
-            } => pos += len + n,
-            Step::Done {
-                next: Next::Close, ..
-            }
-            | Step::More { .. }
-            | Step::Garbage => break,
-        }
+/// One reply held for sending: memcached's response object.
+enum Reply {
+    /// Suppressed (`noreply`, meta `q`): never sent.
+    Skip,
+    /// The reply's bytes; an empty one may still be sent.
+    Bytes(Vec<u8>),
+}
+
+/// Moves the held replies to `sent` as memcached transmits them: each in
+/// turn, and once one has gone out the empty and suppressed replies right
+/// behind it go with it unsent.
+fn flush(held: &mut Vec<Reply>, sent: &mut Vec<Vec<u8>>) {
+    let mut replies = held.drain(..).peekable();
+    while let Some(reply) = replies.next() {
+        let Reply::Bytes(bytes) = reply else {
+            continue;
+        };
+        sent.push(bytes);
+        while replies
+            .next_if(|r| matches!(r, Reply::Skip) || matches!(r, Reply::Bytes(b) if b.is_empty()))
+            .is_some()
+        {}
     }
 }
 
-/// Splits `reply` into datagrams for request `id`.
+/// Runs the requests in one datagram payload and returns the reply
+/// messages to send, in order. A payload announced by a refused request is
+/// skipped as on TCP; an incomplete or garbled request, or one that closes
+/// a TCP connection, ends the datagram.
+pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<Vec<u8>> {
+    let is_binary = payload.first() == Some(&binary::REQUEST_MAGIC);
+    let mut held = Vec::new();
+    let mut sent = Vec::new();
+    let mut pos = 0;
+    let mut clock = Instant::now();
+    while pos < payload.len() {
+        let rest = &payload[pos..];
+        let limits = &session.shared.limits;
+        let family;
+        let (step, flushes) = if is_binary {
+            let frame = binary::parse(rest, limits);
+            family = Family::of_binary(&frame);
+            let noop = matches!(&frame, BinFrame::Request { request, .. } if request.opcode == opcode::NOOP);
+            (session.step_binary(frame), noop)
+        } else {
+            let frame = parse(rest, limits);
+            family = Family::of_text(&frame);
+            let flushes = matches!(
+                &frame,
+                Frame::Request {
+                    request: Request::Get(_) | Request::MetaNoop,
+                    ..
+                }
+            );
+            (session.step(frame), flushes)
+        };
+        let Step::Done { len, next } = step else {
+            break;
+        };
+        let now = Instant::now();
+        session
+            .stats
+            .latency
+            .record(family, now.duration_since(clock));
+        clock = now;
+        let mut parts = session.out.take_messages();
+        let last = parts.pop().unwrap_or_default();
+        held.extend(parts.into_iter().map(Reply::Bytes));
+        // A binary error status flushes like NOOP.
+        let error = is_binary && last.len() >= 8 && last[6..8] != [0, 0];
+        if last.is_empty() && !is_binary && next != Next::Close {
+            held.push(Reply::Skip);
+        } else {
+            held.push(Reply::Bytes(last));
+        }
+        if flushes || error || next == Next::Close {
+            flush(&mut held, &mut sent);
+        }
+        pos = match next {
+            Next::Continue => pos + len,
+            Next::Swallow(n) => pos.saturating_add(len).saturating_add(n),
+            Next::Close => break,
+        };
+    }
+    flush(&mut held, &mut sent);
+    sent
+}
+
+/// Splits one reply message into datagrams for request `id`; an empty
+/// message is one bare header with a count of 0.
 pub(crate) fn datagrams(id: [u8; 2], reply: &[u8]) -> Vec<Vec<u8>> {
-    let chunk = MAX_DATAGRAM - HEADER_LEN;
-    let parts: Vec<&[u8]> = if reply.is_empty() {
-        Vec::new()
-    } else {
-        reply.chunks(chunk).collect()
+    let header = |seq: usize, total: u16| {
+        let mut d = Vec::with_capacity(MAX_DATAGRAM);
+        d.extend_from_slice(&id);
+        d.extend_from_slice(&(seq as u16).to_be_bytes());
+        d.extend_from_slice(&total.to_be_bytes());
+        d.extend_from_slice(&[0, 0]);
+        d
     };
+    if reply.is_empty() {
+        return vec![header(0, 0)];
+    }
+    let parts: Vec<&[u8]> = reply.chunks(MAX_DATAGRAM - HEADER_LEN).collect();
     let total = u16::try_from(parts.len()).unwrap_or(u16::MAX);
     parts
         .iter()
         .enumerate()
         .map(|(seq, part)| {
-            let mut d = Vec::with_capacity(HEADER_LEN + part.len());
-            d.extend_from_slice(&id);
-            d.extend_from_slice(&(seq as u16).to_be_bytes());
-            d.extend_from_slice(&total.to_be_bytes());
-            d.extend_from_slice(&[0, 0]);
+            let mut d = header(seq, total);
             d.extend_from_slice(part);
             d
         })
@@ -76,21 +161,18 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
             },
         };
         add(&stats.bytes_read, n as u64);
-        if n < HEADER_LEN {
+        // memcached answers a request of several datagrams with nothing.
+        if n < HEADER_LEN || buf[4] != 0 || buf[5] != 1 {
             continue;
         }
         let id = [buf[0], buf[1]];
         let mut session = Session::new(&shared, &stats);
-        if buf[4] != 0 || buf[5] != 1 {
-            session
-                .out
-                .extend_from_slice(b"SERVER_ERROR multi-packet request not supported\r\n");
-        } else {
-            handle_payload(&mut session, &buf[HEADER_LEN..n]);
-        }
-        for d in datagrams(id, &session.out.to_vec()) {
-            if sock.send_to(&d, peer).await.is_ok() {
-                add(&stats.bytes_written, d.len() as u64);
+        session.out = Output::for_datagrams();
+        for message in handle_payload(&mut session, &buf[HEADER_LEN..n]) {
+            for d in datagrams(id, &message) {
+                if sock.send_to(&d, peer).await.is_ok() {
+                    add(&stats.bytes_written, d.len() as u64);
+                }
             }
         }
     }
@@ -100,13 +182,58 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_refused_payload_is_skipped_like_on_tcp() {
+    fn run(payload: &[u8]) -> Vec<Vec<u8>> {
         let shared = Shared::new(crate::ServerConfig::default(), Arc::default());
         let stats = ThreadStats::default();
         let mut session = Session::new(&shared, &stats);
-        handle_payload(&mut session, b"ms k 3 Zbad\r\nabc\r\nmn\r\n");
-        assert_eq!(session.out.to_vec(), b"CLIENT_ERROR invalid flag\r\nMN\r\n");
+        session.out = Output::for_datagrams();
+        handle_payload(&mut session, payload)
+    }
+
+    #[test]
+    fn a_refused_payload_is_skipped_like_on_tcp() {
+        assert_eq!(
+            run(b"ms k 3 Zbad\r\nabc\r\nmn\r\n"),
+            vec![
+                b"CLIENT_ERROR invalid flag\r\n".to_vec(),
+                b"MN\r\n".to_vec()
+            ]
+        );
+    }
+
+    #[test]
+    fn each_reply_and_each_key_of_a_multiget_is_a_message() {
+        assert_eq!(
+            run(b"set k 0 0 1 noreply\r\nx\r\nget nope k nope\r\nquit\r\nmn\r\n"),
+            vec![
+                b"".to_vec(),
+                b"VALUE k 0 1\r\nx\r\n".to_vec(),
+                b"END\r\n".to_vec(),
+                b"".to_vec(),
+            ]
+        );
+    }
+
+    #[test]
+    fn binary_payloads_are_binary_and_quiet_requests_send_empty_messages() {
+        let get = |op: u8, key: &[u8]| {
+            let mut r = vec![0x80, op, 0, key.len() as u8, 0, 0, 0, 0];
+            r.extend_from_slice(&(key.len() as u32).to_be_bytes());
+            r.extend_from_slice(&[0; 12]);
+            r.extend_from_slice(key);
+            r
+        };
+        let noop = [
+            0x80, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        let mut payload = get(0x09, b"nope");
+        payload.extend_from_slice(&noop);
+        // Text after binary is garbage: the datagram ends there.
+        payload.extend_from_slice(b"mn\r\n");
+        let messages = run(&payload);
+        assert_eq!(messages.len(), 2);
+        assert!(messages[0].is_empty());
+        assert_eq!(&messages[1][..2], &[0x81, 0x0a]);
     }
 
     #[test]
@@ -122,5 +249,6 @@ mod tests {
         }
         let total: usize = ds.iter().map(|d| d.len() - HEADER_LEN).sum();
         assert_eq!(total, 3000);
+        assert_eq!(datagrams([0, 7], b""), vec![vec![0, 7, 0, 0, 0, 0, 0, 0]]);
     }
 }

@@ -268,6 +268,7 @@ fn help_documents_memcached_flags() {
         "-u, --user",
         "-P, --pidfile",
         "-Z, --enable-ssl",
+        "--metrics-listen",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }

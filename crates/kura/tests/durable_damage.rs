@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fill, get, kura, newest, start_fails, tempdir, Server};
+use common::{fill, get, kura, newest, start_fails, stat, tempdir, Server};
 
 /// The offset of the last record in a segment's bytes.
 fn last_record(bytes: &[u8]) -> usize {
@@ -87,7 +87,15 @@ fn repair_refuses_a_data_dir_a_server_is_using() {
     let dir = tempdir("repair-live");
     let server = Server::start(&dir, &["--fsync", "no"]);
     fill(&server, "k", 100);
-    // A torn-looking tail the server is "writing": repair must not touch it.
+    // Once the log thread has written everything, the segment must stay
+    // as it is: repair must not touch it.
+    let mut c = server.connect();
+    for _ in 0..1000 {
+        if stat(&mut c, "log_written_seq") + 1 == stat(&mut c, "log_next_seq") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let seg = newest(&dir, "klog");
     let before = std::fs::read(&seg).unwrap();
     for args in [

@@ -271,7 +271,12 @@ fn store(
             // As memcached: a set that cannot be stored drops the old
             // value. A binary value has no trailing \r\n to skip.
             let next = too_large(s, key, mode == StoreMode::Set, *len);
-            fail(s, r, Status::TooLarge);
+            let status = if s.no_room {
+                Status::OutOfMemory
+            } else {
+                Status::TooLarge
+            };
+            fail(s, r, status);
             return next;
         }
         Data::Bytes(v) => v,

@@ -24,7 +24,12 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
         touch: g.touch.map(expiry),
         ..Default::default()
     };
-    for key in g.keys() {
+    for (i, key) in g.keys().enumerate() {
+        // Over UDP memcached answers each key in a message of its own (the
+        // last with `END`).
+        if i > 0 {
+            s.out.end_message();
+        }
         one(s, key, &opts, g.cas);
     }
     s.out.extend_from_slice(reply::END);

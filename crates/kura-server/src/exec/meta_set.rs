@@ -4,7 +4,7 @@
 use kura_proto::{reply, Data, MetaSet, StoreMode};
 use kura_store::{SetMode, SetOutcome, SetRequest};
 
-use super::storage::{count_cas, set_mode, size_limit, too_large};
+use super::storage::{count_cas, refusal, set_mode, size_limit, too_large};
 use super::{echo_flag, expiry, Next, Session};
 use crate::metrics::incr;
 
@@ -15,7 +15,8 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
         Data::TooLarge { len } => {
             // memcached drops the old value whatever the mode.
             let next = too_large(s, &m.key.bytes, true, len + 2);
-            s.out.extend_from_slice(reply::TOO_LARGE);
+            let line = refusal(s);
+            s.out.extend_from_slice(line);
             return next;
         }
         Data::Bytes(v) => v,

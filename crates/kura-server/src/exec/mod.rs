@@ -60,6 +60,10 @@ pub struct Session<'a> {
     pub authenticated: bool,
     /// Failed authentication attempts on this connection.
     pub auth_failures: u32,
+    /// Set by the connection while it re-frames a storage request it has
+    /// no room to receive (see `budget`): the request arrives as
+    /// `Data::TooLarge` and is refused as out of memory.
+    pub no_room: bool,
 }
 
 impl<'a> Session<'a> {
@@ -70,6 +74,7 @@ impl<'a> Session<'a> {
             out: Output::with_capacity(16 * 1024),
             authenticated: shared.credentials.is_none(),
             auth_failures: 0,
+            no_room: false,
         }
     }
 
@@ -242,6 +247,26 @@ impl<'a> Session<'a> {
         }
         Next::Continue
     }
+}
+
+/// The figures of a `stats` group (`None`: the general one) as `(name,
+/// value)` pairs, read as the `stats` command reads them. The Prometheus
+/// endpoint exports these, so a figure added to `stats` is exported too.
+pub(crate) fn stats_snapshot(shared: &Shared, group: Option<&[u8]>) -> Vec<(String, String)> {
+    let scratch = ThreadStats::default();
+    let mut s = Session::new(shared, &scratch);
+    if !stats::listing(&mut s, group) {
+        return Vec::new();
+    }
+    let text = s.out.to_vec();
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let line = line.strip_suffix(b"\r")?.strip_prefix(b"STAT ")?;
+            let space = line.iter().position(|&b| b == b' ')?;
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            Some((text(&line[..space]), text(&line[space + 1..])))
+        })
+        .collect()
 }
 
 /// Appends a meta status line that echoes only the opaque and key flags:

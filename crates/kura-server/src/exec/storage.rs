@@ -26,16 +26,31 @@ pub(crate) fn size_limit(s: &Session<'_>) -> Option<SizeLimit> {
     })
 }
 
-/// Counts a too-large store and, like memcached, drops the old value of a
-/// plain set (not `cas`) so it is not served as current. Then the
-/// connection skips the `swallow` bytes of the refused value as they come.
+/// Counts a store refused before its value was read (too large, or no
+/// room to receive it: [`Session::no_room`]) and, like memcached, drops the
+/// old value of a plain set (not `cas`) so it is not served as current.
+/// Then the connection skips the `swallow` bytes of the refused value as
+/// they come.
 pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, swallow: usize) -> Next {
-    incr(&s.stats.store_too_large);
+    if s.no_room {
+        incr(&s.stats.store_no_memory);
+    } else {
+        incr(&s.stats.store_too_large);
+    }
     incr(&s.stats.cmd_set);
     if drop_old {
         s.store().delete(key);
     }
     Next::Swallow(swallow)
+}
+
+/// The reply to a store refused before its value was read.
+pub(crate) fn refusal(s: &Session<'_>) -> &'static [u8] {
+    if s.no_room {
+        reply::OUT_OF_MEMORY
+    } else {
+        reply::TOO_LARGE
+    }
 }
 
 /// Counts the outcome of a CAS-checked store.
@@ -54,7 +69,7 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
             let plain_set = c.mode == StoreMode::Set && c.cas.is_none();
             // The text protocol's value ends with \r\n.
             let next = too_large(s, c.key, plain_set, len + 2);
-            s.reply(c.noreply, reply::TOO_LARGE);
+            s.reply(c.noreply, refusal(s));
             return next;
         }
         Data::Bytes(v) => v,
