@@ -168,7 +168,16 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         let id = [buf[0], buf[1]];
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();
-        for message in handle_payload(&mut session, &buf[HEADER_LEN..n]) {
+        let messages = handle_payload(&mut session, &buf[HEADER_LEN..n]);
+        // Writes over UDP wait for a log that has fallen behind, as over
+        // TCP (`--fsync always` is refused with UDP at startup).
+        if let Some(d) = &shared.durable {
+            let seq = crate::durable::take_last_seq();
+            if seq > 0 && !d.settle(seq).await {
+                continue;
+            }
+        }
+        for message in messages {
             for d in datagrams(id, &message) {
                 if sock.send_to(&d, peer).await.is_ok() {
                     add(&stats.bytes_written, d.len() as u64);
