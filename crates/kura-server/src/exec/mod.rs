@@ -218,7 +218,7 @@ impl<'a> Session<'a> {
                 return next;
             }
         }
-        if req.changes_data() {
+        if self.shared.durable.is_some() && req.changes_data() {
             if let Some(line) = self.refused_change() {
                 return self.refuse(req, &line);
             }
