@@ -25,9 +25,14 @@ fn value(i: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// One writer: large values of 50 to 300 KB, acknowledged one at a time;
+/// One writer: values of `sizes` bytes, acknowledged one at a time;
 /// returns when each write was acknowledged (index i-1 for write i).
-fn writer(mut s: TcpStream, t: usize, stop: Arc<AtomicBool>) -> Vec<Instant> {
+fn writer(
+    mut s: TcpStream,
+    t: usize,
+    sizes: std::ops::Range<usize>,
+    stop: Arc<AtomicBool>,
+) -> Vec<Instant> {
     let mut acked = Vec::new();
     let mut reply = [0u8; 64];
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ t as u64;
@@ -36,7 +41,7 @@ fn writer(mut s: TcpStream, t: usize, stop: Arc<AtomicBool>) -> Vec<Instant> {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let len = 50_000 + (seed % 250_000) as usize;
+        let len = sizes.start + (seed % (sizes.end - sizes.start) as u64) as usize;
         let mut req = format!("set w{t}-{} 0 0 {len}\r\n", i % SLOTS).into_bytes();
         req.extend_from_slice(&value(i, len));
         req.extend_from_slice(b"\r\n");
@@ -83,19 +88,25 @@ fn slots(c: &mut TcpStream, t: usize) -> Vec<u64> {
     held
 }
 
-/// Loads a server with four writers of large values for `secs`, kills it
-/// with SIGKILL while they write, starts it again and checks what
-/// survived: for each writer a prefix of its writes (never a hole), and
-/// every write acknowledged more than two seconds before the kill.
-fn sigkill_under_large_writes(fsync: &str, secs: u64) {
-    let dir = tempdir(&format!("lag-{fsync}"));
+/// Loads a server with `writers` writers of values of `sizes` bytes for
+/// `secs`, kills it with SIGKILL while they write, starts it again and
+/// checks what survived: for each writer a prefix of its writes (never a
+/// hole), and every write acknowledged more than two seconds before the
+/// kill.
+fn sigkill_under_large_writes(
+    fsync: &str,
+    writers: usize,
+    sizes: std::ops::Range<usize>,
+    secs: u64,
+) {
+    let dir = tempdir(&format!("lag-{fsync}-{writers}"));
     let args = ["--fsync", fsync, "-m", "256"];
     let server = Server::start(&dir, &args);
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4)
+    let writers: Vec<_> = (0..writers)
         .map(|t| {
-            let (s, stop) = (server.connect(), stop.clone());
-            std::thread::spawn(move || writer(s, t, stop))
+            let (s, stop, sizes) = (server.connect(), stop.clone(), sizes.clone());
+            std::thread::spawn(move || writer(s, t, sizes, stop))
         })
         .collect();
     std::thread::sleep(Duration::from_secs(secs));
@@ -153,12 +164,17 @@ fn sigkill_under_large_writes(fsync: &str, secs: u64) {
 
 #[test]
 fn everysec_loses_at_most_two_seconds_of_large_writes_to_sigkill() {
-    sigkill_under_large_writes("everysec", 5);
+    sigkill_under_large_writes("everysec", 4, 50_000..300_000, 5);
 }
 
 #[test]
 fn fsync_no_loses_at_most_two_seconds_of_large_writes_to_sigkill() {
-    sigkill_under_large_writes("no", 5);
+    sigkill_under_large_writes("no", 4, 50_000..300_000, 5);
+}
+
+#[test]
+fn everysec_loses_at_most_two_seconds_of_many_writers_to_sigkill() {
+    sigkill_under_large_writes("everysec", 16, 10_000..30_000, 4);
 }
 
 /// Runs `kura bench` against `server`: eight connections setting 50 KB
