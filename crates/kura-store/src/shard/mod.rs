@@ -98,6 +98,7 @@ impl Entries for Blocks<'_> {
     }
 }
 
+mod flushed;
 mod link;
 mod room;
 mod sweep;
@@ -139,6 +140,8 @@ pub(crate) struct Shard {
     cas_shift: u32,
     cas_enabled: bool,
     pub(crate) flush_epoch: u32,
+    /// Entries dropped by flushes, not reclaimed yet (`flushed.rs`).
+    flushed: flushed::FlushedQueue,
     pub(crate) stats: ShardStats,
     /// Items evicted by the operation under way, kept only while a change
     /// sink is attached (see `changes.rs`), which hears of them before the
@@ -175,13 +178,16 @@ impl Shard {
             cas_shift: shard_bits,
             cas_enabled,
             flush_epoch: 0,
+            flushed: Default::default(),
             stats: ShardStats::default(),
             evicted: None,
         }
     }
 
+    /// Entries held: the live ones and the flushed ones not reclaimed yet
+    /// (which, as in memcached, still count in `curr_items`).
     pub(crate) fn len(&self) -> usize {
-        self.index.len()
+        self.index.len() + self.flushed_len()
     }
 
     /// The index's memory, slots and whether it is growing.

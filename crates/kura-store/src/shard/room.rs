@@ -1,6 +1,6 @@
 //! Room for a new block: allocating it in the arena, growing the arena
 //! a step at a time, and making room within the shard's budget by
-//! reclaiming expired entries, evicting the policy's victims, or clearing
+//! reclaiming flushed and expired entries, evicting the policy's victims, or clearing
 //! a run of neighbours when free space is too scattered.
 
 use std::ptr::NonNull;
@@ -183,8 +183,10 @@ impl Shard {
                     break Some(off);
                 }
                 // The budget allows it but the arena is full (of blocks in
-                // flight or held by handles) or its free space scattered.
-                if self.grow_arena(units) {
+                // flight, held by handles, or flushed) or its free space
+                // scattered. Flushed entries go before the arena grows, and
+                // before clearing a run walks the arena.
+                if self.reclaim_some_flushed() || self.grow_arena(units) {
                     continue;
                 }
                 if scattered >= SCATTERED_VICTIMS {
@@ -192,7 +194,9 @@ impl Shard {
                 }
                 scattered += 1;
             }
-            if self.reclaim_expired(now) {
+            // Dead entries go before a live one is evicted: flushed ones,
+            // then expired ones.
+            if self.reclaim_some_flushed() || self.reclaim_expired(now) {
                 continue;
             }
             let mut victim = self.policy.victim(&mut blocks!(self));

@@ -1,22 +1,21 @@
 //! Sweeping a shard: dropping every entry, and the reaper's walk over the
 //! arena that unlinks expired entries.
 
-use crate::eviction::EvictionPolicy;
 use crate::expiry::is_expired;
 use crate::item::{FETCHED, LINKED};
 
 use super::{meta, Shard};
 
 impl Shard {
-    /// Drops every entry.
+    /// Drops every entry and gives up their blocks now.
     pub(crate) fn clear(&mut self) {
-        for off in self.index.drain() {
-            self.retire(off);
+        self.flush();
+        while self.has_flushed() {
+            self.reclaim_flushed(usize::MAX);
         }
         for b in self.arena.take_deferred() {
             self.arena.free(b);
         }
-        self.policy.clear();
         self.used = 0;
         self.with_ttl = 0;
         self.expiry_floor = u32::MAX;
@@ -27,7 +26,14 @@ impl Shard {
     /// expired entries, when some entry may have expired. Returns (blocks
     /// walked, entries removed, whether a pass over the arena ended). A
     /// whole pass also learns the earliest deadline left.
+    ///
+    /// Flushed entries are reclaimed first (up to `budget` index positions
+    /// a call): the walk would meet their blocks.
     pub(crate) fn reap(&mut self, now: u32, budget: usize) -> (usize, usize, bool) {
+        if self.has_flushed() {
+            let (walked, gone) = self.reclaim_flushed(budget);
+            return (walked, gone, false);
+        }
         if self.with_ttl == 0 || self.expiry_floor > now {
             return (0, 0, true);
         }

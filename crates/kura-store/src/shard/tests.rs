@@ -119,3 +119,37 @@ fn replacing_a_value_keeps_one_block() {
         assert_eq!((s.arena_used(), s.used, s.len()), (0, 0, 0), "{kind}");
     }
 }
+
+#[test]
+fn a_flushed_shard_refills_in_the_blocks_it_had() {
+    // Half the budget: the arena has grown just enough for the entries, so
+    // the refill would grow it again if it did not reuse the flushed
+    // entries' blocks first.
+    for kind in EvictionKind::ALL {
+        let limit = 4 << 20;
+        let mut s = shard_of(kind, limit);
+        let key = |i: usize| format!("key:{i:06}").into_bytes();
+        let mut i = 0;
+        while s.used < limit / 2 {
+            set(&mut s, &key(i), &[b'v'; 100]);
+            i += 1;
+        }
+        let arena = s.arena.bytes();
+        s.flush();
+        assert_eq!(s.len(), i, "{kind}: flushed entries count until reclaimed");
+        for k in 0..i {
+            set(&mut s, &key(k), &[b'w'; 100]);
+        }
+        assert_eq!(s.arena.bytes(), arena, "{kind}: the arena grew");
+        assert_eq!(s.stats.evictions, 0, "{kind}");
+        // The reaper reclaims the rest.
+        for _ in 0..i {
+            if !s.has_flushed() {
+                break;
+            }
+            s.reap(0, 256);
+        }
+        assert_eq!(s.len(), i, "{kind}");
+        assert_eq!(s.stats.reclaimed, i as u64, "{kind}");
+    }
+}

@@ -298,7 +298,8 @@ impl Store {
         outcome
     }
 
-    /// Number of entries (including expired ones not yet reclaimed).
+    /// Number of entries (including expired and flushed ones not yet
+    /// reclaimed, as memcached's `curr_items` does).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|c| c.0.read().len()).sum()
     }

@@ -85,7 +85,7 @@ impl Store {
                 if at == 0 {
                     for cell in self.shards.iter() {
                         let mut shard = cell.0.write();
-                        shard.clear();
+                        shard.flush();
                         shard.flush_epoch = epoch;
                     }
                     self.flushed_epoch.store(epoch, Ordering::Release);
