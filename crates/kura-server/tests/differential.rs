@@ -973,6 +973,55 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "flush_all against CAS, meta's stale and win flags, and many keys",
+            {
+                let mut steps = vec![
+                    l("set a 1 0 1\r\na\r\n"),
+                    l("gets a\r\n"),
+                    l("set b 2 0 2\r\nbb\r\n"),
+                    l("md b I T30\r\n"),
+                    l("mg b s v c f t W X Z\r\n"),
+                    l("mg b s v c W X Z\r\n"),
+                    l("set n 0 0 2\r\n10\r\n"),
+                    l("mg v N30 s c W\r\n"),
+                    l("mg r R30 T10 c W\r\n"),
+                ];
+                steps.extend((0..200).map(|i| l(&format!("set many{i} 0 0 1 noreply\r\nm\r\n"))));
+                steps.extend([
+                    l("flush_all\r\n"),
+                    l("get a b n v r\r\n"),
+                    l(&format!("get{}\r\n", (0..200).map(|i| format!(" many{i}")).collect::<String>())),
+                    l("gets a\r\n"),
+                    l("cas a 0 0 1 1\r\nz\r\n"),
+                    l("mg b s v c W X Z\r\n"),
+                    l("mg b N30 s v c W X Z\r\n"),
+                    l("mg b s v c W X Z\r\n"),
+                    l("incr n 1\r\n"),
+                    l("ma n\r\n"),
+                    l("touch a 10\r\n"),
+                    l("gat 10 a\r\n"),
+                    l("append a 0 0 1\r\nx\r\n"),
+                    l("prepend a 0 0 1\r\nx\r\n"),
+                    l("replace a 0 0 1\r\nx\r\n"),
+                    l("delete many1\r\n"),
+                    l("md many2 I\r\n"),
+                    l("add a 3 0 1\r\nA\r\n"),
+                    l("gets a\r\n"),
+                    l("ma n N0 J5 v c\r\n"),
+                    l("set many3 0 0 1\r\nM\r\n"),
+                    l("gets many3 many4\r\n"),
+                    l("ms c 1 I\r\nc\r\n"),
+                    l("mg c s v c\r\n"),
+                    l("flush_all 0\r\n"),
+                    l("mg a v\r\n"),
+                    l("mg c v\r\n"),
+                    l("set a 0 0 2\r\naa\r\n"),
+                    l("gets a many3\r\n"),
+                ]);
+                steps
+            },
+        ),
+        (
             "malformed lines",
             vec![
                 l("\r\n"),

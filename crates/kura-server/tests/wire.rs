@@ -250,6 +250,65 @@ fn flush_all() {
 }
 
 #[test]
+fn flush_all_drops_every_key_stored_before_it_and_none_after() {
+    // Keys over every shard, by text, meta and binary requests; half of
+    // them stored again after the flush, also by a delayed flush's time.
+    let s = TestServer::start();
+    let mut c = s.connect();
+    let n = 1000;
+    let keys: Vec<String> = (0..n).map(|i| format!("key{i:04}")).collect();
+    let set_all = |c: &mut common::Client, value: &str, every: usize| {
+        let mut req = String::new();
+        for k in keys.iter().step_by(every) {
+            req.push_str(&format!(
+                "set {k} 0 0 {} noreply\r\n{value}\r\n",
+                value.len()
+            ));
+        }
+        req.push_str("mn\r\n");
+        c.roundtrip(req.as_bytes(), b"MN\r\n");
+    };
+    let get_all = |c: &mut common::Client| -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        for chunk in keys.chunks(100) {
+            c.send(format!("get {}\r\n", chunk.join(" ")).as_bytes());
+            let reply = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+            let mut lines = reply.split("\r\n");
+            while let Some(head) = lines.next().filter(|h| h.starts_with("VALUE ")) {
+                let key = head.split(' ').nth(1).unwrap().to_string();
+                found.push((key, lines.next().unwrap().to_string()));
+            }
+        }
+        found
+    };
+    for (flush, advance) in [("flush_all\r\n", 0), ("flush_all 5\r\n", 5)] {
+        set_all(&mut c, "old", 1);
+        c.roundtrip(flush.as_bytes(), b"OK\r\n");
+        s.advance_clock(advance);
+        assert!(
+            get_all(&mut c).is_empty(),
+            "{flush:?}: a flushed key was served"
+        );
+        c.roundtrip(b"mg key0001 v\r\n", b"EN\r\n");
+        // A connection's first byte picks its protocol: binary on its own.
+        let bin_get = common::bin(0x00, &[], b"key0003", &[], 0, 0);
+        assert_eq!(
+            s.connect().bin_call(&bin_get).status(),
+            1,
+            "{flush:?}: binary GET"
+        );
+        set_all(&mut c, "new", 2);
+        let found = get_all(&mut c);
+        let want: Vec<(String, String)> = keys
+            .iter()
+            .step_by(2)
+            .map(|k| (k.clone(), "new".to_string()))
+            .collect();
+        assert_eq!(found, want, "{flush:?}");
+    }
+}
+
+#[test]
 fn flush_all_can_be_disabled() {
     let s = TestServer::with(|c| c.disable_flush_all = true);
     table(

@@ -658,3 +658,148 @@ fn snapshots_taken_while_writers_write_lose_nothing_acknowledged() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The wall clock, in seconds since the Unix epoch.
+fn wall() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Sleeps until the wall clock's second is `phase` (0..1) through.
+fn sleep_to_phase(phase: f64) {
+    let now = wall();
+    let wait = (phase - now.fract()).rem_euclid(1.0);
+    std::thread::sleep(Duration::from_secs_f64(wait));
+}
+
+#[test]
+fn ttls_keep_to_the_wall_clock_across_restarts_at_any_phase() {
+    // An item is never served after its deadline, and never dropped more
+    // than memcached's second early, when the server that set it and the
+    // one that serves it after a restart started at different phases of
+    // the wall clock's second. Every check compares a read with the wall
+    // clock read just before and after it, so none depends on how long
+    // anything took.
+    const TTL: f64 = 2.0;
+    let dir = tempdir("ttl-phase");
+    let mut server = Server::start(&dir, &["--fsync", "always"]);
+    for (round, phase) in [0.1, 0.35, 0.6, 0.85].into_iter().enumerate() {
+        sleep_to_phase(phase);
+        let mut c = server.connect();
+        let (rel, abs) = (format!("rel{round}"), format!("abs{round}"));
+        let sent = wall();
+        // The absolute deadline: the next second but one, as a Unix time.
+        let deadline = sent.floor() + TTL;
+        let req = format!(
+            "set {rel} 0 {TTL} 1\r\nr\r\nset {abs} 0 {deadline} 1\r\na\r\n",
+            TTL = TTL as u32,
+            deadline = deadline as u64
+        );
+        let got = ask(&mut c, req.as_bytes(), b"STORED\r\nSTORED\r\n");
+        assert_eq!(got, b"STORED\r\nSTORED\r\n");
+        let acked = wall();
+        // A restart at about `phase`: the new server's clock starts there.
+        server.kill();
+        server = Server::start(&dir, &["--fsync", "always"]);
+        let mut c = server.connect();
+        let (mut rel_live, mut abs_live) = (true, true);
+        while rel_live || abs_live {
+            let before = wall();
+            assert!(
+                before < acked + TTL + 3.0,
+                "round {round}: still served 3 s after the deadline"
+            );
+            let r = get(&mut c, &rel).is_some();
+            let a = get(&mut c, &abs).is_some();
+            let after = wall();
+            if r {
+                assert!(rel_live, "round {round}: {rel} came back");
+                assert!(
+                    before < acked + TTL,
+                    "round {round}: {rel} served at {before:.3}, after its expiry {:.3}",
+                    acked + TTL
+                );
+            } else {
+                assert!(
+                    after > sent + TTL - 1.0,
+                    "round {round}: {rel} gone at {after:.3}, more than a second before its expiry {:.3}",
+                    sent + TTL
+                );
+            }
+            if a {
+                assert!(abs_live, "round {round}: {abs} came back");
+                assert!(
+                    before < deadline,
+                    "round {round}: {abs} served at {before:.3}, after its deadline {deadline}"
+                );
+            } else {
+                assert!(
+                    after >= deadline,
+                    "round {round}: {abs} gone at {after:.3}, before its deadline {deadline}"
+                );
+            }
+            (rel_live, abs_live) = (r, a);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_flush_and_what_follows_it_come_back_as_they_were() {
+    // Snapshots every 16 KiB of log: one is taken after the flush, most
+    // likely before the reaper has reclaimed what the flush dropped (a
+    // snapshot must not hold those). Recovery then starts from it, or from
+    // one before the flush and replays the flush: the same either way.
+    let dir = tempdir("flush");
+    let opts = [
+        "--fsync",
+        "always",
+        "--snapshot-log-size",
+        "16k",
+        "--log-file-size",
+        "8k",
+    ];
+    let server = Server::start(&dir, &opts);
+    fill(&server, "old-", 2000);
+    let mut c = server.connect();
+    let before = stat(&mut c, "log_snapshots");
+    assert_eq!(ask(&mut c, b"flush_all\r\n", b"OK\r\n"), b"OK\r\n");
+    fill(&server, "new-", 600);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat(&mut c, "log_snapshots") <= before {
+        assert!(Instant::now() < deadline, "no snapshot after the flush");
+        fill(&server, "new-", 600);
+    }
+    let check = |server: &Server, when: &str| {
+        let mut c = server.connect();
+        for i in 0..2000 {
+            assert_eq!(get(&mut c, &format!("old-{i}")), None, "{when}: old-{i}");
+        }
+        for i in 0..600 {
+            assert_eq!(
+                get(&mut c, &format!("new-{i}")),
+                Some(format!("{i:020}")),
+                "{when}: new-{i}"
+            );
+        }
+        // The flushed items are reclaimed in the background.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while stat(&mut c, "curr_items") != 600 {
+            assert!(
+                Instant::now() < deadline,
+                "{when}: flushed items never reclaimed"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    check(&server, "before the restart");
+    server.kill();
+    let server = Server::start(&dir, &opts);
+    check(&server, "after the restart");
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

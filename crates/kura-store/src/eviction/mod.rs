@@ -220,6 +220,16 @@ impl Policy {
             EvictionKind::Sieve => Policy::Sieve(Sieve::default()),
         }
     }
+
+    /// The kind of this policy.
+    pub fn kind(&self) -> EvictionKind {
+        match self {
+            Policy::Lru(_) => EvictionKind::Lru,
+            Policy::TinyLfu(_) => EvictionKind::TinyLfu,
+            Policy::S3Fifo(_) => EvictionKind::S3Fifo,
+            Policy::Sieve(_) => EvictionKind::Sieve,
+        }
+    }
 }
 
 /// Forwards a call to the policy inside.

@@ -1,0 +1,357 @@
+//! [`Store`]: the sharded cache. A key's hash picks its shard; each shard has
+//! its own lock, eviction order and share of the memory limit, so threads
+//! working on different keys rarely wait for each other (seed 001's
+//! HashLruCache). `flush_all` with a delay is applied lazily: every shard
+//! checks the flush state when it is locked and drops its entries once the
+//! flush time has passed, before doing anything else (`flush.rs`). The
+//! change sink's side (`sink.rs`), the configuration (`config.rs`) and the
+//! totals for `stats` (`stats.rs`) have files of their own.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use foldhash::fast::{FixedState, RandomState};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use crate::changes::ChangeSink;
+use crate::clock::Clock;
+use crate::expiry::Expiry;
+use crate::item::{Item, KEY_MAX};
+use crate::ops::{
+    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
+    SetRequest,
+};
+use crate::shard::{Shard, SharedRead};
+
+mod config;
+mod flush;
+mod sink;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+pub use config::{default_shards, StoreConfig};
+use sink::{report, report_get};
+pub use stats::StoreStats;
+
+/// Values at least this long are copied into their block without the
+/// shard's lock held.
+const COPY_UNLOCKED: usize = 16 * 1024;
+
+/// A shard and its lock, on a cache line of its own. Plain reads that
+/// change nothing but the eviction policy's atomic bits share the lock;
+/// everything else takes it exclusively.
+#[repr(align(128))]
+struct ShardCell(RwLock<Shard>);
+
+/// The embeddable cache: safe to share between threads (`Arc<Store>`).
+pub struct Store {
+    shards: Box<[ShardCell]>,
+    shard_mask: u64,
+    hasher: FixedState,
+    clock: Clock,
+    /// `epoch << 32 | deadline` of the newest flush.
+    flush: AtomicU64,
+    flush_lock: Mutex<()>,
+    /// With a sink: the newest flush epoch carried out in every shard.
+    flushed_epoch: AtomicU32,
+    capacity: AtomicU64,
+    config: StoreConfig,
+    /// Hears every change once attached (a durable server's update log).
+    sink: OnceLock<Arc<dyn ChangeSink>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(StoreConfig::default())
+    }
+}
+
+impl Store {
+    /// Builds a store. Each shard reserves 1 GiB of address space for its
+    /// arena (memory is used only as items fill it); a capacity above what
+    /// the shards' arenas hold gets more shards.
+    ///
+    /// # Panics
+    /// When the operating system refuses the address space (a process
+    /// limited with `ulimit -v`, for instance).
+    pub fn new(config: StoreConfig) -> Store {
+        let n = if config.shards == 0 {
+            default_shards(std::thread::available_parallelism().map_or(1, |p| p.get()))
+        } else {
+            config.shards.next_power_of_two()
+        };
+        // Enough shards that each one's share fits in its arena.
+        let n = n.max(
+            config
+                .capacity
+                .div_ceil(crate::shard::max_limit())
+                .next_power_of_two(),
+        );
+        let bits = n.trailing_zeros();
+        // A random seed keeps an attacker from choosing colliding keys.
+        let hasher = FixedState::with_seed(RandomState::default().hash_one(0xc0ffee_u64));
+        let per_shard = config.capacity / n;
+        let shards = (0..n)
+            .map(|i| {
+                ShardCell(RwLock::new(Shard::new(
+                    config.eviction,
+                    hasher,
+                    per_shard,
+                    config.evict,
+                    i,
+                    bits,
+                    config.cas,
+                )))
+            })
+            .collect();
+        Store {
+            shards,
+            shard_mask: (n - 1) as u64,
+            hasher,
+            clock: Clock::new(),
+            flush: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+            flushed_epoch: AtomicU32::new(0),
+            capacity: AtomicU64::new(config.capacity as u64),
+            config,
+            sink: OnceLock::new(),
+        }
+    }
+
+    /// The configuration the store was built with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The current time in Unix seconds, as the store sees it.
+    pub fn now(&self) -> u32 {
+        self.clock.now()
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Locks the shard owning `key`, applying a due flush first.
+    fn shard(&self, key: &[u8]) -> (RwLockWriteGuard<'_, Shard>, u64, u32) {
+        let hash = self.hasher.hash_one(key);
+        let now = self.clock.now();
+        let mut shard = self.cell(hash).write();
+        if self.flush_due(&shard, now) {
+            if self.sink.get().is_some() {
+                drop(shard);
+                self.apply_due_flush(now);
+                shard = self.cell(hash).write();
+            }
+            self.sync_flush(&mut shard, now);
+        }
+        (shard, hash, now)
+    }
+
+    fn cell(&self, hash: u64) -> &RwLock<Shard> {
+        &self.shards[((hash >> 32) & self.shard_mask) as usize].0
+    }
+
+    /// Looks up `key`, bumping it in the eviction order.
+    pub fn get(&self, key: &[u8]) -> Option<Item> {
+        self.get_with(key, &GetOptions::default()).map(|h| h.item)
+    }
+
+    /// Looks up `key` with the given options (touch, vivify, recache...).
+    pub fn get_with(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
+        if *opts == GetOptions::default() {
+            // Most reads change nothing the shard lock guards: try them
+            // with the lock shared first.
+            let hash = self.hasher.hash_one(key);
+            let now = self.clock.now();
+            let shard = self.cell(hash).read();
+            if !self.flush_due(&shard, now) {
+                match shard.get_shared(hash, key, now) {
+                    SharedRead::Hit(hit) => return Some(hit),
+                    SharedRead::Miss => return None,
+                    SharedRead::Exclusive => {}
+                }
+            }
+        }
+        let (mut shard, hash, now) = self.shard(key);
+        let Some(sink) = self.sink() else {
+            return shard.get(hash, key, opts, now);
+        };
+        let hit = shard.get(hash, key, opts, now);
+        report_get(&mut shard, sink, hash, key, opts, hit.as_ref());
+        hit
+    }
+
+    /// Whether `key` is present, without bumping it.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let (shard, hash, now) = self.shard(key);
+        shard.contains(hash, key, now)
+    }
+
+    /// Stores `value` under `key` (a plain set), returning the outcome.
+    pub fn insert(&self, key: &[u8], value: &[u8], expiry: Expiry) -> SetOutcome {
+        self.set(&SetRequest {
+            expiry: Some(expiry),
+            ..SetRequest::new(key, value)
+        })
+    }
+
+    /// Carries out a storage request. Keys longer than [`KEY_MAX`] bytes
+    /// are not stored.
+    pub fn set(&self, req: &SetRequest<'_>) -> SetOutcome {
+        if req.key.len() > KEY_MAX {
+            return SetOutcome::NotStored;
+        }
+        let prebuilt = if req.value.len() >= COPY_UNLOCKED && req.mode == SetMode::Set {
+            self.prebuild(req)
+        } else {
+            None
+        };
+        let (mut shard, hash, now) = self.shard(req.key);
+        let outcome = shard.set(hash, req, now, prebuilt);
+        if let Some(sink) = self.sink() {
+            let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
+            report(&mut shard, sink, hash, req.key, changed);
+        }
+        outcome
+    }
+
+    /// A block for a large set's item, with the value copied in without
+    /// the shard's lock (the block is nobody else's until linked).
+    fn prebuild(&self, req: &SetRequest<'_>) -> Option<Item> {
+        let value = [req.value];
+        let item = {
+            let (mut shard, hash, now) = self.shard(req.key);
+            let contents = shard.contents(req.key, req.flags, &value);
+            let keep = shard.find(hash, req.key);
+            let item = shard.alloc_unfilled(&contents, now, keep);
+            if let Some(sink) = self.sink() {
+                // Evictions are reported before anything else can change
+                // the keys they name.
+                report(&mut shard, sink, hash, req.key, false);
+            }
+            item
+        }?;
+        // SAFETY: a block just allocated for this request, not linked, and
+        // this is its only handle.
+        unsafe { item.fill_value(req.value) };
+        Some(item)
+    }
+
+    /// Sets a new expiry on `key`; false when it is absent.
+    pub fn touch(&self, key: &[u8], expiry: Expiry) -> bool {
+        let opts = GetOptions {
+            touch: Some(expiry),
+            ..Default::default()
+        };
+        self.get_with(key, &opts).is_some()
+    }
+
+    /// `incr`/`decr` with memcached's semantics.
+    pub fn arith(&self, key: &[u8], req: &ArithRequest) -> ArithOutcome {
+        let (mut shard, hash, now) = self.shard(key);
+        let outcome = shard.arith(hash, key, req, now);
+        if let Some(sink) = self.sink() {
+            let changed = matches!(
+                outcome,
+                ArithOutcome::Updated { .. } | ArithOutcome::NoMemory
+            );
+            report(&mut shard, sink, hash, key, changed);
+        }
+        outcome
+    }
+
+    /// Removes `key`; false when it was absent.
+    pub fn delete(&self, key: &[u8]) -> bool {
+        self.delete_with(key, &DeleteRequest::default()) == DeleteOutcome::Deleted
+    }
+
+    /// A conditional or invalidating delete.
+    pub fn delete_with(&self, key: &[u8], req: &DeleteRequest) -> DeleteOutcome {
+        let (mut shard, hash, now) = self.shard(key);
+        let outcome = shard.delete(hash, key, req, now);
+        if let Some(sink) = self.sink() {
+            report(
+                &mut shard,
+                sink,
+                hash,
+                key,
+                outcome == DeleteOutcome::Deleted,
+            );
+        }
+        outcome
+    }
+
+    /// Number of entries (including expired and flushed ones not yet
+    /// reclaimed, as memcached's `curr_items` does).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|c| c.0.read().len()).sum()
+    }
+
+    /// True when the store holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The memory limit in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Relaxed) as usize
+    }
+
+    /// Changes the memory limit; shards over their new share evict on their
+    /// next store.
+    pub fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes as u64, Ordering::Relaxed);
+        let per_shard = bytes / self.shards.len();
+        for cell in self.shards.iter() {
+            cell.0.write().set_limit(per_shard);
+        }
+    }
+
+    /// One pass of the reaper over every shard: unlinks expired entries,
+    /// locking each shard for at most `batch` blocks at a time. Returns the
+    /// number of entries removed. A shard where nothing can have expired
+    /// (no deadline has passed since its last pass) is not walked.
+    pub fn reap(&self, batch: usize) -> usize {
+        let mut removed = 0;
+        for cell in self.shards.iter() {
+            // Until the shard's walk ends: a pass ends at the arena's end,
+            // so one that began mid-arena (making room walks too) is
+            // followed by a whole one.
+            let mut fresh = None;
+            let mut passes = 0;
+            loop {
+                let now = self.clock.now();
+                self.apply_due_flush(now);
+                let mut shard = cell.0.write();
+                self.sync_flush(&mut shard, now);
+                let from_start = *fresh.get_or_insert_with(|| shard.walk_at_start());
+                let (_, gone, done) = shard.reap(now, batch.max(1));
+                removed += gone;
+                if done {
+                    passes += 1;
+                    if from_start || passes == 2 {
+                        break;
+                    }
+                }
+            }
+        }
+        removed
+    }
+}

@@ -1,0 +1,146 @@
+//! The store's side of `changes.rs`: attaching the sink that hears every
+//! change, reporting to it (out of line), replaying what it heard into a
+//! store (recovery), and reading a shard's entries out (snapshots).
+
+use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::changes::{Change, ChangeSink, Entry};
+use crate::ops::{GetOptions, Hit};
+use crate::shard::Shard;
+
+use super::Store;
+
+impl Store {
+    /// Attaches the sink that hears every change from now on (see
+    /// [`ChangeSink`]). A store has at most one; false if it had one.
+    pub fn attach(&self, sink: Arc<dyn ChangeSink>) -> bool {
+        // Hold every lock so no change is half reported.
+        let _serial = self.flush_lock.lock();
+        let mut guards = self.lock_all();
+        if self.sink.set(sink).is_err() {
+            return false;
+        }
+        for shard in &mut guards {
+            shard.evicted = Some(Vec::new());
+        }
+        true
+    }
+
+    pub(super) fn sink(&self) -> Option<&dyn ChangeSink> {
+        self.sink.get().map(|s| &**s)
+    }
+
+    /// Applies a change as a sink heard it (recovery from a snapshot and
+    /// the log): an entry comes back with its CAS, deadline and marks, a
+    /// flush with a time is armed but never carried out by the replay
+    /// itself (if it was carried out, the log says so with a flush at 0
+    /// where it happened). The attached sink, if any, is not told. False
+    /// when an entry did not fit.
+    pub fn replay(&self, change: Change<'_>) -> bool {
+        let now = self.clock.now();
+        match change {
+            Change::Put(e) => {
+                let key = e.item.key();
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                // An entry expired by now is put back all the same: a later
+                // touch in the log may have given it a new deadline. If not,
+                // it stays invisible and is reclaimed like any expired one.
+                let entry = Entry {
+                    item: e.item.clone(),
+                    cas: e.cas,
+                    exptime: e.exptime,
+                    stale: e.stale,
+                    binary_key: e.binary_key,
+                };
+                let done = shard.restore(hash, entry, now);
+                if let Some(evicted) = shard.evicted.as_mut() {
+                    evicted.clear();
+                }
+                done
+            }
+            Change::Touch { key, exptime } => {
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                if let Some(idx) = shard.find(hash, key) {
+                    shard.set_exptime(idx, exptime);
+                }
+                true
+            }
+            Change::Remove { key } | Change::Evict { key } => {
+                let hash = self.hasher.hash_one(key);
+                let mut shard = self.cell(hash).write();
+                if let Some(idx) = shard.find(hash, key) {
+                    shard.unlink(hash, idx);
+                }
+                true
+            }
+            Change::Flush { at } => {
+                let _serial = self.flush_lock.lock();
+                let epoch = (self.flush.load(Ordering::Acquire) >> 32) as u32 + 1;
+                self.flush
+                    .store((u64::from(epoch) << 32) | u64::from(at), Ordering::Release);
+                if at == 0 {
+                    for cell in self.shards.iter() {
+                        let mut shard = cell.0.write();
+                        shard.flush();
+                        shard.flush_epoch = epoch;
+                    }
+                    self.flushed_epoch.store(epoch, Ordering::Release);
+                }
+                true
+            }
+        }
+    }
+
+    /// The live entries of shard `index` (for a snapshot: the shard is
+    /// locked, shared, only while the handles are cloned).
+    pub fn entries(&self, index: usize) -> Vec<Entry> {
+        let now = self.clock.now();
+        self.apply_due_flush(now);
+        let mut shard = self.shards[index].0.write();
+        self.sync_flush(&mut shard, now);
+        shard.entries(now)
+    }
+}
+
+// The reporting is kept out of line, so that a store without a sink runs
+// the same code on its hot paths as before it existed, but for the one test
+// of an empty `OnceLock`.
+
+#[cold]
+#[inline(never)]
+pub(super) fn report(
+    shard: &mut Shard,
+    sink: &dyn ChangeSink,
+    hash: u64,
+    key: &[u8],
+    changed: bool,
+) {
+    shard.report(sink, hash, key, changed);
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn report_get(
+    shard: &mut Shard,
+    sink: &dyn ChangeSink,
+    hash: u64,
+    key: &[u8],
+    opts: &GetOptions,
+    hit: Option<&Hit>,
+) {
+    match hit {
+        Some(h) if h.created => shard.report(sink, hash, key, true),
+        Some(h) if opts.touch.is_some() => {
+            shard.report_evictions(sink);
+            sink.record(Change::Touch {
+                key,
+                exptime: h.exptime,
+            });
+        }
+        _ => shard.report_evictions(sink),
+    }
+}
