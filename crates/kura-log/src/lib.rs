@@ -26,6 +26,7 @@
 
 mod end;
 mod lock;
+mod reader;
 pub mod record;
 mod scan;
 mod segment;
@@ -35,7 +36,8 @@ mod writer;
 pub use end::{end_path, read_end, write_end, LogEnd, END_FILE};
 pub use lock::{DirLock, LOCK_FILE};
 pub use record::{Mutation, MutationRef, Record};
-pub use scan::{check, repair, CheckReport, Damage, LogReader, ScanError};
+pub use reader::LogReader;
+pub use scan::{check, repair, CheckReport, Damage, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
     available_bytes, check_dir, check_snapshot, prune, read_snapshot, remove_partial_snapshots,

@@ -72,7 +72,7 @@ impl CheckReport {
 }
 
 /// How reading one segment ended.
-enum End {
+pub(crate) enum End {
     Clean,
     Torn { offset: u64 },
     Corrupt { offset: u64, reason: String },
@@ -82,7 +82,7 @@ enum End {
 /// valid one in order. `prev` is the sequence number of the record before
 /// this segment, if any; `newest` says whether damage at the end can be a
 /// torn write.
-fn scan_segment(
+pub(crate) fn scan_segment(
     seg: &SegmentFile,
     bytes: &[u8],
     newest: bool,
@@ -227,7 +227,7 @@ fn later_record(rest: &[u8], expect: u64) -> Option<(usize, u64)> {
     })
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, LogError> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, LogError> {
     std::fs::read(path).map_err(io_err(path))
 }
 
@@ -352,111 +352,4 @@ pub fn repair(lock: &DirLock, truncate_corrupt: bool) -> Result<CheckReport, Log
         }
     }
     Ok(report)
-}
-
-/// Reads records in order, from a sequence number on (what recovery and a
-/// replica do). A torn tail ends the iteration; corruption is an error
-/// after the good records before it.
-pub struct LogReader {
-    segments: Vec<SegmentFile>,
-    next_segment: usize,
-    records: std::vec::IntoIter<Record>,
-    from: u64,
-    prev: Option<u64>,
-    pending_error: Option<LogError>,
-    done: bool,
-    known_end: Option<u64>,
-}
-
-impl LogReader {
-    /// Records with sequence numbers `from` and later.
-    ///
-    /// # Errors
-    /// The directory cannot be read.
-    pub fn from_seq(dir: &Path, from: u64) -> Result<LogReader, LogError> {
-        let segments = segment_files(dir)?;
-        // Start with the last segment whose first record is at or before
-        // `from`: the ones before hold nothing wanted.
-        let start = segments
-            .iter()
-            .rposition(|s| s.first_seq <= from)
-            .unwrap_or(0);
-        Ok(LogReader {
-            segments,
-            next_segment: start,
-            records: Vec::new().into_iter(),
-            from,
-            prev: None,
-            pending_error: None,
-            done: false,
-            known_end: read_end(dir)?,
-        })
-    }
-
-    /// Loads the next segment's records; false when there is none.
-    fn load_next(&mut self) -> Result<bool, LogError> {
-        let Some(seg) = self.segments.get(self.next_segment).cloned() else {
-            return Ok(false);
-        };
-        let newest = self.next_segment + 1 == self.segments.len();
-        self.next_segment += 1;
-        let bytes = read(&seg.path)?;
-        let mut records = Vec::new();
-        let from = self.from;
-        let end = scan_segment(
-            &seg,
-            &bytes,
-            newest,
-            self.known_end,
-            &mut self.prev,
-            |r, _| {
-                if r.seq >= from {
-                    records.push(r);
-                }
-            },
-        );
-        match end {
-            End::Clean => {}
-            End::Torn { .. } => self.done = true,
-            End::Corrupt { offset, reason } => {
-                self.done = true;
-                self.pending_error = Some(LogError::Scan(ScanError::Corrupt {
-                    file: seg.path,
-                    offset,
-                    reason,
-                }));
-            }
-        }
-        self.records = records.into_iter();
-        Ok(true)
-    }
-}
-
-impl Iterator for LogReader {
-    type Item = Result<Record, LogError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(r) = self.records.next() {
-                return Some(Ok(r));
-            }
-            if let Some(e) = self.pending_error.take() {
-                return Some(Err(e));
-            }
-            if self.done {
-                return None;
-            }
-            match self.load_next() {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.done = true;
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            }
-        }
-    }
 }
