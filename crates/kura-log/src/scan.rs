@@ -1,5 +1,5 @@
-//! Reading a log directory back: iteration from a sequence number, and the
-//! checks and repairs of `kura log check` / `kura log repair`.
+//! Checking a log directory: how each segment ends (clean, torn, corrupt),
+//! and the checks and repairs of `kura log check` / `kura log repair`.
 
 use std::path::{Path, PathBuf};
 
