@@ -73,7 +73,9 @@ pub enum Frame<'a> {
         swallow: usize,
         quiet: bool,
     },
-    /// A garbage line with no newline: close the connection.
+    /// Close the connection: a garbage line with no newline, or a request
+    /// line that looks like HTTP (memcached's defence against cross-protocol
+    /// requests).
     Close,
 }
 
@@ -90,6 +92,8 @@ pub(crate) enum Parsed<'a> {
         swallow: usize,
         quiet: bool,
     },
+    /// A line after which the connection is closed, unanswered.
+    Close,
 }
 
 /// A storage request whose data block has yet to be framed; its `data`
@@ -140,6 +144,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Frame<'a> {
     let tokens = Tokens::new(line);
     let parsed = dispatch(line, &tokens, limits);
     match parsed {
+        Parsed::Close => Frame::Close,
         Parsed::Line(request) => Frame::Request {
             request,
             len: line_len,

@@ -49,8 +49,41 @@ pub(crate) fn parse<'a>(
             _ => ShutdownMode::Invalid,
         })),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
-        _ => err(Error::UnknownCommand),
+        _ => unknown(cmd, t),
     }
+}
+
+/// The commands memcached looks up by their whole name; it picks the others
+/// by their first letter (below), then by name within the letter. `rotate`
+/// is kura's.
+const BY_NAME: &[&[u8]] = &[
+    b"replace",
+    b"prepend",
+    b"bget",
+    b"flush_all",
+    b"version",
+    b"quit",
+    b"lru_crawler",
+    b"watch",
+    b"verbosity",
+    b"lru",
+    b"extstore",
+    b"refresh_certs",
+    b"rotate",
+];
+
+/// A line with no command kura knows. memcached hangs up at once on one
+/// that looks like an HTTP request (its last token, of the 23 it reads,
+/// starts with `HTTP/`): a browser tricked into sending a request to the
+/// cache port gets no reply it could use. Lines it routes to a command by
+/// their first letter or name get `ERROR` whatever their last token.
+fn unknown<'a>(cmd: &[u8], t: &Tokens<'a>) -> Parsed<'a> {
+    let by_letter = cmd.first().is_some_and(|c| b"acdgist".contains(c));
+    let last = t.get(t.len().saturating_sub(1));
+    if !by_letter && !BY_NAME.contains(&cmd) && last.starts_with(b"HTTP/") {
+        return Parsed::Close;
+    }
+    err(Error::UnknownCommand)
 }
 
 fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
@@ -262,6 +295,62 @@ mod rotate_tests {
                 matches!(parse(wire, &Limits::default()), Frame::Error { .. }),
                 "{:?}",
                 String::from_utf8_lossy(wire)
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    use crate::{parse, Error, Frame, Limits};
+
+    fn frame(line: &[u8]) -> Frame<'_> {
+        parse(line, &Limits::default())
+    }
+
+    #[test]
+    fn http_request_lines_close_the_connection() {
+        for line in [
+            &b"GET / HTTP/1.0\r\n"[..],
+            b"PUT /asdf HTTP/1.1\r\n",
+            b"DELETE HTTP/1.1\r\n",
+            b"HTTP/1.1\n",
+            b"mget / HTTP/\r\n",
+            b"OPTIONS a b c d e f g h i j k l m n o p q r s t u HTTP/1.1\r\n",
+        ] {
+            assert_eq!(
+                frame(line),
+                Frame::Close,
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn commands_memcached_routes_are_answered_whatever_their_last_token() {
+        for line in [
+            &b"gxx / HTTP/1.1\r\n"[..],
+            b"sxx HTTP/1.1\r\n",
+            b"txx HTTP/1.1\r\n",
+            b"verbosity a b HTTP/1.1\r\n",
+            b"lru_crawler HTTP/1.1\r\n",
+            b"mx HTTP/1.1\r\n",
+            b"G HTTP/1.1\r\n",
+            b"GET / http/1.1\r\n",
+            b"GET / HTTP/1.1 x\r\n",
+            b"GET a b c d e f g h i j k l m n o p q r s t u v w HTTP/1.1\r\n",
+        ] {
+            assert!(
+                matches!(
+                    frame(line),
+                    Frame::Error {
+                        error: Error::UnknownCommand,
+                        ..
+                    }
+                ),
+                "{:?}",
+                String::from_utf8_lossy(line)
             );
         }
     }
