@@ -86,6 +86,15 @@ fn unknown<'a>(cmd: &[u8], t: &Tokens<'a>) -> Parsed<'a> {
     err(Error::UnknownCommand)
 }
 
+/// A storage command's length: memcached refuses a negative one and one
+/// above `INT_MAX - 2` (the length with its `\r\n` must fit in an `int`)
+/// as a format error, without reading the data.
+pub(crate) fn data_length(len: i32) -> Option<usize> {
+    usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= i32::MAX as usize - 2)
+}
+
 fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
     Parsed::Error {
         error,
@@ -140,7 +149,7 @@ fn storage<'a>(t: &Tokens<'a>, mode: StoreMode, with_cas: bool, limits: &Limits)
     } else {
         None
     };
-    let Ok(data_len) = usize::try_from(len) else {
+    let Some(data_len) = data_length(len) else {
         return quiet(Error::BadFormat, noreply);
     };
     Parsed::WithData(DataRequest {
@@ -352,6 +361,50 @@ mod http_tests {
                 "{:?}",
                 String::from_utf8_lossy(line)
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod length_tests {
+    use crate::{parse, Data, Error, Frame, Limits, Request};
+
+    #[test]
+    fn lengths_above_int_max_minus_two_are_format_errors() {
+        for line in [
+            &b"set k 0 0 2147483646\r\n"[..],
+            b"set k 0 0 2147483647\r\n",
+            b"cas k 0 0 2147483646 1\r\n",
+            b"set k 0 0 4294967295\r\n",
+            b"ms k 2147483646\r\n",
+            b"ms k 2147483647 T0\r\n",
+        ] {
+            match parse(line, &Limits::default()) {
+                Frame::Error {
+                    error: Error::BadFormat,
+                    len,
+                    swallow: 0,
+                    ..
+                } => assert_eq!(len, line.len()),
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(line)),
+            }
+        }
+    }
+
+    #[test]
+    fn int_max_minus_two_is_a_length_too_large_for_the_cache() {
+        for line in [&b"set k 0 0 2147483645\r\n"[..], b"ms k 2147483645\r\n"] {
+            match parse(line, &Limits::default()) {
+                Frame::Request {
+                    request: Request::Store(s),
+                    ..
+                } => assert_eq!(s.data, Data::TooLarge { len: 2147483645 }),
+                Frame::Request {
+                    request: Request::MetaSet(s),
+                    ..
+                } => assert_eq!(s.data, Data::TooLarge { len: 2147483645 }),
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(line)),
+            }
         }
     }
 }

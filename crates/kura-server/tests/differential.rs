@@ -1092,6 +1092,24 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "lengths past INT_MAX - 2",
+            vec![
+                // memcached refuses a length above INT_MAX - 2 as a format
+                // error and reads the data line as the next command.
+                l("set k 0 0 2147483646\r\nabc\r\n"),
+                l("set k 0 0 2147483647\r\nabc\r\n"),
+                l("set k 0 0 2147483647 noreply\r\nabc\r\n"),
+                l("add k 0 0 2147483647\r\nabc\r\n"),
+                l("cas k 0 0 2147483646 1\r\nabc\r\n"),
+                l("append k 0 0 4294967295\r\nabc\r\n"),
+                l("ms k 2147483646\r\nabc\r\n"),
+                l("ms k 2147483647 T0 F0\r\nabc\r\n"),
+                l("ms k 2147483647 q\r\nabc\r\n"),
+                l("ms k 4294967295 I\r\nabc\r\n"),
+                l("get k\r\n"),
+            ],
+        ),
+        (
             "HTTP request line GET",
             vec![Step::Close(b"GET / HTTP/1.0\r\n".to_vec())],
         ),
