@@ -14,8 +14,8 @@
 //! What kura does differently on purpose, or where memcached's answer
 //! depends on more than the request stream, is not generated (the details
 //! are where the generator avoids them):
-//! - kura's intentional differences: keys with control characters, client
-//!   flags above 2^32-1, the meta flags `E` and `x`;
+//! - kura's intentional differences: client flags above 2^32-1, the meta
+//!   flags `E` and `x`;
 //! - memcached quirks kura does not copy: it forgets a key was sent in
 //!   base64 when an append or a longer number makes a new item (then echoes
 //!   the raw key), `ma` with `T` loses the TTL when the number gets longer,
@@ -1089,6 +1089,33 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
                 l("GET / HTTP/1.1 x\r\n"),
                 l("GET /HTTP/1.1\r\n"),
                 l("GET a b c d e f g h i j k l m n o p q r s t u v w HTTP/1.1\r\n"),
+            ],
+        ),
+        (
+            "keys with control bytes, DEL, high bytes and NUL",
+            vec![
+                // memaslap's keys begin with eight 0x10 bytes.
+                lb(b"set \x10\x10\x10\x10\x10\x10\x10\x10key 0 0 1\r\nx\r\n".to_vec()),
+                lb(b"get \x10\x10\x10\x10\x10\x10\x10\x10key\r\n".to_vec()),
+                lb(b"set \x01\x1f\x7f\x80\xff 5 0 2\r\nab\r\n".to_vec()),
+                lb(b"gets \x01\x1f\x7f\x80\xff\r\n".to_vec()),
+                lb(b"set a\tb 0 0 1\r\nx\r\nget a\tb\r\n".to_vec()),
+                lb(b"set a\rb 0 0 1\r\nx\r\nget a\rb\r\n".to_vec()),
+                lb(b"append \x1b 0 0 1\r\nx\r\nadd \x1b 0 0 1\r\ny\r\nget \x1b\r\n".to_vec()),
+                lb(b"incr \x1b 1\r\nset \x1bn 0 0 1\r\n1\r\nincr \x1bn 5\r\ndecr \x1bn 1\r\n".to_vec()),
+                lb(b"touch \x1bn 100\r\ngat 0 \x1bn\r\ndelete \x1bn\r\ndelete \x1bn\r\n".to_vec()),
+                lb(b"ms \x10\x10m 1\r\nx\r\nmg \x10\x10m v k\r\n".to_vec()),
+                lb(b"ms \x01\x7f\x80m 1 T0\r\nx\r\nmg \x01\x7f\x80m v k t\r\n".to_vec()),
+                lb(b"md \x10\x10m q\r\nmg \x10\x10m v\r\nma \x10\x10c N0 J3 v\r\nme \x10\x10x\r\n".to_vec()),
+                // memcached reads a request line up to its first NUL.
+                lb(b"set a\x00b 0 0 1\r\nx\r\nget a\x00b\r\n".to_vec()),
+                lb(b"set nul 0 0 1\x00 junk\r\nx\r\nget nul\x00b c\r\n".to_vec()),
+                lb(b"set a\x00 0 0 1\r\nx\r\n".to_vec()),
+                lb(b"get a b\x00\r\n".to_vec()),
+                lb(b"ms a\x00m 1\r\nx\r\n".to_vec()),
+                lb(b"mg a\x00m v\r\nmg nul\x00 v\r\n".to_vec()),
+                lb(b"\x00version\r\nver\x00sion\r\nversion\x00\r\n".to_vec()),
+                lb(b"delete nul\x00\r\n".to_vec()),
             ],
         ),
         (

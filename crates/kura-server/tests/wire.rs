@@ -611,11 +611,11 @@ fn errors_and_malformed_lines() {
                 "set a 0 0 1\r\nabc\r\n",
                 "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
             ),
-            (
-                "set a\x01b 0 0 1\r\n",
-                "CLIENT_ERROR bad command line format\r\n",
-            ),
-            ("get a\x7fb\r\n", "CLIENT_ERROR bad command line format\r\n"),
+            // Control bytes and DEL are key bytes, as in memcached; a NUL
+            // ends the line.
+            ("set a\x01b 0 0 1\r\nx\r\n", "STORED\r\n"),
+            ("get a\x01b a\x7fb\r\n", "VALUE a\x01b 0 1\r\nx\r\nEND\r\n"),
+            ("set a\x00b 0 0 1\r\n", "ERROR\r\n"),
             ("set a 0 0 1 noreply\r\nabc\r\n", "ERROR\r\n"),
         ],
     );
