@@ -23,5 +23,5 @@ mod udp;
 pub use cli::{ProcessOptions, ServerArgs};
 pub use config::{Protocol, ServerConfig};
 pub use server::{Server, ServerHandle};
-pub use shared::{Shared, VERSION};
+pub use shared::{Shared, KURA_VERSION, VERSION};
 pub use tls::TlsConfig;

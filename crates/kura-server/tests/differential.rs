@@ -5,7 +5,6 @@
 //! - CAS values (`VALUE k f n CAS` lines of gets/gats, `c<n>` tokens of meta
 //!   replies) become the order of their first appearance, so that which
 //!   replies share a CAS is still compared;
-//! - the version string;
 //! - `me` lines keep only the key and the `fetch=` field;
 //! - meta `t` (TTL left) is rounded to the nearest 100 seconds and `l`
 //!   (seconds since last access) is dropped: both read a clock;
@@ -368,7 +367,6 @@ impl Normalizer {
                         }
                     }
                 }
-                b"VERSION" => out.extend_from_slice(b"VERSION <version>"),
                 _ => out.extend_from_slice(line),
             }
             out.extend_from_slice(b"\r\n");

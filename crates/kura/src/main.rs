@@ -99,7 +99,11 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", path.display()))?;
     }
     if let Some(addr) = server.local_addr() {
-        tracing::info!("kura {} serving memcached on {addr}", kura_server::VERSION);
+        tracing::info!(
+            "kura {} serving memcached {} on {addr}",
+            kura_server::KURA_VERSION,
+            kura_server::VERSION
+        );
     }
     let handle = server.start()?;
     process::wait_for_stop(handle.shared());

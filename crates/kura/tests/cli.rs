@@ -249,6 +249,16 @@ fn unusable_tls_settings_are_startup_errors() {
 }
 
 #[test]
+fn version_flag_prints_kuras_version() {
+    let out = kura().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("kura {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
 fn help_documents_memcached_flags() {
     let out = kura().args(["server", "--help"]).output().unwrap();
     assert!(out.status.success());

@@ -86,6 +86,7 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "reclaimed", st.reclaimed);
     reply::stat(o, "crawler_reclaimed", st.crawler_reclaimed);
     reply::stat(o, "store_shards", st.shards);
+    reply::stat(o, "kura_version", crate::shared::KURA_VERSION);
     if let Some(tls) = &sh.tls {
         let errors = load(&sh.counters.ssl_handshake_errors);
         reply::stat(o, "ssl_handshake_errors", errors);
