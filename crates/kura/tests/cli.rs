@@ -249,6 +249,29 @@ fn unusable_tls_settings_are_startup_errors() {
 }
 
 #[test]
+fn a_repeated_flag_overrides_the_earlier_one() {
+    // An init script's default command line with overrides appended.
+    let port = free_port();
+    let mut child = kura()
+        .args(["server", "-p", "1", "-m", "64", "-t", "4", "-A"])
+        .args(["-p", &port.to_string(), "-m", "128", "-t", "2", "-A"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
+    for want in [
+        "STAT maxbytes 134217728\r\n",
+        "STAT num_threads 2\r\n",
+        "STAT shutdown_command yes\r\n",
+    ] {
+        assert!(settings.contains(want), "{want:?} in {settings}");
+    }
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+}
+
+#[test]
 fn version_flag_prints_kuras_version() {
     let out = kura().arg("--version").output().unwrap();
     assert!(out.status.success());
