@@ -63,8 +63,15 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     after_help = "kura listens on 127.0.0.1 unless -l says otherwise, and serves UDP only when -U names a port."
 )]
 pub struct ServerArgs {
-    /// TCP port to listen on (default: 11211)
-    #[arg(short = 'p', long = "port", value_name = "num")]
+    /// TCP port to listen on (default: 11211); 0 or -1: a free port (see
+    /// MEMCACHED_PORT_FILENAME)
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "num",
+        allow_negative_numbers = true,
+        value_parser = parse_port
+    )]
     pub port: Option<u16>,
     /// UDP port to listen on (default: 0, off)
     #[arg(short = 'U', long = "udp-port", value_name = "num")]
@@ -238,6 +245,15 @@ pub enum CliError {
     ConfigRead(PathBuf, std::io::Error),
     #[error("invalid config file {0}: {1}")]
     ConfigParse(PathBuf, toml::de::Error),
+}
+
+/// A `-p` value: a port, or memcached's `-1` for a free one (kura's 0).
+fn parse_port(s: &str) -> Result<u16, String> {
+    if s == "-1" {
+        return Ok(0);
+    }
+    s.parse()
+        .map_err(|_| format!("'{s}' is not a port: expected 0 to 65535, or -1"))
 }
 
 /// Parses `-I` values: bytes, or with a `k`/`m` suffix.
@@ -660,6 +676,13 @@ mod tests {
             let e = parse(&["-Z", "-o", args]).unwrap_err();
             assert!(e.contains(want), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn port_minus_one_is_a_free_port() {
+        assert_eq!(parse(&["-p", "-1"]).unwrap().port, 0);
+        assert_eq!(parse(&["--port=-1"]).unwrap().port, 0);
+        assert!(parse(&["-p", "-2"]).is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod durable;
 pub mod exec;
 pub mod metrics;
 pub mod output;
+pub mod port_file;
 mod server;
 pub mod shared;
 pub mod tls;

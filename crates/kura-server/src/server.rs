@@ -223,6 +223,25 @@ impl Server {
         self.udp.first().and_then(|s| s.local_addr().ok())
     }
 
+    /// Writes memcached's port file (see [`crate::port_file`]): every TCP
+    /// then UDP port bound. Nothing is written for a Unix socket server, as
+    /// in memcached.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write_port_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        if self.unix.is_some() {
+            return Ok(());
+        }
+        let tcp: Vec<SocketAddr> = self.tcp_addrs().into_iter().map(|(a, _)| a).collect();
+        let udp: Vec<SocketAddr> = self
+            .udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        crate::port_file::write(path, &crate::port_file::contents(&tcp, &udp))
+    }
+
     /// The shared state (store, settings, counters).
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared

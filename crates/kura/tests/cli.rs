@@ -271,6 +271,122 @@ fn a_repeated_flag_overrides_the_earlier_one() {
     assert!(wait_exit(&mut child).success());
 }
 
+/// Starts `program` with `MEMCACHED_PORT_FILENAME=file` and returns the
+/// file's contents once it appears, and the child.
+fn port_file_of(program: &str, args: &[&str], file: &std::path::Path) -> (String, Child) {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("MEMCACHED_PORT_FILENAME", file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !file.exists() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{program} wrote no port file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (std::fs::read_to_string(file).unwrap(), child)
+}
+
+/// The port file with its numbers replaced by N.
+fn shape(ports: &str) -> String {
+    let mut out = String::new();
+    for c in ports.chars() {
+        match (c.is_ascii_digit(), out.ends_with('N')) {
+            (true, true) => {}
+            (true, false) => out.push('N'),
+            (false, _) => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn port_file_names_the_bound_ports_as_memcached_does() {
+    let dir = std::env::temp_dir().join(format!("kura-ports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ports");
+    let udp = free_port().to_string();
+    let bin = env!("CARGO_BIN_EXE_kura");
+    let args = [
+        "server",
+        "-p",
+        "-1",
+        "-U",
+        &udp,
+        "-l",
+        "127.0.0.1",
+        "-t",
+        "1",
+    ];
+    let (ports, mut child) = port_file_of(bin, &args, &file);
+    assert!(!dir.join("ports.lck").exists());
+    let mut lines = ports.lines();
+    let tcp: u16 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("TCP INET: "))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{ports:?}"));
+    assert_eq!(lines.next(), Some(format!("UDP INET: {udp}").as_str()));
+    assert_eq!(lines.next(), None);
+    let mut s = connect(tcp);
+    assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+    // memcached writes the same lines for the same listeners.
+    let memcached = "/usr/bin/memcached";
+    if std::path::Path::new(memcached).exists() {
+        std::fs::remove_file(&file).unwrap();
+        let udp = free_port().to_string();
+        let args = [
+            "-u",
+            "root",
+            "-p",
+            "-1",
+            "-U",
+            &udp,
+            "-l",
+            "127.0.0.1",
+            "-t",
+            "1",
+        ];
+        let (theirs, mut child) = port_file_of(memcached, &args, &file);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            shape(&theirs),
+            shape(&ports),
+            "{theirs:?} against {ports:?}"
+        );
+    } else if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
+        panic!("memcached not found at {memcached} and KURA_REQUIRE_MEMCACHED=1");
+    }
+    // With a Unix socket there is no port, and no file, as in memcached.
+    std::fs::remove_file(&file).unwrap();
+    let sock = dir.join("sock");
+    let mut child = kura()
+        .args(["server", "-s"])
+        .arg(&sock)
+        .env("MEMCACHED_PORT_FILENAME", &file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(Instant::now() < deadline, "no unix socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!file.exists() && !dir.join("ports.lck").exists());
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn version_flag_prints_kuras_version() {
     let out = kura().arg("--version").output().unwrap();
