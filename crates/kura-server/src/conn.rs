@@ -155,6 +155,7 @@ where
         let mut end = None;
         while pos < rbuf.len() {
             let step = match wire {
+                Wire::Text if !session.authenticated => session.step_auth(&rbuf[pos..]),
                 Wire::Text => {
                     let frame = parse(&rbuf[pos..], &shared.limits);
                     if let Frame::Request { len, .. } = &frame {
