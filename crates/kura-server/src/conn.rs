@@ -119,7 +119,10 @@ where
             biased;
             _ = &mut stop => return End::Stopping,
             r = read => match r {
-                None => return End::Idle,
+                None => {
+                    incr(&stats.idle_kicks);
+                    return End::Idle;
+                }
                 Some(Ok(0)) => return End::Eof,
                 Some(Ok(n)) => n,
                 Some(Err(_)) => return End::Io,

@@ -86,6 +86,39 @@ fn bind_tcp(addr: SocketAddr, backlog: u32) -> anyhow::Result<TcpListener> {
     Ok(socket.into())
 }
 
+/// The listening sockets as `stats conns` shows them.
+fn listeners(
+    tcp: &[(TcpListener, bool)],
+    unix: Option<&(UnixListener, PathBuf)>,
+    udp: &[UdpSocket],
+) -> Vec<crate::metrics::Listener> {
+    use std::os::fd::AsRawFd;
+    let entry = |fd: i32, addr: String, udp: bool| crate::metrics::Listener {
+        id: fd as u64,
+        addr,
+        udp,
+    };
+    let mut all = Vec::new();
+    for (l, _) in tcp {
+        if let Ok(a) = l.local_addr() {
+            all.push(entry(l.as_raw_fd(), format!("tcp:{a}"), false));
+        }
+    }
+    if let Some((l, path)) = unix {
+        all.push(entry(
+            l.as_raw_fd(),
+            format!("unix:{}", path.display()),
+            false,
+        ));
+    }
+    for s in udp {
+        if let Ok(a) = s.local_addr() {
+            all.push(entry(s.as_raw_fd(), format!("udp:{a}"), true));
+        }
+    }
+    all
+}
+
 impl Server {
     /// Checks the settings and binds every listener.
     ///
@@ -184,6 +217,7 @@ impl Server {
             tables.add(&spec.name, table);
         }
         let mut shared = Shared::new(config, store);
+        shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
         shared.tables = tables;
         shared.credentials = credentials;
         shared.tls = tls;

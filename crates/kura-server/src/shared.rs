@@ -83,6 +83,8 @@ pub struct Shared {
     pub durable: Option<Arc<crate::durable::Durable>>,
     /// Fixed-length tables (`--table`).
     pub tables: Tables,
+    /// The listening sockets, for `stats conns`.
+    pub listeners: Vec<crate::metrics::Listener>,
     state: watch::Sender<RunState>,
 }
 
@@ -101,6 +103,7 @@ impl Shared {
             tls: None,
             durable: None,
             tables: Tables::default(),
+            listeners: Vec::new(),
             store,
             config,
             state,

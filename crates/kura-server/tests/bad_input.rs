@@ -156,6 +156,11 @@ fn idle_connections_are_closed_with_idle_timeout() {
     let mut c = s.connect();
     c.roundtrip(b"mn\r\n", b"MN\r\n");
     assert!(c.is_closed());
+    // Counted in stats as memcached's idle_kicks.
+    let mut c = s.connect();
+    c.send(b"stats\r\n");
+    let stats = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+    assert!(stats.contains("STAT idle_kicks 1\r\n"), "{stats}");
 }
 
 #[test]

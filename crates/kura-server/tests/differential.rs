@@ -1565,6 +1565,85 @@ fn stats_end_in_end() {
     }
 }
 
+/// The `STAT` names of a group's reply, with `stats conns`' leading
+/// descriptor numbers (which differ) replaced by `N`.
+fn stat_names(addr: SocketAddr, group: &str) -> Vec<String> {
+    let mut side = Side::connect(addr);
+    let (got, status) = side.exchange(&l(&format!("stats{group}\r\n")));
+    assert_eq!(status, Status::Answered, "{addr} stats{group}");
+    String::from_utf8_lossy(&got)
+        .lines()
+        .filter_map(|line| line.strip_prefix("STAT "))
+        .filter_map(|line| line.split(' ').next())
+        .map(|name| match name.split_once(':') {
+            Some((id, rest)) if id.bytes().all(|b| b.is_ascii_digit()) => format!("N:{rest}"),
+            _ => name.to_string(),
+        })
+        .collect()
+}
+
+/// Every group of `stats` names memcached's figures in memcached's order;
+/// kura's own figures come after them.
+#[test]
+fn stats_groups_have_memcached_names_in_order() {
+    let Some(bin) = common::memcached_bin() else {
+        return;
+    };
+    // kura's own figures, after memcached's.
+    let kura_only = ["store_shards", "kura_version", "eviction_policy"];
+    for idle in [false, true] {
+        // memcached's default crawler and LRU maintainer (which
+        // start_with turns off), and an idle timeout that adds idle_kicks.
+        let args: &[&str] = if idle {
+            &["-o", "idle_timeout=100"]
+        } else {
+            &[]
+        };
+        let memcached = Memcached::start_default(&bin, args);
+        let kura = TestServer::with(|c| {
+            c.threads = 2;
+            if idle {
+                c.idle_timeout = 100;
+            }
+        });
+        for addr in [memcached.addr, kura.addr] {
+            let mut side = Side::connect(addr);
+            side.exchange(&l("set a 0 0 1\r\nx\r\nget a\r\n"));
+        }
+        for group in ["", " settings", " items", " slabs", " sizes", " conns"] {
+            let theirs = stat_names(memcached.addr, group);
+            let ours: Vec<String> = stat_names(kura.addr, group)
+                .into_iter()
+                .filter(|n| !kura_only.contains(&n.as_str()))
+                .collect();
+            assert!(!theirs.is_empty(), "memcached's stats{group} is empty");
+            assert_eq!(ours, theirs, "stats{group} (idle timeout: {idle})");
+        }
+    }
+}
+
+/// `cache_memlimit` changes `stats settings`' maxbytes too, as in memcached.
+#[test]
+fn cache_memlimit_shows_in_both_memory_figures() {
+    let Some(pair) = Pair::start() else { return };
+    let pick = |addr: SocketAddr| {
+        let mut side = Side::connect(addr);
+        let (got, _) = side.exchange(&l("cache_memlimit 100\r\nstats settings\r\nstats\r\n"));
+        String::from_utf8_lossy(&got)
+            .lines()
+            .filter(|l| l.starts_with("STAT maxbytes ") || l.starts_with("STAT limit_maxbytes "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let [mc, ku] = pair.addrs();
+    let theirs = pick(mc);
+    assert_eq!(
+        theirs,
+        ["STAT maxbytes 104857600", "STAT limit_maxbytes 104857600"]
+    );
+    assert_eq!(pick(ku), theirs);
+}
+
 // ---------------------------------------------------------------------------
 // Random streams
 

@@ -15,6 +15,7 @@ mod meta_delete;
 mod meta_get;
 mod meta_set;
 mod stats;
+mod stats_settings;
 mod storage;
 mod table;
 mod touch;
