@@ -377,10 +377,19 @@ fn port_file_names_the_bound_ports_as_memcached_does() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(Instant::now() < deadline, "no unix socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut u = loop {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(u) => break u,
+            Err(e) if Instant::now() > deadline => panic!("no unix socket: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    // Served (not only bound): the server is past writing any port file.
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    u.write_all(b"mn\r\n").unwrap();
+    let mut mn = [0u8; 4];
+    u.read_exact(&mut mn).unwrap();
+    assert_eq!(&mn, b"MN\r\n");
     assert!(!file.exists() && !dir.join("ports.lck").exists());
     signal(&child, libc::SIGTERM);
     assert!(wait_exit(&mut child).success());
