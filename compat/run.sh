@@ -12,6 +12,8 @@
 # Clients (each one a PASS/FAIL line in the summary; exit status 1 if any fails):
 #   memccapable      libmemcached-tools' `memccapable -a` (every ASCII test)
 #   memccapable-binary  `memccapable -b` (every binary-protocol test)
+#   memcaslap        libmemcached-tools' load generator in text mode for 2 s (its keys begin
+#                    with control bytes); every get must hit
 #   pymemcache       compat/pymemcache_test.py
 #   cache-memcached-fast  compat/cache_memcached_fast_test.pl (noreply => 1, 100,000-set burst)
 #   pylibmc          compat/pylibmc_test.py (text protocol)
@@ -233,12 +235,21 @@ missing() {
     return 1
 }
 
+# memcaslap's text-mode keys begin with eight 0x10 bytes: every get must hit what it set.
+check_memcaslap() {
+    local logf="$1" rc="$2"
+    [[ "$rc" == 0 ]] || return 1
+    grep -q '^get_misses: 0$' "$logf" && grep -Eq '^cmd_set: [1-9]' "$logf"
+}
+
 if have memccapable; then
     run_client memccapable check_memccapable memccapable -h 127.0.0.1 -p "$port" -a
     run_client memccapable-binary check_memccapable memccapable -h 127.0.0.1 -p "$port" -b
+    run_client memcaslap check_memcaslap memcaslap -s "127.0.0.1:$port" -t 2s -c 4 -T 1
 else
     run_client memccapable check_exit missing memccapable "apt-get install libmemcached-tools"
     run_client memccapable-binary check_exit missing memccapable "apt-get install libmemcached-tools"
+    run_client memcaslap check_exit missing memcaslap "apt-get install libmemcached-tools"
 fi
 
 run_client pymemcache check_exit \

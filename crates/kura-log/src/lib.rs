@@ -35,8 +35,8 @@ mod writer;
 
 pub use end::{end_path, read_end, write_end, LogEnd, END_FILE};
 pub use lock::{DirLock, LOCK_FILE};
-pub use record::{Mutation, MutationRef, Record};
 pub use reader::LogReader;
+pub use record::{Mutation, MutationRef, Record};
 pub use scan::{check, repair, CheckReport, Damage, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{

@@ -8,8 +8,8 @@
 //! be spaced differently from the original line.
 //!
 //! Composition does not validate: keys, stats arguments and flag tokens are
-//! written as held, so a hand-built request with a space or a control byte
-//! in a key produces a line the parser rejects or reads differently. The
+//! written as held, so a hand-built request with a space, a NUL or a
+//! newline in a key produces a line the parser rejects or reads differently. The
 //! cases that cannot be written faithfully are documented on
 //! [`Request::compose`].
 

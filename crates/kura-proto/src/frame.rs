@@ -73,7 +73,9 @@ pub enum Frame<'a> {
         swallow: usize,
         quiet: bool,
     },
-    /// A garbage line with no newline: close the connection.
+    /// Close the connection: a garbage line with no newline, or a request
+    /// line that looks like HTTP (memcached's defence against cross-protocol
+    /// requests).
     Close,
 }
 
@@ -90,6 +92,8 @@ pub(crate) enum Parsed<'a> {
         swallow: usize,
         quiet: bool,
     },
+    /// A line after which the connection is closed, unanswered.
+    Close,
 }
 
 /// A storage request whose data block has yet to be framed; its `data`
@@ -137,9 +141,14 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Frame<'a> {
     if line.len() > 1 && line[line.len() - 1] == b'\r' {
         line = &line[..line.len() - 1];
     }
+    // memcached reads the request line as a C string: it ends at a NUL.
+    if let Some(nul) = memchr(0, line) {
+        line = &line[..nul];
+    }
     let tokens = Tokens::new(line);
     let parsed = dispatch(line, &tokens, limits);
     match parsed {
+        Parsed::Close => Frame::Close,
         Parsed::Line(request) => Frame::Request {
             request,
             len: line_len,
@@ -219,7 +228,102 @@ pub(crate) fn after_token<'a>(line: &'a [u8], t: &Tokens<'a>, i: usize) -> &'a [
     &line[end.min(line.len())..]
 }
 
-/// A key the text protocols accept: at most 250 bytes, no control bytes.
+/// A key the text protocols accept: 1 to 250 bytes. Like memcached, any
+/// byte but the space (which ends a token) and NUL (which ends the line) may
+/// be in a key: control bytes, DEL, bytes of 0x80 and above.
 pub(crate) fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty() && key.len() <= KEY_MAX_LENGTH && !key.iter().any(|&b| b < 0x20 || b == 0x7f)
+    !key.is_empty() && key.len() <= KEY_MAX_LENGTH
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+    use crate::Request;
+
+    #[test]
+    fn keys_take_any_byte_but_space_and_nul() {
+        // memaslap's keys start with eight 0x10 bytes.
+        let wire = b"set \x10\x10\x10\x10\x10\x10\x10\x10k\x01\t\x7f\x80\xff 0 0 1\r\nx\r\n";
+        match parse(wire, &Limits::default()) {
+            Frame::Request {
+                request: Request::Store(s),
+                len,
+            } => {
+                assert_eq!(len, wire.len());
+                assert_eq!(
+                    s.key,
+                    b"\x10\x10\x10\x10\x10\x10\x10\x10k\x01\t\x7f\x80\xff"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        for wire in [
+            &b"get a\rb \x1b\r\n"[..],
+            b"mg \x01\x7f v\r\n",
+            b"md \x10\x10\r\n",
+            b"ma \x10\x10\r\n",
+            b"me \x10\x10\r\n",
+            b"delete \x10\r\n",
+            b"incr \x10 1\r\n",
+            b"touch \x10 1\r\n",
+        ] {
+            assert!(
+                matches!(parse(wire, &Limits::default()), Frame::Request { .. }),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+
+    #[test]
+    fn a_nul_ends_the_request_line() {
+        let limits = Limits::default();
+        match parse(b"get a\0b c\r\n", &limits) {
+            Frame::Request {
+                request: Request::Get(g),
+                len: 11,
+            } => assert_eq!(g.keys().collect::<Vec<_>>(), [&b"a"[..]]),
+            other => panic!("{other:?}"),
+        }
+        // `set a` alone has too few tokens: ERROR, and nothing swallowed.
+        assert_eq!(
+            parse(b"set a\0 0 0 1\r\nx\r\n", &limits),
+            Frame::Error {
+                error: Error::UnknownCommand,
+                len: 14,
+                swallow: 0,
+                quiet: false,
+            }
+        );
+        assert_eq!(
+            parse(b"ms a\0m 1\r\nx\r\n", &limits),
+            Frame::Error {
+                error: Error::BadFormat,
+                len: 10,
+                swallow: 0,
+                quiet: false,
+            }
+        );
+        assert!(matches!(
+            parse(b"\0version\r\n", &limits),
+            Frame::Error {
+                error: Error::UnknownCommand,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn keys_over_250_bytes_are_refused() {
+        let mut wire = b"set ".to_vec();
+        wire.extend(std::iter::repeat_n(0x10, 251));
+        wire.extend_from_slice(b" 0 0 1\r\nx\r\n");
+        assert!(matches!(
+            parse(&wire, &Limits::default()),
+            Frame::Error {
+                error: Error::BadFormat,
+                ..
+            }
+        ));
+    }
 }

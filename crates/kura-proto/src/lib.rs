@@ -15,6 +15,7 @@
 //! assert_eq!(get.keys().collect::<Vec<_>>(), [&b"a"[..], b"b"]);
 //! ```
 
+pub mod ascii_auth;
 pub mod binary;
 mod compose;
 mod error;

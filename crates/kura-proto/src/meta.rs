@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::frame::{after_token, err, valid_key, DataRequest, Limits, Parsed, KEY_MAX_LENGTH};
 use crate::number::{parse_i32, parse_u32, parse_u64};
 use crate::request::*;
+use crate::text::data_length;
 use crate::tokens::Tokens;
 
 /// memcached refuses meta requests with this many tokens or more
@@ -154,7 +155,7 @@ fn set<'a>(line: &'a [u8], t: &Tokens<'a>, limits: &Limits) -> Parsed<'a> {
     if t.ntokens() > MAX_META_TOKENS {
         return err(Error::FlagsTooLong);
     }
-    let Some(data_len) = parse_i32(t.get(2)).and_then(|l| usize::try_from(l).ok()) else {
+    let Some(data_len) = parse_i32(t.get(2)).and_then(data_length) else {
         return err(Error::BadFormat);
     };
     let swallow = |error| Parsed::Error {

@@ -49,8 +49,50 @@ pub(crate) fn parse<'a>(
             _ => ShutdownMode::Invalid,
         })),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
-        _ => err(Error::UnknownCommand),
+        _ => unknown(cmd, t),
     }
+}
+
+/// The commands memcached looks up by their whole name; it picks the others
+/// by their first letter (below), then by name within the letter. `rotate`
+/// is kura's.
+const BY_NAME: &[&[u8]] = &[
+    b"replace",
+    b"prepend",
+    b"bget",
+    b"flush_all",
+    b"version",
+    b"quit",
+    b"lru_crawler",
+    b"watch",
+    b"verbosity",
+    b"lru",
+    b"extstore",
+    b"refresh_certs",
+    b"rotate",
+];
+
+/// A line with no command kura knows. memcached hangs up at once on one
+/// that looks like an HTTP request (its last token, of the 23 it reads,
+/// starts with `HTTP/`): a browser tricked into sending a request to the
+/// cache port gets no reply it could use. Lines it routes to a command by
+/// their first letter or name get `ERROR` whatever their last token.
+fn unknown<'a>(cmd: &[u8], t: &Tokens<'a>) -> Parsed<'a> {
+    let by_letter = cmd.first().is_some_and(|c| b"acdgist".contains(c));
+    let last = t.get(t.len().saturating_sub(1));
+    if !by_letter && !BY_NAME.contains(&cmd) && last.starts_with(b"HTTP/") {
+        return Parsed::Close;
+    }
+    err(Error::UnknownCommand)
+}
+
+/// A storage command's length: memcached refuses a negative one and one
+/// above `INT_MAX - 2` (the length with its `\r\n` must fit in an `int`)
+/// as a format error, without reading the data.
+pub(crate) fn data_length(len: i32) -> Option<usize> {
+    usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= i32::MAX as usize - 2)
 }
 
 fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
@@ -107,7 +149,7 @@ fn storage<'a>(t: &Tokens<'a>, mode: StoreMode, with_cas: bool, limits: &Limits)
     } else {
         None
     };
-    let Ok(data_len) = usize::try_from(len) else {
+    let Some(data_len) = data_length(len) else {
         return quiet(Error::BadFormat, noreply);
     };
     Parsed::WithData(DataRequest {
@@ -263,6 +305,106 @@ mod rotate_tests {
                 "{:?}",
                 String::from_utf8_lossy(wire)
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    use crate::{parse, Error, Frame, Limits};
+
+    fn frame(line: &[u8]) -> Frame<'_> {
+        parse(line, &Limits::default())
+    }
+
+    #[test]
+    fn http_request_lines_close_the_connection() {
+        for line in [
+            &b"GET / HTTP/1.0\r\n"[..],
+            b"PUT /asdf HTTP/1.1\r\n",
+            b"DELETE HTTP/1.1\r\n",
+            b"HTTP/1.1\n",
+            b"mget / HTTP/\r\n",
+            b"OPTIONS a b c d e f g h i j k l m n o p q r s t u HTTP/1.1\r\n",
+        ] {
+            assert_eq!(
+                frame(line),
+                Frame::Close,
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn commands_memcached_routes_are_answered_whatever_their_last_token() {
+        for line in [
+            &b"gxx / HTTP/1.1\r\n"[..],
+            b"sxx HTTP/1.1\r\n",
+            b"txx HTTP/1.1\r\n",
+            b"verbosity a b HTTP/1.1\r\n",
+            b"lru_crawler HTTP/1.1\r\n",
+            b"mx HTTP/1.1\r\n",
+            b"G HTTP/1.1\r\n",
+            b"GET / http/1.1\r\n",
+            b"GET / HTTP/1.1 x\r\n",
+            b"GET a b c d e f g h i j k l m n o p q r s t u v w HTTP/1.1\r\n",
+        ] {
+            assert!(
+                matches!(
+                    frame(line),
+                    Frame::Error {
+                        error: Error::UnknownCommand,
+                        ..
+                    }
+                ),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod length_tests {
+    use crate::{parse, Data, Error, Frame, Limits, Request};
+
+    #[test]
+    fn lengths_above_int_max_minus_two_are_format_errors() {
+        for line in [
+            &b"set k 0 0 2147483646\r\n"[..],
+            b"set k 0 0 2147483647\r\n",
+            b"cas k 0 0 2147483646 1\r\n",
+            b"set k 0 0 4294967295\r\n",
+            b"ms k 2147483646\r\n",
+            b"ms k 2147483647 T0\r\n",
+        ] {
+            match parse(line, &Limits::default()) {
+                Frame::Error {
+                    error: Error::BadFormat,
+                    len,
+                    swallow: 0,
+                    ..
+                } => assert_eq!(len, line.len()),
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(line)),
+            }
+        }
+    }
+
+    #[test]
+    fn int_max_minus_two_is_a_length_too_large_for_the_cache() {
+        for line in [&b"set k 0 0 2147483645\r\n"[..], b"ms k 2147483645\r\n"] {
+            match parse(line, &Limits::default()) {
+                Frame::Request {
+                    request: Request::Store(s),
+                    ..
+                } => assert_eq!(s.data, Data::TooLarge { len: 2147483645 }),
+                Frame::Request {
+                    request: Request::MetaSet(s),
+                    ..
+                } => assert_eq!(s.data, Data::TooLarge { len: 2147483645 }),
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(line)),
+            }
         }
     }
 }

@@ -272,12 +272,13 @@ fn with_data() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
-/// A key the text protocols accept (no spaces or control bytes, at most
-/// 250 bytes).
+/// A key the text protocols accept (at most 250 bytes of anything but a
+/// space, a NUL or a newline: control bytes, DEL and bytes above 0x7f are
+/// keys' bytes as in memcached).
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        2 => prop::sample::select(&["k", "noreply", "0", "a2V5"][..]).prop_map(|k| k.as_bytes().to_vec()),
-        1 => prop::collection::vec((0x21u8..=0xff).prop_map(|b| if b == 0x7f { b'~' } else { b }), 1..=250),
+        2 => prop::sample::select(&["k", "noreply", "0", "a2V5", "\x10\x10\x10\x10\x10\x10\x10\x10k"][..]).prop_map(|k| k.as_bytes().to_vec()),
+        1 => prop::collection::vec((1u8..=0xff).prop_map(|b| if b == b' ' || b == b'\n' { b'~' } else { b }), 1..=250),
     ]
 }
 
@@ -375,7 +376,7 @@ fn spec() -> impl Strategy<Value = Spec> {
     );
     let data = || prop::collection::vec(any::<u8>(), 0..64);
     let stats_word = prop::collection::vec(
-        any::<u8>().prop_filter("separator", |&b| b != b' ' && b != b'\n'),
+        any::<u8>().prop_filter("separator", |&b| !matches!(b, b' ' | b'\n' | 0)),
         1..8,
     );
     prop_oneof![

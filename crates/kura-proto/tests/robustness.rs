@@ -81,15 +81,43 @@ fn fragment() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// The same for the framing before ASCII authentication.
+fn check_auth(buf: &[u8]) {
+    use kura_proto::ascii_auth::{parse_auth, user_password, AuthFrame};
+    let mut pos = 0;
+    while pos < buf.len() {
+        match parse_auth(&buf[pos..]) {
+            AuthFrame::Incomplete { needed } => {
+                assert!(needed == 0 || needed > buf.len() - pos);
+                break;
+            }
+            AuthFrame::Close => break,
+            AuthFrame::NotAuth { len } => {
+                assert!(len > 0 && len <= buf.len() - pos);
+                pos += len;
+            }
+            AuthFrame::Token { len, token } => {
+                assert!(len > 0 && len <= buf.len() - pos);
+                if let Some(t) = token {
+                    let _ = user_password(t);
+                }
+                pos += len;
+            }
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn random_bytes_never_panic(buf in prop::collection::vec(any::<u8>(), 0..3000)) {
         check(&buf);
+        check_auth(&buf);
     }
 
     #[test]
     fn command_shaped_input_never_panics(parts in prop::collection::vec(fragment(), 0..40)) {
         let buf: Vec<u8> = parts.concat();
         check(&buf);
+        check_auth(&buf);
     }
 }

@@ -55,12 +55,23 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
 
 /// The flags of `kura server`.
 #[derive(Debug, Clone, Default, Args)]
+// A flag given again overrides the earlier one, as in memcached (init
+// scripts append overrides to a default command line); `-l`, `-o`,
+// `--table` and `-v` accumulate.
 #[command(
+    args_override_self = true,
     after_help = "kura listens on 127.0.0.1 unless -l says otherwise, and serves UDP only when -U names a port."
 )]
 pub struct ServerArgs {
-    /// TCP port to listen on (default: 11211)
-    #[arg(short = 'p', long = "port", value_name = "num")]
+    /// TCP port to listen on (default: 11211); 0 or -1: a free port (see
+    /// MEMCACHED_PORT_FILENAME)
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "num",
+        allow_negative_numbers = true,
+        value_parser = parse_port
+    )]
     pub port: Option<u16>,
     /// UDP port to listen on (default: 0, off)
     #[arg(short = 'U', long = "udp-port", value_name = "num")]
@@ -250,6 +261,15 @@ pub enum CliError {
     ConfigRead(PathBuf, std::io::Error),
     #[error("invalid config file {0}: {1}")]
     ConfigParse(PathBuf, toml::de::Error),
+}
+
+/// A `-p` value: a port, or memcached's `-1` for a free one (kura's 0).
+fn parse_port(s: &str) -> Result<u16, String> {
+    if s == "-1" {
+        return Ok(0);
+    }
+    s.parse()
+        .map_err(|_| format!("'{s}' is not a port: expected 0 to 65535, or -1"))
 }
 
 /// Parses `-I` values: bytes, or with a `k`/`m` suffix.
@@ -550,6 +570,104 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_flag_takes_the_last_value() {
+        let c = parse(&[
+            "-m",
+            "64",
+            "-p",
+            "1",
+            "-c",
+            "10",
+            "-t",
+            "1",
+            "-I",
+            "1m",
+            "-R",
+            "5",
+            "-b",
+            "10",
+            "-B",
+            "binary",
+            "-a",
+            "755",
+            "-U",
+            "7",
+            "-P",
+            "/a",
+            "-u",
+            "a",
+            "--shards",
+            "2",
+            "--eviction",
+            "lru",
+            "-m",
+            "4096",
+            "-p",
+            "22122",
+            "-c",
+            "20",
+            "-t",
+            "3",
+            "-I",
+            "2m",
+            "-R",
+            "6",
+            "-b",
+            "20",
+            "-B",
+            "ascii",
+            "-a",
+            "711",
+            "-U",
+            "0",
+            "-P",
+            "/b",
+            "-u",
+            "b",
+            "--shards",
+            "4",
+            "--eviction",
+            "sieve",
+        ])
+        .unwrap();
+        assert_eq!(c.memory_limit, 4096);
+        assert_eq!(c.port, 22122);
+        assert_eq!(c.max_connections, 20);
+        assert_eq!(c.threads, 3);
+        assert_eq!(c.item_size_max, 2 * 1024 * 1024);
+        assert_eq!(c.reqs_per_event, 6);
+        assert_eq!(c.backlog, 20);
+        assert_eq!(c.protocol, Protocol::Ascii);
+        assert_eq!(c.unix_mask, 0o711);
+        assert_eq!(c.udp_port, 0);
+        assert_eq!(c.pidfile, Some(PathBuf::from("/b")));
+        assert_eq!(c.user.as_deref(), Some("b"));
+        assert_eq!(c.shards, 4);
+        assert_eq!(c.eviction, "sieve");
+        // Switches may be repeated too.
+        let c = parse(&["-A", "-A", "-M", "-M", "-C", "-C", "-F", "-F", "-v", "-v"]).unwrap();
+        assert!(c.enable_shutdown && c.disable_evictions && c.disable_cas);
+        assert!(c.disable_flush_all);
+        assert_eq!(c.verbosity, 2);
+    }
+
+    #[test]
+    fn listen_addresses_and_extended_options_accumulate() {
+        let c = parse(&[
+            "-l",
+            "127.0.0.1",
+            "-l",
+            "::1,127.0.0.2",
+            "-o",
+            "idle_timeout=5",
+        ])
+        .unwrap();
+        assert_eq!(c.listen, vec!["127.0.0.1", "::1", "127.0.0.2"]);
+        let c = parse(&["-o", "idle_timeout=5", "-o", "idle_timeout=7,modern"]).unwrap();
+        assert_eq!(c.idle_timeout, 7);
+    }
+
+    #[test]
     fn extended_options() {
         let c = parse(&["-o", "idle_timeout=5,modern", "-o", "hashpower=20"]).unwrap();
         assert_eq!(c.idle_timeout, 5);
@@ -593,6 +711,13 @@ mod tests {
             let e = parse(&["-Z", "-o", args]).unwrap_err();
             assert!(e.contains(want), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn port_minus_one_is_a_free_port() {
+        assert_eq!(parse(&["-p", "-1"]).unwrap().port, 0);
+        assert_eq!(parse(&["--port=-1"]).unwrap().port, 0);
+        assert!(parse(&["-p", "-2"]).is_err());
     }
 
     #[test]

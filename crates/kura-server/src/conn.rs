@@ -127,7 +127,10 @@ where
             biased;
             _ = &mut stop => return End::Stopping,
             r = read => match r {
-                None => return End::Idle,
+                None => {
+                    incr(&stats.idle_kicks);
+                    return End::Idle;
+                }
                 Some(Ok(0)) => return End::Eof,
                 Some(Ok(n)) => n,
                 Some(Err(_)) => return End::Io,
@@ -171,6 +174,10 @@ where
             let limits = if refusing { &no_room } else { &shared.limits };
             let family;
             let step = match wire {
+                Wire::Text if !session.authenticated => {
+                    family = Family::Other;
+                    session.step_auth(&rbuf[pos..])
+                }
                 Wire::Text => {
                     let frame = parse(&rbuf[pos..], limits);
                     family = Family::of_text(&frame);

@@ -64,6 +64,7 @@ thread_stats!(
     store_no_memory,
     auth_cmds,
     auth_errors,
+    idle_kicks,
     bytes_read,
     bytes_written,
     conn_yields,
@@ -124,6 +125,17 @@ impl ConnInfo {
     pub fn set_last_cmd(&self, now: u32) {
         self.last_cmd.store(now, Ordering::Relaxed);
     }
+}
+
+/// A listening socket as `stats conns` shows it (memcached lists its
+/// listeners among the connections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The socket's file descriptor, as memcached numbers its entries.
+    pub id: u64,
+    /// `tcp:HOST:PORT`, `udp:HOST:PORT` or `unix:PATH`.
+    pub addr: String,
+    pub udp: bool,
 }
 
 /// Open connections, keyed by file descriptor like memcached's.

@@ -107,6 +107,39 @@ fn bind_unix(path: &std::path::Path, mask: u32) -> anyhow::Result<UnixListener> 
     Ok(listener)
 }
 
+/// The listening sockets as `stats conns` shows them.
+fn listeners(
+    tcp: &[(TcpListener, bool)],
+    unix: Option<&(UnixListener, PathBuf)>,
+    udp: &[UdpSocket],
+) -> Vec<crate::metrics::Listener> {
+    use std::os::fd::AsRawFd;
+    let entry = |fd: i32, addr: String, udp: bool| crate::metrics::Listener {
+        id: fd as u64,
+        addr,
+        udp,
+    };
+    let mut all = Vec::new();
+    for (l, _) in tcp {
+        if let Ok(a) = l.local_addr() {
+            all.push(entry(l.as_raw_fd(), format!("tcp:{a}"), false));
+        }
+    }
+    if let Some((l, path)) = unix {
+        all.push(entry(
+            l.as_raw_fd(),
+            format!("unix:{}", path.display()),
+            false,
+        ));
+    }
+    for s in udp {
+        if let Ok(a) = s.local_addr() {
+            all.push(entry(s.as_raw_fd(), format!("udp:{a}"), true));
+        }
+    }
+    all
+}
+
 impl Server {
     /// Checks the settings and binds every listener.
     ///
@@ -161,10 +194,9 @@ impl Server {
                     .into_iter()
                     .next()
                     .with_context(|| format!("metrics address {addr} resolves to nothing"))?;
-                let l = TcpListener::bind(sa)
+                let socket = bind_tcp(sa)
                     .with_context(|| format!("failed to listen for metrics on {sa}"))?;
-                l.set_nonblocking(true)?;
-                Some(l)
+                Some(socket)
             }
             None => None,
         };
@@ -222,7 +254,11 @@ impl Server {
             Some(path) => Some((bind_unix(path, config.unix_mask)?, path.clone())),
             None => None,
         };
+        let metrics = metrics
+            .map(|socket| listen(socket, config.backlog))
+            .transpose()?;
         let mut shared = Shared::new(config, store);
+        shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
         shared.tables = tables;
         shared.credentials = credentials;
         shared.tls = tls;
@@ -266,6 +302,25 @@ impl Server {
     /// The address of the Prometheus endpoint, if any.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Writes memcached's port file (see [`crate::port_file`]): every TCP
+    /// then UDP port bound. Nothing is written for a Unix socket server, as
+    /// in memcached.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write_port_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        if self.unix.is_some() {
+            return Ok(());
+        }
+        let tcp: Vec<SocketAddr> = self.tcp_addrs().into_iter().map(|(a, _)| a).collect();
+        let udp: Vec<SocketAddr> = self
+            .udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        crate::port_file::write(path, &crate::port_file::contents(&tcp, &udp))
     }
 
     /// The shared state (store, settings, counters).

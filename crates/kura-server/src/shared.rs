@@ -10,9 +10,13 @@ use tokio::sync::watch;
 use crate::config::ServerConfig;
 use crate::metrics::{ConnCounters, Conns, StatsTotals, ThreadStats};
 
-/// The version `version` and `stats` report: the memcached protocol level
-/// kura speaks, then kura's own version.
-pub const VERSION: &str = concat!("1.6.18-kura-", env!("CARGO_PKG_VERSION"));
+/// The version `version` (text and binary) and `stats` report: the version
+/// of memcached whose protocol kura speaks, as memcached writes it, so that
+/// clients which parse it (as three numbers, say) read memcached's.
+pub const VERSION: &str = "1.6.18";
+
+/// kura's own version, in `stats` as `kura_version` and in `kura --version`.
+pub const KURA_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The fixed-length tables, by name.
 #[derive(Debug, Default)]
@@ -81,6 +85,8 @@ pub struct Shared {
     pub tables: Tables,
     /// Room for values being received (`budget`).
     pub values: crate::budget::ValueBudget,
+    /// The listening sockets, for `stats conns`.
+    pub listeners: Vec<crate::metrics::Listener>,
     state: watch::Sender<RunState>,
 }
 
@@ -100,6 +106,7 @@ impl Shared {
             durable: None,
             tables: Tables::default(),
             values: crate::budget::ValueBudget::for_config(&config),
+            listeners: Vec::new(),
             store,
             config,
             state,

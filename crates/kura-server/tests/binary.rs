@@ -729,6 +729,37 @@ fn ascii_authentication() {
     c.roundtrip(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
     c.roundtrip(b"mg k v\r\n", b"VA 1\r\nv\r\n");
 
+    // Only the length of the set line is read, as memcached does: the
+    // emcache client sends `set _ _ _ <n>`.
+    let mut c = s.connect();
+    c.roundtrip(b"set _ _ _ 9\r\nuser pass\r\n", b"STORED\r\n");
+    c.roundtrip(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    // Not a set line: refused, and only the line is consumed.
+    let mut c = s.connect();
+    c.roundtrip(b"add _ _ _ 9\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.roundtrip(b"user pass\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    c.roundtrip(b"set _ _ _ x\r\n", b"CLIENT_ERROR unauthenticated\r\n");
+    // The token is exactly <n> bytes and \r\n, whatever they hold.
+    c.roundtrip(
+        b"set _ _ _ 9\r\nuser passXY",
+        b"CLIENT_ERROR bad command line termination\r\n",
+    );
+    c.roundtrip(
+        b"set _ _ _ 0\r\n\r\n",
+        b"CLIENT_ERROR bad authentication token format\r\n",
+    );
+    // A token that arrives in pieces.
+    c.send(b"set _ _ _ 15 noreply\r\n");
+    c.expect_silence(Duration::from_millis(50));
+    c.send(b"user pa");
+    c.expect_silence(Duration::from_millis(50));
+    c.roundtrip(b"ss extra\r\n", b"STORED\r\n");
+    c.roundtrip(b"mn\r\n", b"MN\r\n");
+    // A token longer than memcached's read buffer closes the connection.
+    let mut c = s.connect();
+    c.send(b"set _ _ _ 20000\r\n");
+    assert!(c.is_closed());
+
     // Three failures close the connection.
     let mut c = s.connect();
     for _ in 0..3 {

@@ -98,8 +98,19 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", path.display()))?;
     }
+    // As memcached: a port file that cannot be written is reported, not fatal.
+    if let Some(path) = std::env::var_os(kura_server::port_file::ENV) {
+        let path = std::path::PathBuf::from(path);
+        if let Err(e) = server.write_port_file(&path) {
+            tracing::error!("cannot write the port file {}: {e}", path.display());
+        }
+    }
     if let Some(addr) = server.local_addr() {
-        tracing::info!("kura {} serving memcached on {addr}", kura_server::VERSION);
+        tracing::info!(
+            "kura {} serving memcached {} on {addr}",
+            kura_server::KURA_VERSION,
+            kura_server::VERSION
+        );
     }
     let handle = server.start()?;
     process::wait_for_stop(handle.shared());

@@ -249,6 +249,164 @@ fn unusable_tls_settings_are_startup_errors() {
 }
 
 #[test]
+fn a_repeated_flag_overrides_the_earlier_one() {
+    // An init script's default command line with overrides appended.
+    let port = free_port();
+    let mut child = kura()
+        .args(["server", "-p", "1", "-m", "64", "-t", "4", "-A"])
+        .args(["-p", &port.to_string(), "-m", "128", "-t", "2", "-A"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut s = connect(port);
+    let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
+    for want in [
+        "STAT maxbytes 134217728\r\n",
+        "STAT num_threads 2\r\n",
+        "STAT shutdown_command yes\r\n",
+    ] {
+        assert!(settings.contains(want), "{want:?} in {settings}");
+    }
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+}
+
+/// Starts `program` with `MEMCACHED_PORT_FILENAME=file` and returns the
+/// file's contents once it appears, and the child.
+fn port_file_of(program: &str, args: &[&str], file: &std::path::Path) -> (String, Child) {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("MEMCACHED_PORT_FILENAME", file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !file.exists() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{program} wrote no port file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (std::fs::read_to_string(file).unwrap(), child)
+}
+
+/// The port file with its numbers replaced by N.
+fn shape(ports: &str) -> String {
+    let mut out = String::new();
+    for c in ports.chars() {
+        match (c.is_ascii_digit(), out.ends_with('N')) {
+            (true, true) => {}
+            (true, false) => out.push('N'),
+            (false, _) => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn port_file_names_the_bound_ports_as_memcached_does() {
+    let dir = std::env::temp_dir().join(format!("kura-ports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ports");
+    let udp = free_port().to_string();
+    let bin = env!("CARGO_BIN_EXE_kura");
+    let args = [
+        "server",
+        "-p",
+        "-1",
+        "-U",
+        &udp,
+        "-l",
+        "127.0.0.1",
+        "-t",
+        "1",
+    ];
+    let (ports, mut child) = port_file_of(bin, &args, &file);
+    assert!(!dir.join("ports.lck").exists());
+    let mut lines = ports.lines();
+    let tcp: u16 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("TCP INET: "))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{ports:?}"));
+    assert_eq!(lines.next(), Some(format!("UDP INET: {udp}").as_str()));
+    assert_eq!(lines.next(), None);
+    let mut s = connect(tcp);
+    assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+    // memcached writes the same lines for the same listeners.
+    let memcached = "/usr/bin/memcached";
+    if std::path::Path::new(memcached).exists() {
+        std::fs::remove_file(&file).unwrap();
+        let udp = free_port().to_string();
+        let args = [
+            "-u",
+            "root",
+            "-p",
+            "-1",
+            "-U",
+            &udp,
+            "-l",
+            "127.0.0.1",
+            "-t",
+            "1",
+        ];
+        let (theirs, mut child) = port_file_of(memcached, &args, &file);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            shape(&theirs),
+            shape(&ports),
+            "{theirs:?} against {ports:?}"
+        );
+    } else if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
+        panic!("memcached not found at {memcached} and KURA_REQUIRE_MEMCACHED=1");
+    }
+    // With a Unix socket there is no port, and no file, as in memcached.
+    std::fs::remove_file(&file).unwrap();
+    let sock = dir.join("sock");
+    let mut child = kura()
+        .args(["server", "-s"])
+        .arg(&sock)
+        .env("MEMCACHED_PORT_FILENAME", &file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut u = loop {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(u) => break u,
+            Err(e) if Instant::now() > deadline => panic!("no unix socket: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    // Served (not only bound): the server is past writing any port file.
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    u.write_all(b"mn\r\n").unwrap();
+    let mut mn = [0u8; 4];
+    u.read_exact(&mut mn).unwrap();
+    assert_eq!(&mn, b"MN\r\n");
+    assert!(!file.exists() && !dir.join("ports.lck").exists());
+    signal(&child, libc::SIGTERM);
+    assert!(wait_exit(&mut child).success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn version_flag_prints_kuras_version() {
+    let out = kura().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("kura {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
 fn help_documents_memcached_flags() {
     let out = kura().args(["server", "--help"]).output().unwrap();
     assert!(out.status.success());

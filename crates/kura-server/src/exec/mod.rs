@@ -5,6 +5,7 @@
 
 mod admin;
 mod arith;
+mod ascii_auth;
 mod binary;
 mod delete;
 mod get;
@@ -14,6 +15,7 @@ mod meta_delete;
 mod meta_get;
 mod meta_set;
 mod stats;
+mod stats_settings;
 mod storage;
 mod table;
 mod touch;
@@ -21,12 +23,12 @@ mod touch;
 use kura_proto::{reply, Frame, Request};
 use kura_store::{Expiry, Store};
 
-use crate::metrics::{incr, ThreadStats};
+use crate::metrics::ThreadStats;
 use crate::output::Output;
 use crate::shared::Shared;
 
 /// memcached's answer to any request before ASCII authentication.
-const UNAUTHENTICATED: &[u8] = b"CLIENT_ERROR unauthenticated\r\n";
+pub(crate) const UNAUTHENTICATED: &[u8] = b"CLIENT_ERROR unauthenticated\r\n";
 
 /// What the connection does after a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,21 +97,19 @@ impl<'a> Session<'a> {
         match frame {
             Frame::Incomplete { needed } => Step::More { needed },
             Frame::Close => Step::Garbage,
-            Frame::Request { request, len } if !self.authenticated => Step::Done {
-                len,
-                next: self.ascii_auth(&request),
-            },
+            // Before ASCII authentication the connection frames its bytes
+            // with `step_auth`; a frame that gets here anyway is refused.
+            Frame::Request { len, .. } | Frame::Error { len, .. } if !self.authenticated => {
+                self.out.extend_from_slice(UNAUTHENTICATED);
+                Step::Done {
+                    len,
+                    next: Next::Continue,
+                }
+            }
             Frame::Request { request, len } => Step::Done {
                 len,
                 next: self.execute(&request),
             },
-            Frame::Error { len, swallow, .. } if !self.authenticated => {
-                self.out.extend_from_slice(UNAUTHENTICATED);
-                Step::Done {
-                    len,
-                    next: Next::Swallow(swallow),
-                }
-            }
             Frame::Error {
                 error,
                 len,
@@ -122,60 +122,6 @@ impl<'a> Session<'a> {
                     next: Next::Swallow(swallow),
                 }
             }
-        }
-    }
-
-    /// memcached's ASCII authentication (`-Y`): before anything else the
-    /// client sends `set <any key> <flags> <exptime> <n>` with `user
-    /// password` as the data; every other request is refused.
-    fn ascii_auth(&mut self, req: &Request<'_>) -> Next {
-        let data = match req {
-            Request::Store(kura_proto::Store {
-                mode: kura_proto::StoreMode::Set,
-                cas: None,
-                data,
-                ..
-            }) => data,
-            _ => {
-                self.out.extend_from_slice(UNAUTHENTICATED);
-                return Next::Continue;
-            }
-        };
-        let kura_proto::Data::Bytes(token) = data else {
-            self.out
-                .extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n");
-            return Next::Continue;
-        };
-        let mut words = kura_proto::tokens::words(token);
-        let (Some(user), Some(pass)) = (words.next(), words.next()) else {
-            self.out
-                .extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n");
-            return Next::Continue;
-        };
-        let ok = self
-            .shared
-            .credentials
-            .as_ref()
-            .is_some_and(|c| c.check(user, pass));
-        incr(&self.stats.auth_cmds);
-        if ok {
-            self.authenticated = true;
-            self.out.extend_from_slice(reply::STORED);
-            return Next::Continue;
-        }
-        incr(&self.stats.auth_errors);
-        self.auth_failures += 1;
-        tracing::warn!(
-            user = %String::from_utf8_lossy(user),
-            "ASCII authentication failed"
-        );
-        self.out
-            .extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
-        if self.auth_failures >= crate::auth::MAX_AUTH_FAILURES {
-            tracing::warn!("closing a connection after repeated authentication failures");
-            Next::Close
-        } else {
-            Next::Continue
         }
     }
 

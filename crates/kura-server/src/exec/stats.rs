@@ -1,7 +1,9 @@
-//! `stats` and its groups, with memcached's names for every figure that
-//! applies to kura (so dashboards and exporters keep working), in
-//! memcached's order. kura has no slab classes: `stats items` and `stats
-//! slabs` report everything as class 1.
+//! `stats` and its groups: every figure memcached 1.6.18 reports, under
+//! its name and in its order (so dashboards and exporters keep working),
+//! with kura's value where kura has the thing and 0 where it has not
+//! (docs/compatibility.md lists those); then kura's own figures. kura has
+//! no slab classes: `stats items` and `stats slabs` report everything as
+//! class 1. `stats settings` is in `stats_settings.rs`.
 
 use kura_proto::{reply, Stats};
 
@@ -19,6 +21,18 @@ fn rusage() -> (String, String) {
     }
 }
 
+/// Appends `name 0` for each of memcached's figures kura has no
+/// counterpart of (slab mover, LRU maintainer and crawler, logger, read
+/// and response buffer pools...): present, so dashboards and exporters
+/// that read them keep working, and always 0.
+fn zeros(o: &mut Vec<u8>, names: &[&str]) {
+    for name in names {
+        reply::stat(o, name, 0);
+    }
+}
+
+/// The general group: memcached 1.6.18's figures in its order, then
+/// kura's own.
 fn general(s: &mut Session<'_>) {
     let sh = s.shared;
     let now = sh.store.now();
@@ -32,6 +46,7 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "uptime", now.saturating_sub(sh.started));
     reply::stat(o, "time", now);
     reply::stat(o, "version", crate::shared::VERSION);
+    reply::stat(o, "libevent", 0);
     reply::stat(o, "pointer_size", usize::BITS);
     reply::stat(o, "rusage_user", user);
     reply::stat(o, "rusage_system", system);
@@ -40,6 +55,19 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "total_connections", load(&sh.counters.total));
     reply::stat(o, "rejected_connections", load(&sh.counters.rejected));
     reply::stat(o, "connection_structures", curr);
+    zeros(
+        o,
+        &[
+            "response_obj_oom",
+            "response_obj_count",
+            "response_obj_bytes",
+            "read_buf_count",
+            "read_buf_bytes",
+            "read_buf_bytes_free",
+            "read_buf_oom",
+            "reserved_fds",
+        ],
+    );
     reply::stat(o, "cmd_get", t.cmd_get);
     reply::stat(o, "cmd_set", t.cmd_set);
     reply::stat(o, "cmd_flush", t.cmd_flush);
@@ -64,6 +92,10 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "store_no_memory", t.store_no_memory);
     reply::stat(o, "auth_cmds", t.auth_cmds);
     reply::stat(o, "auth_errors", t.auth_errors);
+    // As memcached: only with an idle timeout.
+    if sh.config.idle_timeout > 0 {
+        reply::stat(o, "idle_kicks", t.idle_kicks);
+    }
     reply::stat(o, "bytes_read", t.bytes_read);
     reply::stat(o, "bytes_written", t.bytes_written);
     reply::stat(o, "limit_maxbytes", st.limit_maxbytes);
@@ -77,15 +109,29 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "hash_power_level", st.hash_slots.max(1).ilog2());
     reply::stat(o, "hash_bytes", st.hash_bytes);
     reply::stat(o, "hash_is_expanding", u8::from(st.hash_is_expanding));
-    reply::stat(o, "bytes", st.bytes);
-    reply::stat(o, "curr_items", st.curr_items);
-    reply::stat(o, "total_items", st.total_items);
-    reply::stat(o, "expired_unfetched", st.expired_unfetched);
-    reply::stat(o, "evicted_unfetched", st.evicted_unfetched);
-    reply::stat(o, "evictions", st.evictions);
-    reply::stat(o, "reclaimed", st.reclaimed);
-    reply::stat(o, "crawler_reclaimed", st.crawler_reclaimed);
-    reply::stat(o, "store_shards", st.shards);
+    zeros(
+        o,
+        &[
+            "slab_reassign_rescues",
+            "slab_reassign_chunk_rescues",
+            "slab_reassign_evictions_nomem",
+            "slab_reassign_inline_reclaim",
+            "slab_reassign_busy_items",
+            "slab_reassign_busy_deletes",
+            "slab_reassign_running",
+            "slabs_moved",
+            "lru_crawler_running",
+            "lru_crawler_starts",
+            "lru_maintainer_juggles",
+            "malloc_fails",
+            "log_worker_dropped",
+            "log_worker_written",
+            "log_watcher_skipped",
+            "log_watcher_sent",
+            "log_watchers",
+        ],
+    );
+    // Where memcached 1.6.18 puts its TLS figures.
     if let Some(tls) = &sh.tls {
         let errors = load(&sh.counters.ssl_handshake_errors);
         reply::stat(o, "ssl_handshake_errors", errors);
@@ -95,6 +141,32 @@ fn general(s: &mut Session<'_>) {
             now.saturating_sub(tls.loaded_at),
         );
     }
+    zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);
+    reply::stat(o, "bytes", st.bytes);
+    reply::stat(o, "curr_items", st.curr_items);
+    reply::stat(o, "total_items", st.total_items);
+    reply::stat(o, "slab_global_page_pool", 0);
+    reply::stat(o, "expired_unfetched", st.expired_unfetched);
+    reply::stat(o, "evicted_unfetched", st.evicted_unfetched);
+    reply::stat(o, "evicted_active", 0);
+    reply::stat(o, "evictions", st.evictions);
+    reply::stat(o, "reclaimed", st.reclaimed);
+    reply::stat(o, "crawler_reclaimed", st.crawler_reclaimed);
+    zeros(
+        o,
+        &[
+            "crawler_items_checked",
+            "lrutail_reflocked",
+            "moves_to_cold",
+            "moves_to_warm",
+            "moves_within_lru",
+            "direct_reclaims",
+            "lru_bumps_dropped",
+        ],
+    );
+    // kura's own figures, after all of memcached's.
+    reply::stat(o, "store_shards", st.shards);
+    reply::stat(o, "kura_version", crate::shared::KURA_VERSION);
     if let Some(d) = &sh.durable {
         use std::sync::atomic::Ordering::Relaxed;
         let l = &d.stats;
@@ -129,91 +201,71 @@ fn general(s: &mut Session<'_>) {
     }
 }
 
-fn settings(s: &mut Session<'_>) {
-    let c = &s.shared.config;
-    let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let o = &mut s.out;
-    reply::stat(o, "maxbytes", c.memory_bytes());
-    reply::stat(o, "maxconns", c.max_connections);
-    reply::stat(o, "tcpport", c.port);
-    reply::stat(o, "udpport", c.udp_port);
-    reply::stat(o, "inter", c.listen.join(","));
-    reply::stat(o, "verbosity", s.shared.verbosity());
-    reply::stat(
-        o,
-        "evictions",
-        if c.disable_evictions { "off" } else { "on" },
-    );
-    reply::stat(
-        o,
-        "domain_socket",
-        c.unix_socket
-            .as_ref()
-            .map_or("NULL".to_string(), |p| p.display().to_string()),
-    );
-    reply::stat(o, "umask", format!("{:o}", c.unix_mask));
-    reply::stat(o, "shutdown_command", yes_no(c.enable_shutdown));
-    reply::stat(o, "num_threads", c.threads);
-    reply::stat(o, "reqs_per_event", c.reqs_per_event);
-    reply::stat(o, "cas_enabled", yes_no(!c.disable_cas));
-    reply::stat(o, "tcp_backlog", c.backlog);
-    reply::stat(o, "binding_protocol", c.effective_protocol().stats_name());
-    reply::stat(o, "auth_enabled_sasl", yes_no(c.sasl));
-    reply::stat(
-        o,
-        "auth_enabled_ascii",
-        yes_no(!c.sasl && c.auth_file.is_some()),
-    );
-    reply::stat(o, "item_size_max", c.item_size_max);
-    reply::stat(o, "maxconns_fast", "yes");
-    reply::stat(o, "flush_enabled", yes_no(!c.disable_flush_all));
-    reply::stat(o, "idle_timeout", c.idle_timeout);
-    tls_settings(o, &c.tls);
-    reply::stat(o, "store_shards", s.shared.store.shard_count());
-    reply::stat(o, "eviction_policy", &c.eviction);
-}
-
-/// memcached's `ssl_*` settings lines, for the options kura has (not
-/// `ssl_ciphers`, `ssl_wbuf_size`: rustls picks its suites and buffers).
-fn tls_settings(o: &mut Vec<u8>, t: &crate::tls::TlsConfig) {
-    // memcached prints an unset path as C's "(null)" and an unset CA as "NULL".
-    let path = |p: &Option<std::path::PathBuf>, none: &str| {
-        p.as_ref()
-            .map_or(none.to_string(), |p| p.display().to_string())
-    };
-    reply::stat(o, "ssl_enabled", if t.enabled { "yes" } else { "no" });
-    reply::stat(o, "ssl_chain_cert", path(&t.chain_cert, "(null)"));
-    reply::stat(o, "ssl_key", path(&t.key, "(null)"));
-    reply::stat(o, "ssl_verify_mode", t.verify_mode.stats_value());
-    reply::stat(o, "ssl_keyformat", 1);
-    reply::stat(o, "ssl_ca_cert", path(&t.ca_cert, "NULL"));
-    reply::stat(o, "ssl_session_cache", "yes");
-    reply::stat(o, "ssl_min_version", t.min_version.stats_name());
-}
-
+/// `stats items`: memcached's per-class figures (segmented LRU), all as
+/// class 1; the LRU segments' figures kura has no counterpart of are 0.
 fn items(s: &mut Session<'_>) {
     let st = s.shared.store.stats();
     if st.curr_items == 0 {
         return;
     }
     let o = &mut s.out;
-    reply::stat(o, "items:1:number", st.curr_items);
-    reply::stat(o, "items:1:mem_requested", st.bytes);
-    reply::stat(o, "items:1:evicted", st.evictions);
-    reply::stat(o, "items:1:evicted_nonzero", st.evicted_nonzero);
-    reply::stat(o, "items:1:outofmemory", st.out_of_memory);
-    reply::stat(o, "items:1:reclaimed", st.reclaimed);
-    reply::stat(o, "items:1:expired_unfetched", st.expired_unfetched);
-    reply::stat(o, "items:1:evicted_unfetched", st.evicted_unfetched);
-    reply::stat(o, "items:1:crawler_reclaimed", st.crawler_reclaimed);
+    let stat = |o: &mut Vec<u8>, name: &str, v: u64| reply::stat(o, &format!("items:1:{name}"), v);
+    let zero = |o: &mut Vec<u8>, names: &[&str]| {
+        for name in names {
+            stat(o, name, 0);
+        }
+    };
+    stat(o, "number", st.curr_items);
+    zero(
+        o,
+        &[
+            "number_hot",
+            "number_warm",
+            "number_cold",
+            "age_hot",
+            "age_warm",
+            "age",
+        ],
+    );
+    stat(o, "mem_requested", st.bytes);
+    stat(o, "evicted", st.evictions);
+    stat(o, "evicted_nonzero", st.evicted_nonzero);
+    zero(o, &["evicted_time"]);
+    stat(o, "outofmemory", st.out_of_memory);
+    zero(o, &["tailrepairs"]);
+    stat(o, "reclaimed", st.reclaimed);
+    stat(o, "expired_unfetched", st.expired_unfetched);
+    stat(o, "evicted_unfetched", st.evicted_unfetched);
+    zero(o, &["evicted_active"]);
+    stat(o, "crawler_reclaimed", st.crawler_reclaimed);
+    zero(
+        o,
+        &[
+            "crawler_items_checked",
+            "lrutail_reflocked",
+            "moves_to_cold",
+            "moves_to_warm",
+            "moves_within_lru",
+            "direct_reclaims",
+            "hits_to_hot",
+            "hits_to_warm",
+            "hits_to_cold",
+            "hits_to_temp",
+        ],
+    );
 }
 
+/// `stats slabs`: one class (kura has no slab allocator): its chunks are
+/// the items, with no pages or free chunks.
 fn slabs(s: &mut Session<'_>) {
     let st = s.shared.store.stats();
     let t = s.shared.totals();
     let o = &mut s.out;
     if st.curr_items > 0 {
+        zeros(o, &["1:chunk_size", "1:chunks_per_page", "1:total_pages"]);
+        reply::stat(o, "1:total_chunks", st.curr_items);
         reply::stat(o, "1:used_chunks", st.curr_items);
+        zeros(o, &["1:free_chunks", "1:free_chunks_end"]);
         reply::stat(o, "1:get_hits", t.get_hits);
         reply::stat(o, "1:cmd_set", t.cmd_set);
         reply::stat(o, "1:delete_hits", t.delete_hits);
@@ -227,17 +279,37 @@ fn slabs(s: &mut Session<'_>) {
     reply::stat(o, "total_malloced", st.bytes);
 }
 
+/// `stats conns`: the listening sockets and the connections, by file
+/// descriptor, as memcached lists them.
 fn conns(s: &mut Session<'_>) {
     let now = s.shared.store.now();
+    let since_start = now.saturating_sub(s.shared.started);
+    let mut rows: Vec<(u64, Vec<(&str, String)>)> = Vec::new();
+    for l in &s.shared.listeners {
+        let mut fields = Vec::new();
+        if l.udp {
+            fields.push(("UDP", "UDP".to_string()));
+        }
+        fields.push(("addr", l.addr.clone()));
+        let state = if l.udp { "conn_read" } else { "conn_listening" };
+        fields.push(("state", state.to_string()));
+        fields.push(("secs_since_last_cmd", since_start.to_string()));
+        rows.push((l.id, fields));
+    }
     for (id, addr, listen, state, last) in s.shared.conns.snapshot() {
-        reply::stat(&mut s.out, &format!("{id}:addr"), addr);
-        reply::stat(&mut s.out, &format!("{id}:listen_addr"), listen);
-        reply::stat(&mut s.out, &format!("{id}:state"), state);
-        reply::stat(
-            &mut s.out,
-            &format!("{id}:secs_since_last_cmd"),
-            now.saturating_sub(last),
-        );
+        let fields = vec![
+            ("addr", addr),
+            ("listen_addr", listen),
+            ("state", state.to_string()),
+            ("secs_since_last_cmd", now.saturating_sub(last).to_string()),
+        ];
+        rows.push((id, fields));
+    }
+    rows.sort_by_key(|(id, _)| *id);
+    for (id, fields) in rows {
+        for (name, value) in fields {
+            reply::stat(&mut s.out, &format!("{id}:{name}"), value);
+        }
     }
 }
 
@@ -258,7 +330,7 @@ pub(super) fn reset(s: &mut Session<'_>) {
 pub(super) fn listing(s: &mut Session<'_>, group: Option<&[u8]>) -> bool {
     match group {
         None => general(s),
-        Some(b"settings") => settings(s),
+        Some(b"settings") => super::stats_settings::settings(s),
         Some(b"items") => items(s),
         Some(b"slabs") => slabs(s),
         Some(b"conns") => conns(s),

@@ -287,6 +287,20 @@ impl Memcached {
 
     /// Starts `bin` with the differential tests' settings plus `extra` args.
     pub fn start_with(bin: &Path, extra: &[&str]) -> Memcached {
+        let mut args = extra.to_vec();
+        // memcached's LRU maintainer and crawler threads briefly hold
+        // references to items, and an item someone else holds is not
+        // rewritten in place: an incr then makes a new item (no space
+        // padding, not fetched, token and stale marks gone) at random.
+        // Without them the replies are deterministic; the protocol is the
+        // same.
+        args.extend(["-o", "no_lru_crawler,no_lru_maintainer"]);
+        Memcached::start_default(bin, &args)
+    }
+
+    /// Starts `bin` with the common settings (port, `-m 64 -t 2`) plus
+    /// `extra`, its LRU maintainer and crawler left on as by default.
+    pub fn start_default(bin: &Path, extra: &[&str]) -> Memcached {
         for _ in 0..5 {
             let port = free_port();
             let mut child = Command::new(bin)
@@ -304,13 +318,6 @@ impl Memcached {
                 ])
                 .args(["-p", &port.to_string()])
                 .args(extra)
-                // memcached's LRU maintainer and crawler threads briefly
-                // hold references to items, and an item someone else holds
-                // is not rewritten in place: an incr then makes a new item
-                // (no space padding, not fetched, token and stale marks
-                // gone) at random. Without them the replies are
-                // deterministic; the protocol is the same.
-                .args(["-o", "no_lru_crawler,no_lru_maintainer"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
