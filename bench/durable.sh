@@ -20,7 +20,9 @@
 # put it on the disk you mean to measure), OUT=(a new temporary directory).
 #
 # In-memory without any of this code (the "pays nothing" check): set
-# BASELINE=path/to/an/older/kura to add it as a fifth server.
+# BASELINE=path/to/an/older/kura to add it as a fifth server, and
+# BASELINE_FSYNC="everysec no" to run that build with --data-dir too (what
+# a change to the durable mode costs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +34,7 @@ KEYS=${KEYS:-100000}
 CLIENT_THREADS=${CLIENT_THREADS:-2}
 DATA=${DATA:-$(mktemp -d /tmp/kura-durable-data.XXXXXX)}
 OUT=${OUT:-$(mktemp -d /tmp/kura-durable-bench.XXXXXX)}
+mkdir -p "$OUT"
 BASELINE=${BASELINE:-}
 LOADS=${LOADS:-"0:1/100 9:1/100 0:1/50000"}
 
@@ -70,6 +73,11 @@ done
 if [[ -n "$BASELINE" ]]; then
   names=(baseline "${names[@]}")
   start baseline "$BASELINE"
+  # BASELINE_FSYNC="everysec no": the older build with --data-dir too.
+  for f in ${BASELINE_FSYNC:-}; do
+    names+=("base-$f")
+    start "base-$f" "$BASELINE" --data-dir "$DATA/base-$f" --fsync "$f"
+  done
 fi
 
 echo "kura $(git rev-parse --short HEAD): throughput by durability, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
