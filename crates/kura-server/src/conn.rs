@@ -6,7 +6,7 @@
 //! `budget.rs`), and replies are written out once they pass a high-water
 //! mark, so a client that never reads stalls only itself.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use kura_proto::binary::{self, BinFrame};
@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::budget::Room;
 use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
-use crate::latency::Family;
+use crate::latency::{now_ns, Family};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
 use crate::shared::{RunState, Shared};
@@ -166,7 +166,7 @@ where
         let mut end = None;
         let mut shrink = false;
         // Each request's time runs from here or from the previous one's end.
-        let mut clock = Instant::now();
+        let mut clock = now_ns();
         while pos < rbuf.len() {
             // A request refused for lack of room is framed as if its value
             // were too large: answered at once, its value skipped.
@@ -216,7 +216,7 @@ where
                             return End::Io;
                         }
                         let covered = room.wait_cover(needed).await;
-                        clock = Instant::now();
+                        clock = now_ns();
                         if !covered {
                             session.no_room = true;
                             continue;
@@ -233,9 +233,7 @@ where
                 }
                 Step::Done { len, next } => {
                     shrink |= room.release();
-                    let now = Instant::now();
-                    stats.latency.record(family, now.duration_since(clock));
-                    clock = now;
+                    clock = stats.latency.record_since(family, clock);
                     (len, next)
                 }
             };
@@ -263,12 +261,12 @@ where
                 if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
                     return End::Io;
                 }
-                clock = Instant::now();
+                clock = now_ns();
             }
             if served % per_event == 0 {
                 incr(&stats.conn_yields);
                 tokio::task::yield_now().await;
-                clock = Instant::now();
+                clock = now_ns();
             }
         }
         rbuf.advance(pos.min(rbuf.len()));

@@ -14,6 +14,8 @@ use kura_proto::{Frame, Request};
 
 use crate::metrics::add;
 
+pub use kura_store::monotonic_nanos as now_ns;
+
 /// Upper bounds of the buckets, in microseconds (the last bucket, +Inf,
 /// takes the rest).
 pub const BOUNDS_US: [u64; 13] = [
@@ -136,7 +138,19 @@ impl Latencies {
     /// thread may call this.
     #[inline]
     pub fn record(&self, family: Family, took: Duration) {
-        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.record_ns(family, u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Records a request of `family` that began at `start` (a [`now_ns`]
+    /// reading); returns the time now, where the next request begins.
+    #[inline]
+    pub fn record_since(&self, family: Family, start: u64) -> u64 {
+        let now = now_ns();
+        self.record_ns(family, now.saturating_sub(start));
+        now
+    }
+
+    fn record_ns(&self, family: Family, ns: u64) {
         let us = ns / 1_000;
         let bucket = BOUNDS_US
             .iter()

@@ -82,6 +82,15 @@ fn coarse() -> Stamp {
     read(libc::CLOCK_MONOTONIC_COARSE).unwrap_or_else(fallback)
 }
 
+/// The monotonic clock in nanoseconds, read precisely: a plain number to
+/// subtract, for timing requests (`Instant`'s normalising arithmetic costs
+/// some 70 instructions a reading and a subtraction more).
+#[inline]
+pub fn monotonic_nanos() -> u64 {
+    let s = precise();
+    s.secs.wrapping_mul(NANOS).wrapping_add(u64::from(s.nanos))
+}
+
 /// The precise monotonic clock, the base of the coarse one.
 #[cfg(target_os = "linux")]
 fn precise() -> Stamp {

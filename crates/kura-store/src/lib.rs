@@ -38,7 +38,7 @@ mod shard;
 mod store;
 
 pub use changes::{Change, ChangeSink, Entry, EntryRef};
-pub use clock::Clock;
+pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
 pub use item::{Item, KEY_MAX};
