@@ -21,7 +21,7 @@ pub mod defaults {
     pub const UNIX_MASK: u32 = 0o700;
     /// S3-FIFO: at least ARC's hit ratio on every trace row we measure,
     /// where exact LRU falls far short, and reads that share the shard
-    /// lock (BENCHMARKS.md, "In-process cache").
+    /// lock (bench/results/history.md, "In-process cache").
     pub const EVICTION: &str = "s3fifo";
     /// Log segment size (`--log-file-size`).
     pub const LOG_FILE_SIZE: u64 = 64 * 1024 * 1024;

@@ -82,7 +82,7 @@ where
     // One wait for the stop signal for the connection's whole life, polled
     // beside every read and write: creating one per read registered and
     // unregistered a waiter on the server-wide channel each time (3% of
-    // the CPU of a small request, BENCHMARKS.md).
+    // the CPU of a small request, bench/results/history.md).
     let stop = stopped(&mut rx);
     tokio::pin!(stop);
     let mut session = Session::new(shared, stats);

@@ -2,7 +2,7 @@
 //! taking turns: each round runs every load on every cache for a moment,
 //! in turn, and the medians over the rounds are printed with each cache's
 //! ratio to kura-s3fifo. On a shared machine, where throughput drifts from
-//! one minute to the next, this is the figure to quote (BENCHMARKS.md).
+//! one minute to the next, this is the figure to quote (bench/results/history.md).
 //!
 //! ```sh
 //! cargo run --release -p kura-store --example alternate [ROUNDS] [MILLIS]

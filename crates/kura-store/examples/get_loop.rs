@@ -1,6 +1,6 @@
 //! A fixed, single-threaded read loop for counting instructions with
 //! callgrind, which gives nearly the same count for the same binary whatever
-//! else the machine does (BENCHMARKS.md uses it where timings are too noisy):
+//! else the machine does (bench/results/history.md uses it where timings are too noisy):
 //! 100,000 keys of 12 bytes with 100-byte values in an S3-FIFO store of
 //! four shards, then GETS reads, in bursts of 64 reads of one key, keys
 //! drawn by a fixed xorshift sequence.

@@ -2,7 +2,7 @@
 //! `ITEMS` entries (default 2,000,000 of 100 bytes): what a client waits
 //! for when it hits a shard whose index is growing. The index grows a few
 //! buckets per change (index.rs); rehashing a full table at once stalled an
-//! insert for 173 ms at 1.8M entries on the machine of BENCHMARKS.md.
+//! insert for 173 ms at 1.8M entries on the machine of bench/results/history.md.
 //!
 //! ```sh
 //! cargo run --release -p kura-store --example growth [ITEMS]

@@ -7,7 +7,7 @@
 //! (CAS, deadline, marks, eviction state) lived in a separate slot array.
 //! Here the block header doubles as the item's size, items carry their own
 //! metadata, and an index entry is a 4-byte block offset (see item.rs and
-//! BENCHMARKS.md for the bytes per item).
+//! bench/results/history.md for the bytes per item).
 //!
 //! * The region is [`REGION`] bytes of address space aligned to its size,
 //!   reserved without access and made readable and writable up to the

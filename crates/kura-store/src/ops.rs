@@ -324,7 +324,7 @@ impl Shard {
     /// exclusively. Answers as [`get`](Self::get) would.
     // Inlined into `Store::get_with` (where its `SharedRead` is built in
     // place): called, it returned through memory, 38 more instructions a
-    // read in `examples/get_loop.rs` (BENCHMARKS.md).
+    // read in `examples/get_loop.rs` (bench/results/history.md).
     #[inline(always)]
     pub(crate) fn get_shared(&self, hash: u64, key: &[u8], now: u32) -> SharedRead {
         let Some(off) = self.find(hash, key) else {

@@ -5,12 +5,12 @@
 //! Asserted: the exact LRU reproduces the README's LRU column to the second
 //! decimal, and the scan-resistant policy reaches the ARC column on every
 //! row. `cargo test -p kura-store --test hit_ratio -- --ignored --nocapture`
-//! prints every policy's figures (the table in BENCHMARKS.md).
+//! prints every policy's figures (the table in bench/results/history.md).
 //!
 //! `s3fifo`'s main queue is a CLOCK over the index, whose order is the keys'
 //! hash order, so its figures depend a little on the hash (up to 0.4 points
 //! a row). `KURA_HASH_SEED=N` replays with another hash, to see how much:
-//! BENCHMARKS.md has the rows for seeds 0 to 5.
+//! bench/results/history.md has the rows for seeds 0 to 5.
 //!
 //! The traces are cited as their README asks: Nimrod Megiddo and Dharmendra
 //! S. Modha, "ARC: A Self-Tuning, Low Overhead Replacement Cache," USENIX
@@ -260,7 +260,7 @@ fn lru_matches_the_reference_and_the_scan_resistant_policy_reaches_arc() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
-/// Every policy on every row, for BENCHMARKS.md. Not in the default run (it
+/// Every policy on every row, for bench/results/history.md. Not in the default run (it
 /// replays twice as much); it checks that every policy but LRU resists the
 /// scans of P3 and P6 at their smallest capacity, where LRU keeps almost
 /// nothing.
@@ -300,7 +300,7 @@ enum Main {
 }
 
 /// A variant of S3-FIFO that needs no links in the entries, measured here
-/// for the memory target (BENCHMARKS.md, "Memory per item"): the small
+/// for the memory target (bench/results/history.md, "Memory per item"): the small
 /// queue stays a FIFO (of ids, outside the entries), the ghost and the
 /// promotion rule are S3-FIFO's, and the main queue is one of [`Main`].
 fn replay_link_free(trace: &Trace, capacity: usize, main: Main) -> u64 {
@@ -407,7 +407,7 @@ fn replay_link_free(trace: &Trace, capacity: usize, main: Main) -> u64 {
 }
 
 /// The link-free variants against kura's `s3fifo` and the ARC column, for
-/// the notes on memory in BENCHMARKS.md. The control (the main queue a
+/// the notes on memory in bench/results/history.md. The control (the main queue a
 /// FIFO) is S3-FIFO as published, and what kura's `s3fifo` gave while it
 /// kept its queues in links in the entries (to 0.04 points); the simulated
 /// CLOCKs differ from it only by their main queue. A measurement that led

@@ -179,7 +179,7 @@ impl<'t> Reader<'t> {
     /// that the out-of-order core keeps the cache misses of several
     /// consecutive random reads in flight at once; with bounds checks, a
     /// generic copy loop and the sequence in a separate stripe it kept half
-    /// as many (see BENCHMARKS.md).
+    /// as many (see bench/results/history.md).
     #[inline(always)]
     pub(crate) fn read_buf(&self, id: u64, out: &mut [u8]) -> Option<(usize, u32)> {
         let n = self.layout.data_words;

@@ -7,7 +7,7 @@
 //! general hash set churned this way (an insert and a removal each
 //! eviction) fills with tombstones and settles at twice the size it needs:
 //! hashbrown's did, and a server full at `-m 100` held 8 bytes more an
-//! item than now (BENCHMARKS.md). Here the set is an open-addressing table
+//! item than now (bench/results/history.md). Here the set is an open-addressing table
 //! of the fingerprints themselves, probed linearly, whose removals shift
 //! the entries after them back (no tombstones), rebuilt at 5/8 full when
 //! it passes 7/8: 4.6 to 6.4 bytes a fingerprint, 4 to 5 more in the queue

@@ -13,7 +13,7 @@
 //!   only bump a counter.
 //! * [`Sieve`]: one FIFO queue with a visited bit and a moving hand.
 //!
-//! BENCHMARKS.md compares them on the ARC paper's traces.
+//! bench/results/history.md compares them on the ARC paper's traces.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU8;

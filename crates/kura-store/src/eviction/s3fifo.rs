@@ -19,7 +19,7 @@
 //! where the hand is (the sweep and which eighth of the index, modulo 32,
 //! in five bits of its byte), and the hand passes over it until it has
 //! gone a whole sweep further. On the ARC traces this keeps S3-FIFO's hit
-//! ratios (BENCHMARKS.md); without the age rule, P3 at 262,144 entries
+//! ratios (bench/results/history.md); without the age rule, P3 at 262,144 entries
 //! falls two points, below ARC. So an entry costs its byte, no links.
 
 use std::collections::VecDeque;
@@ -32,7 +32,7 @@ use super::{fingerprint, push_back_sparing, Entries, EvictionPolicy};
 /// The small queue's share of the entries, in percent.
 const SMALL_PERCENT: usize = 10;
 /// Keys the ghost queue remembers, in percent of the main queue's share.
-/// Measured on the ARC traces (BENCHMARKS.md): 100% (the paper's choice)
+/// Measured on the ARC traces (bench/results/history.md): 100% (the paper's choice)
 /// falls short of ARC on P3 at 262,144 entries, 200% on P6 at 65,536.
 const GHOST_PERCENT: usize = 160;
 /// The entry's byte: its read count (two bits, up to [`FREQ_MAX`]), since
