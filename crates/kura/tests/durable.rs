@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{ask, fill, free_port, get, kura, newest, start_fails, stat, tempdir, Server};
+use common::{
+    ask, fill, free_port, get, kura, log_repair, newest, start_fails, stat, tempdir, Server,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
@@ -317,16 +319,7 @@ fn a_torn_tail_is_cut_and_a_flipped_bit_stops_the_start() {
     assert_eq!(check.status.code(), Some(2));
     // Repair drops the records from the damage on; the start then works
     // and what came before the damage is there.
-    let repair = kura()
-        .args(["log", "repair", "--truncate-corrupt"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        repair.status.success(),
-        "{}",
-        String::from_utf8_lossy(&repair.stdout)
-    );
+    log_repair(&dir, true);
     let server = Server::start(&dir, &[]);
     let mut c = server.connect();
     assert_eq!(get(&mut c, "k0"), Some(format!("{:020}", 0)));

@@ -181,3 +181,18 @@ pub fn get(s: &mut TcpStream, key: &str) -> Option<String> {
     head.starts_with("VALUE ")
         .then(|| lines.next().unwrap().to_string())
 }
+
+/// `kura log repair [--truncate-corrupt] DIR`, which must succeed.
+pub fn log_repair(dir: &Path, truncate_corrupt: bool) {
+    let mut cmd = kura();
+    cmd.args(["log", "repair"]);
+    if truncate_corrupt {
+        cmd.arg("--truncate-corrupt");
+    }
+    let out = cmd.arg(dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
