@@ -31,6 +31,7 @@ pub mod record;
 mod scan;
 mod segment;
 pub mod snapshot;
+mod tail;
 mod writer;
 
 pub use end::{end_path, read_end, write_end, LogEnd, END_FILE};
@@ -44,6 +45,7 @@ pub use snapshot::{
     snapshot_files, DirReport, Pruned, SnapshotDamage, SnapshotFile, SnapshotStatus,
     SnapshotWriter,
 };
+pub use tail::{LogTail, TailError};
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};
 
 /// Errors of the log.
@@ -63,6 +65,8 @@ pub enum LogError {
     },
     #[error(transparent)]
     Scan(#[from] ScanError),
+    #[error(transparent)]
+    Tail(#[from] TailError),
     #[error("record too large for the log: {0} bytes")]
     TooLarge(usize),
     #[error(transparent)]
