@@ -25,6 +25,7 @@
 //! on disk (a deleted or cut segment).
 
 mod end;
+mod history;
 mod lock;
 mod reader;
 pub mod record;
@@ -35,6 +36,7 @@ mod tail;
 mod writer;
 
 pub use end::{end_path, read_end, write_end, LogEnd, END_FILE};
+pub use history::{History, HISTORY_FILE};
 pub use lock::{DirLock, LOCK_FILE};
 pub use reader::LogReader;
 pub use record::{Mutation, MutationRef, Record};
