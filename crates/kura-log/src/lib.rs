@@ -43,9 +43,9 @@ pub use record::{Mutation, MutationRef, Record};
 pub use scan::{check, repair, CheckReport, Damage, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
-    available_bytes, check_dir, check_snapshot, prune, read_snapshot, remove_partial_snapshots,
-    snapshot_files, DirReport, Pruned, SnapshotDamage, SnapshotFile, SnapshotStatus,
-    SnapshotWriter,
+    available_bytes, check_dir, check_snapshot, prune, read_snapshot, read_snapshot_stream,
+    remove_partial_snapshots, snapshot_files, DirReport, Pruned, SnapshotDamage, SnapshotFile,
+    SnapshotStatus, SnapshotWriter,
 };
 pub use tail::{LogTail, TailError};
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};

@@ -217,7 +217,35 @@ pub fn check_snapshot(path: &Path) -> Result<(u64, u64), LogError> {
 }
 
 fn scan(path: &Path, each: &mut dyn FnMut(Record)) -> Result<(u64, u64), LogError> {
-    use std::io::Read;
+    let file = File::open(path).map_err(io_err(path))?;
+    let size = file.metadata().map_err(io_err(path))?.len();
+    let r = std::io::BufReader::with_capacity(1 << 20, file);
+    scan_from(r, size, path, each)
+}
+
+/// Reads a snapshot of `size` bytes from a stream (what a replica receives
+/// in a full resync), calling `each` for every record as it comes; returns
+/// its sequence number and record count. The whole is checked only at the
+/// end (trailer, count, CRC): on an error, what `each` was given must be
+/// thrown away. `name` names the stream in errors.
+///
+/// # Errors
+/// The stream's I/O errors; a snapshot that does not check out.
+pub fn read_snapshot_stream(
+    r: impl std::io::Read,
+    size: u64,
+    name: &Path,
+    mut each: impl FnMut(Record),
+) -> Result<(u64, u64), LogError> {
+    scan_from(r, size, name, &mut each)
+}
+
+fn scan_from(
+    mut r: impl std::io::Read,
+    size: u64,
+    path: &Path,
+    each: &mut dyn FnMut(Record),
+) -> Result<(u64, u64), LogError> {
     let damage = |offset: u64, reason: &str| {
         LogError::Snapshot(SnapshotDamage {
             file: path.to_owned(),
@@ -225,12 +253,9 @@ fn scan(path: &Path, each: &mut dyn FnMut(Record)) -> Result<(u64, u64), LogErro
             reason: reason.to_owned(),
         })
     };
-    let file = File::open(path).map_err(io_err(path))?;
-    let size = file.metadata().map_err(io_err(path))?.len();
     if size < (HEADER_LEN + TRAILER_LEN) as u64 {
         return Err(damage(0, "shorter than a header and a trailer"));
     }
-    let mut r = std::io::BufReader::with_capacity(1 << 20, file);
     let mut header = [0u8; HEADER_LEN];
     r.read_exact(&mut header).map_err(io_err(path))?;
     if &header[..8] != MAGIC {
