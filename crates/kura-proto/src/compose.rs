@@ -132,6 +132,15 @@ impl Request<'_> {
                 }
             }
             Request::MetaNoop => out.extend_from_slice(b"mn"),
+            Request::Replicate { history, after } => {
+                out.extend_from_slice(b"replicate ");
+                out.extend_from_slice(history);
+                out.push(b' ');
+                match after {
+                    Some(n) => put_u64(out, *n),
+                    None => out.extend_from_slice(NOT_A_NUMBER),
+                }
+            }
         }
         out.extend_from_slice(b"\r\n");
     }

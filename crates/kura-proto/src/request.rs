@@ -48,6 +48,13 @@ pub enum Request<'a> {
     MetaDebug(MetaDebug<'a>),
     /// `mn`.
     MetaNoop,
+    /// `replicate <history id or -> <last applied record>`: kura's own, a
+    /// replica asking to follow this server (the connection then carries
+    /// the replication stream). `after` is `None` when not a number.
+    Replicate {
+        history: &'a [u8],
+        after: Option<u64>,
+    },
 }
 
 impl Request<'_> {

@@ -49,6 +49,10 @@ pub(crate) fn parse<'a>(
             _ => ShutdownMode::Invalid,
         })),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
+        b"replicate" if n == 3 => Parsed::Line(Request::Replicate {
+            history: t.get(1),
+            after: parse_u64(t.get(2)),
+        }),
         _ => unknown(cmd, t),
     }
 }
@@ -70,6 +74,7 @@ const BY_NAME: &[&[u8]] = &[
     b"extstore",
     b"refresh_certs",
     b"rotate",
+    b"replicate",
 ];
 
 /// A line with no command kura knows. memcached hangs up at once on one

@@ -194,6 +194,10 @@ pub struct ServerArgs {
     /// at startup (default: in memory only)
     #[arg(long = "data-dir", value_name = "dir")]
     pub data_dir: Option<PathBuf>,
+    /// follow this primary's update log and serve reads only (the primary
+    /// needs --data-dir; see docs/replication.md)
+    #[arg(long = "replica-of", value_name = "host:port")]
+    pub replica_of: Option<String>,
     /// with --data-dir: always (acknowledge a write once it is on disk,
     /// group commit), everysec (default; sync at most a second apart), no
     /// (leave it to the OS)
@@ -418,6 +422,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.data_dir {
             c.data_dir = Some(v);
+        }
+        if let Some(v) = self.replica_of {
+            c.replica_of = Some(v);
         }
         if let Some(v) = self.fsync {
             c.fsync = v;

@@ -137,6 +137,8 @@ pub struct ServerConfig {
     pub tls: TlsConfig,
     /// Persist every change here (`--data-dir`); none: in memory only.
     pub data_dir: Option<PathBuf>,
+    /// Follow this primary (`--replica-of HOST:PORT`): a read-only replica.
+    pub replica_of: Option<String>,
     /// When the log reaches the disk: always, everysec, no (`--fsync`).
     pub fsync: String,
     /// Bytes per log file (`--log-file-size`).
@@ -236,6 +238,7 @@ impl Default for ServerConfig {
             auth_file: None,
             tls: TlsConfig::default(),
             data_dir: None,
+            replica_of: None,
             fsync: "everysec".to_string(),
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
@@ -283,6 +286,8 @@ pub enum ConfigError {
     Fsync(String),
     #[error("--fsync always acknowledges a write only once it is on disk, which UDP (-U) replies cannot wait for; use TCP")]
     UdpWithFsyncAlways,
+    #[error("--replica-of with --data-dir: a replica with a data dir of its own is not built yet (run the replica in memory; it resyncs from its primary when it starts)")]
+    ReplicaWithDataDir,
     #[error("--log-file-size must be at least 4096 bytes")]
     LogFileTooSmall,
     #[error("--log-max-lag must be 0 to 3600 seconds, not {0}")]
@@ -345,6 +350,9 @@ impl ServerConfig {
         let fsync = self.fsync_policy()?;
         if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0 {
             return Err(ConfigError::UdpWithFsyncAlways);
+        }
+        if self.replica_of.is_some() && self.data_dir.is_some() {
+            return Err(ConfigError::ReplicaWithDataDir);
         }
         if self.log_file_size < 4096 {
             return Err(ConfigError::LogFileTooSmall);

@@ -39,8 +39,11 @@ enum Wire {
 }
 
 /// What ends a connection.
+#[derive(PartialEq, Eq)]
 enum End {
     Eof,
+    /// Served a replica until it went.
+    Replicate,
     Quit,
     Stopping,
     Garbage,
@@ -59,6 +62,7 @@ where
     let why = match end {
         End::Eof => "client closed",
         End::Quit => "quit",
+        End::Replicate => "replication stream ended",
         End::Stopping => "server stopping",
         End::Garbage => "bad framing (a line too long without newline, or bad binary magic)",
         End::Idle => "idle timeout",
@@ -252,6 +256,10 @@ where
                     end = Some(End::Quit);
                     break;
                 }
+                Next::Replicate => {
+                    end = Some(End::Replicate);
+                    break;
+                }
             }
             served += 1;
             if session.out.pending() > HIGH_WATER {
@@ -282,6 +290,12 @@ where
             return End::Io;
         }
         if let Some(end) = end {
+            if end == End::Replicate {
+                // The connection is a replication stream from now on.
+                if let Some((history, after)) = session.replicate.take() {
+                    crate::replication::primary::serve(stream, shared, &history, after).await;
+                }
+            }
             return end;
         }
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {

@@ -359,6 +359,9 @@ impl Server {
                 .spawn(move || acceptor(shared, listeners, senders))?
         };
         threads.push(acceptor);
+        if let Some(primary) = shared.config.replica_of.clone() {
+            threads.push(crate::replication::replica::start(shared.clone(), primary)?);
+        }
         Ok(ServerHandle {
             shared,
             threads,

@@ -87,6 +87,8 @@ pub struct Shared {
     pub values: crate::budget::ValueBudget,
     /// The listening sockets, for `stats conns`.
     pub listeners: Vec<crate::metrics::Listener>,
+    /// Replication: this server's replicas, or its primary.
+    pub replication: crate::replication::ReplicationState,
     state: watch::Sender<RunState>,
 }
 
@@ -107,6 +109,7 @@ impl Shared {
             tables: Tables::default(),
             values: crate::budget::ValueBudget::for_config(&config),
             listeners: Vec::new(),
+            replication: crate::replication::ReplicationState::new(config.replica_of.clone()),
             store,
             config,
             state,

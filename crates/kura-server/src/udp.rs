@@ -115,7 +115,8 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
         pos = match next {
             Next::Continue => pos + len,
             Next::Swallow(n) => pos.saturating_add(len).saturating_add(n),
-            Next::Close => break,
+            // A stream needs a connection: over UDP it ends the datagram.
+            Next::Close | Next::Replicate => break,
         };
     }
     flush(&mut held, &mut sent);

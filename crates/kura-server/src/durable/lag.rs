@@ -89,6 +89,11 @@ impl Lag {
         self.covered_ns.fetch_max(mark.1, Ordering::Release);
     }
 
+    /// A receiver that sees each new last written record.
+    pub fn watch_written(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+
     /// The last record written to the file.
     pub fn written(&self) -> u64 {
         self.written_seq.load(Ordering::Acquire)

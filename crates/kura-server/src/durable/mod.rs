@@ -41,7 +41,8 @@ use tokio::sync::watch;
 pub use health::Health;
 pub use lag::{Lag, LagLimits};
 use log_thread::{LogThread, OnFailure};
-use recovery::{apply, Progress};
+pub(crate) use recovery::apply;
+use recovery::Progress;
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
 use snapshot::take_snapshot;
@@ -83,6 +84,7 @@ pub struct Durable {
     durable: watch::Receiver<u64>,
     lag: Arc<Lag>,
     health: Arc<Health>,
+    history: kura_log::History,
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
@@ -112,6 +114,7 @@ impl Durable {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create data dir {}", dir.display()))?;
         let lock = DirLock::take(dir)?;
+        let history = kura_log::History::load_or_create(dir)?;
         for p in remove_partial_snapshots(dir)? {
             tracing::warn!("removed a half-written snapshot {}", p.display());
         }
@@ -228,6 +231,7 @@ impl Durable {
             durable,
             lag,
             health,
+            history,
             tx,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -300,7 +304,27 @@ impl Durable {
     /// # Errors
     /// I/O errors, or the log thread stopped.
     pub fn snapshot(&self, store: &Store) -> anyhow::Result<PathBuf> {
+        Ok(self.snapshot_at(store)?.0)
+    }
+
+    /// Takes a snapshot now, on the calling thread; returns its path and
+    /// the record it was taken at.
+    ///
+    /// # Errors
+    /// I/O errors, a snapshot already being taken, or the log thread
+    /// stopped.
+    pub fn snapshot_at(&self, store: &Store) -> anyhow::Result<(PathBuf, u64)> {
         take_snapshot(store, &self.sink, &self.tx, &self.config.dir, &self.stats)
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.config.dir
+    }
+
+    /// Which history of writes this log belongs to (replication).
+    pub fn history(&self) -> &kura_log::History {
+        &self.history
     }
 
     /// Writes and syncs the rest of the log and stops the log thread (at

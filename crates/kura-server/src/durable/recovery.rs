@@ -7,7 +7,7 @@ use kura_log::Mutation;
 use kura_store::{Change, EntryRef, Item, Store};
 
 /// Applies a recovered record to the store.
-pub(super) fn apply(store: &Store, m: &Mutation) {
+pub(crate) fn apply(store: &Store, m: &Mutation) {
     match m {
         Mutation::Set {
             key,

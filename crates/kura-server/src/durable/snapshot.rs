@@ -29,7 +29,7 @@ pub(super) fn take_snapshot(
     tx: &mpsc::Sender<Msg>,
     dir: &Path,
     stats: &LogStats,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<(PathBuf, u64)> {
     if stats.snapshot_running.swap(true, Ordering::AcqRel) {
         return Err(anyhow!("a snapshot is already being taken"));
     }
@@ -94,7 +94,7 @@ pub(super) fn take_snapshot(
             pruned.snapshots.len(),
             pruned.segments.len()
         );
-        Ok(path)
+        Ok((path, seq))
     })();
     stats.snapshot_running.store(false, Ordering::Release);
     result

@@ -39,6 +39,9 @@ pub enum Next {
     Swallow(usize),
     /// Send what is pending, then close (`quit`).
     Close,
+    /// Send what is pending, then carry the replication stream
+    /// ([`Session::replicate`] says from where).
+    Replicate,
 }
 
 /// What a connection does after [`Session::step`].
@@ -62,6 +65,8 @@ pub struct Session<'a> {
     pub authenticated: bool,
     /// Failed authentication attempts on this connection.
     pub auth_failures: u32,
+    /// A replica's `replicate` request: its history and last record.
+    pub replicate: Option<(Vec<u8>, u64)>,
     /// Set by the connection while it re-frames a storage request it has
     /// no room to receive (see `budget`): the request arrives as
     /// `Data::TooLarge` and is refused as out of memory.
@@ -76,6 +81,7 @@ impl<'a> Session<'a> {
             out: Output::with_capacity(16 * 1024),
             authenticated: shared.credentials.is_none(),
             auth_failures: 0,
+            replicate: None,
             no_room: false,
         }
     }
@@ -125,10 +131,14 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// When the update log cannot be written, the error line a request
-    /// that changes data gets (durable/health.rs).
+    /// The error line a request that changes data gets, if it is refused:
+    /// on a read-only replica, or when the update log cannot be written
+    /// (durable/health.rs).
     #[inline]
     pub fn refused_change(&self) -> Option<Vec<u8>> {
+        if let Some(line) = self.shared.replication.refusal() {
+            return Some(line);
+        }
         let d = self.shared.durable.as_deref()?;
         d.health().refusing().then(|| d.health().reply())
     }
@@ -164,7 +174,8 @@ impl<'a> Session<'a> {
                 return next;
             }
         }
-        if self.shared.durable.is_some() && req.changes_data() {
+        let guarded = self.shared.durable.is_some() || self.shared.replication.is_replica();
+        if guarded && req.changes_data() {
             if let Some(line) = self.refused_change() {
                 return self.refuse(req, &line);
             }
@@ -190,6 +201,15 @@ impl<'a> Session<'a> {
             Request::MetaArith(m) => meta_arith::run(self, m),
             Request::MetaDebug(m) => meta_debug::run(self, m),
             Request::MetaNoop => self.out.extend_from_slice(reply::MN),
+            Request::Replicate { history, after } => {
+                let Some(after) = after else {
+                    self.out
+                        .extend_from_slice(kura_proto::Error::BadFormat.as_bytes());
+                    return Next::Continue;
+                };
+                self.replicate = Some((history.to_vec(), *after));
+                return Next::Replicate;
+            }
         }
         Next::Continue
     }

@@ -199,6 +199,48 @@ fn general(s: &mut Session<'_>) {
             l.snapshots_skipped.load(Relaxed),
         );
     }
+    replication(o, sh);
+}
+
+/// Replication's figures (docs/replication.md).
+fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let r = &sh.replication;
+    match &r.primary {
+        Some(primary) => {
+            reply::stat(o, "repl_role", "replica");
+            reply::stat(o, "repl_primary", primary);
+            let history = r.history.lock().clone().unwrap_or_else(|| "-".into());
+            reply::stat(o, "repl_history", history);
+            let up = r.link_up.load(Relaxed);
+            reply::stat(o, "repl_link", if up { "up" } else { "down" });
+            reply::stat(o, "repl_applied_seq", r.applied.load(Relaxed));
+            reply::stat(o, "repl_lag_records", r.lag_records());
+            let heard = r.heard_ms.load(Relaxed);
+            let since = crate::replication::primary::unix_millis().saturating_sub(heard);
+            reply::stat(
+                o,
+                "repl_last_heard_seconds",
+                if heard == 0 {
+                    "-1".to_string()
+                } else {
+                    format!("{:.3}", since as f64 / 1000.0)
+                },
+            );
+            reply::stat(o, "repl_partial_resyncs", r.replica_partial.load(Relaxed));
+            reply::stat(o, "repl_full_resyncs", r.replica_full.load(Relaxed));
+        }
+        None => {
+            reply::stat(o, "repl_role", "primary");
+            if let Some(d) = &sh.durable {
+                reply::stat(o, "repl_history", &d.history().id);
+            }
+            reply::stat(o, "repl_replicas", r.replicas.load(Relaxed));
+            reply::stat(o, "repl_acked_seq", r.acked.load(Relaxed));
+            reply::stat(o, "repl_partial_resyncs", r.partial_resyncs.load(Relaxed));
+            reply::stat(o, "repl_full_resyncs", r.full_resyncs.load(Relaxed));
+        }
+    }
 }
 
 /// `stats items`: memcached's per-class figures (segmented LRU), all as

@@ -55,7 +55,17 @@ impl Server {
 
     /// A server with these flags (no data dir unless they give one).
     pub fn start_in_memory(extra: &[&str]) -> Server {
-        let port = free_port();
+        Server::spawn(free_port(), extra)
+    }
+
+    /// A server on `dir` on a given port (one that served before).
+    pub fn start_on_port(dir: &Path, port: u16, extra: &[&str]) -> Server {
+        let mut args = vec!["--data-dir", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Server::spawn(port, &args)
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> Server {
         let child = kura()
             .args(["server", "-p", &port.to_string(), "-t", "2"])
             .args(extra)

@@ -1,0 +1,211 @@
+//! The primary's side: a connection that sent `replicate` becomes a
+//! replication stream. The primary decides between a partial resync (the
+//! replica's history is a prefix of ours and the log still holds the
+//! records after its last one) and a full one (a snapshot taken now, sent
+//! whole, then the records after it), then follows its own log with a
+//! [`LogTail`] and sends what is written, a heartbeat every second when
+//! there is nothing, and reads the replica's acknowledgements.
+//!
+//! The log on disk is the backlog: a replica that reads slowly only makes
+//! its stream wait (one read buffer of memory, bounded), never the primary's
+//! writers; the log's segments are pruned as snapshots allow whatever a
+//! replica still needs, and a replica that falls behind them gets a full
+//! resync when it comes back.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_log::{LogError, LogTail, TailError};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use super::wire::{self, Handshake};
+use crate::durable::Durable;
+use crate::shared::Shared;
+
+/// Bytes of records read from the log for one frame at most.
+const FRAME_BYTES: usize = 256 * 1024;
+
+/// A heartbeat goes out when nothing else has for this long.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Serves a replica that asked for the records after `after` of history
+/// `history` (`-`: none) until it goes or the server stops.
+pub(crate) async fn serve<S>(stream: &mut S, shared: &Shared, history: &[u8], after: u64)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Some(durable) = shared.durable.clone() else {
+        let no = Handshake::Refused(
+            "replication needs --data-dir on the primary (its log is what replicas follow)".into(),
+        );
+        let _ = stream.write_all(no.line().as_bytes()).await;
+        return;
+    };
+    let peer = String::from_utf8_lossy(history).into_owned();
+    let counters = &shared.replication;
+    counters.replicas.fetch_add(1, Ordering::Relaxed);
+    match stream_to(stream, shared, &durable, &peer, after).await {
+        Ok(()) => {}
+        Err(e) => tracing::warn!("replication stream to a replica ended: {e:#}"),
+    }
+    counters.replicas.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn stream_to<S>(
+    stream: &mut S,
+    shared: &Shared,
+    durable: &Arc<Durable>,
+    history: &str,
+    after: u64,
+) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let dir = durable.dir().to_owned();
+    let ours = durable.history().clone();
+    let written = durable.lag().written();
+    let partial = if ours.continues(history, after) {
+        match LogTail::from_seq(&dir, after + 1, written) {
+            Ok(tail) => Some(tail),
+            Err(LogError::Tail(TailError::Gone { .. } | TailError::Ahead { .. })) => None,
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
+    let counters = &shared.replication;
+    let tail = match partial {
+        Some(tail) => {
+            counters.partial_resyncs.fetch_add(1, Ordering::Relaxed);
+            let line = Handshake::Continue {
+                id: ours.id.clone(),
+                after,
+            };
+            stream.write_all(line.line().as_bytes()).await?;
+            tail
+        }
+        None => {
+            counters.full_resyncs.fetch_add(1, Ordering::Relaxed);
+            full_resync(stream, shared, durable, &ours.id).await?
+        }
+    };
+    follow(stream, shared, durable, tail).await
+}
+
+/// Takes a snapshot, sends it whole, and returns a tail from after it.
+async fn full_resync<S>(
+    stream: &mut S,
+    shared: &Shared,
+    durable: &Arc<Durable>,
+    id: &str,
+) -> anyhow::Result<LogTail>
+where
+    S: AsyncWrite + Unpin,
+{
+    let (d, store) = (durable.clone(), shared.store.clone());
+    let (path, at) = tokio::task::spawn_blocking(move || {
+        // Another snapshot may be under way (the log's own, another
+        // replica's): wait for it, a minute at most.
+        let mut tries = 0;
+        loop {
+            match d.snapshot_at(&store) {
+                Ok(done) => return Ok(done),
+                Err(e) if tries < 600 && e.to_string().contains("already being taken") => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await??;
+    let mut file = tokio::fs::File::open(&path).await?;
+    let bytes = file.metadata().await?.len();
+    let line = Handshake::FullResync {
+        id: id.to_string(),
+        at,
+        bytes,
+    };
+    stream.write_all(line.line().as_bytes()).await?;
+    let sent = tokio::io::copy(&mut file, stream).await?;
+    anyhow::ensure!(
+        sent == bytes,
+        "snapshot {} changed while sent",
+        path.display()
+    );
+    let dir = durable.dir().to_owned();
+    let written = durable.lag().written();
+    Ok(LogTail::from_seq(&dir, at + 1, written)?)
+}
+
+/// Sends what the log holds after the tail's position, then what is
+/// written, until the replica goes or the server stops.
+async fn follow<S>(
+    stream: &mut S,
+    shared: &Shared,
+    durable: &Arc<Durable>,
+    mut tail: LogTail,
+) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut acks = BufReader::new(reader);
+    let mut line = String::new();
+    let mut written = durable.lag().watch_written();
+    let mut stop = shared.watch();
+    let mut frame = Vec::new();
+    loop {
+        // Whatever is written after this is seen by `changed` below.
+        written.borrow_and_update();
+        // Read what the log has (off the event loop: it is file I/O).
+        let (back, bytes) = tokio::task::spawn_blocking(move || {
+            let mut bytes = Vec::new();
+            let got = loop {
+                match tail.read(&mut bytes, 64) {
+                    Ok(0) => break Ok(()),
+                    Ok(_) if bytes.len() >= FRAME_BYTES => break Ok(()),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            (tail, got.map(|()| bytes))
+        })
+        .await?;
+        tail = back;
+        let bytes = bytes?;
+        if !bytes.is_empty() {
+            frame.clear();
+            wire::records(&mut frame, &bytes);
+            writer.write_all(&frame).await?;
+            continue;
+        }
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
+            r = written.changed() => r?,
+            r = acks.read_line(&mut line) => {
+                if r? == 0 {
+                    return Ok(());
+                }
+                if let Some(n) = line.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
+                    shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                }
+                line.clear();
+            }
+            () = tokio::time::sleep(HEARTBEAT) => {
+                frame.clear();
+                wire::heartbeat(&mut frame, durable.lag().written(), unix_millis());
+                writer.write_all(&frame).await?;
+            }
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

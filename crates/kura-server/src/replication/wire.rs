@@ -1,0 +1,174 @@
+//! The replication stream on the wire (kura's own extension of the text
+//! protocol, on the server's ordinary port; docs/replication.md).
+//!
+//! A replica opens a connection (authenticating first when the primary asks
+//! for it) and sends `replicate <history id or -> <last applied record>`.
+//! The primary answers with one line:
+//!
+//! * `CONTINUE <id> <record>`: the records after `<record>` follow;
+//! * `FULLRESYNC <id> <record> <bytes>`: a snapshot taken at `<record>`
+//!   follows, `<bytes>` long, then the records after it;
+//! * `SERVER_ERROR <why>`.
+//!
+//! Then frames, each a kind byte and a body: `R`, a 4-byte length and
+//! whole log records as the log holds them (length, CRC, number: the
+//! replica checks every one); `H`, a heartbeat every second with the last
+//! record the primary has written and its clock in milliseconds. The
+//! replica writes `ack <record>` lines back as it applies.
+
+/// The largest frame body a replica accepts.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// The primary's answer to `replicate`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handshake {
+    Continue { id: String, after: u64 },
+    FullResync { id: String, at: u64, bytes: u64 },
+    Refused(String),
+}
+
+impl Handshake {
+    /// Parses the answer line (without its CRLF).
+    pub fn parse(line: &str) -> Option<Handshake> {
+        if let Some(why) = line.strip_prefix("SERVER_ERROR ") {
+            return Some(Handshake::Refused(why.to_string()));
+        }
+        let w: Vec<&str> = line.split(' ').collect();
+        match w.as_slice() {
+            ["CONTINUE", id, after] => Some(Handshake::Continue {
+                id: id.to_string(),
+                after: after.parse().ok()?,
+            }),
+            ["FULLRESYNC", id, at, bytes] => Some(Handshake::FullResync {
+                id: id.to_string(),
+                at: at.parse().ok()?,
+                bytes: bytes.parse().ok()?,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The line, with its CRLF.
+    pub fn line(&self) -> String {
+        match self {
+            Handshake::Continue { id, after } => format!("CONTINUE {id} {after}\r\n"),
+            Handshake::FullResync { id, at, bytes } => {
+                format!("FULLRESYNC {id} {at} {bytes}\r\n")
+            }
+            Handshake::Refused(why) => format!("SERVER_ERROR {why}\r\n"),
+        }
+    }
+}
+
+/// A frame from the primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Whole log records.
+    Records(&'a [u8]),
+    /// The primary's last written record and its clock (ms).
+    Heartbeat { last: u64, millis: u64 },
+}
+
+/// Appends a frame of records.
+pub fn records(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'R');
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Appends a heartbeat.
+pub fn heartbeat(out: &mut Vec<u8>, last: u64, millis: u64) {
+    out.push(b'H');
+    out.extend_from_slice(&last.to_le_bytes());
+    out.extend_from_slice(&millis.to_le_bytes());
+}
+
+/// Why a stream is broken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    #[error("unknown frame kind {0:#04x}")]
+    Kind(u8),
+    #[error("frame of {0} bytes is too large")]
+    TooLarge(usize),
+}
+
+/// The frame at the front of `b` and its length; `Ok(None)` when more
+/// bytes are needed.
+///
+/// # Errors
+/// A kind or length no primary sends.
+pub fn frame(b: &[u8]) -> Result<Option<(Frame<'_>, usize)>, StreamError> {
+    let Some(&kind) = b.first() else {
+        return Ok(None);
+    };
+    match kind {
+        b'R' => {
+            let Some(len) = b.get(1..5) else {
+                return Ok(None);
+            };
+            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            if len > MAX_FRAME {
+                return Err(StreamError::TooLarge(len));
+            }
+            Ok(b.get(5..5 + len).map(|r| (Frame::Records(r), 5 + len)))
+        }
+        b'H' => Ok(b.get(1..17).map(|h| {
+            let last = u64::from_le_bytes(h[..8].try_into().unwrap_or_default());
+            let millis = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
+            (Frame::Heartbeat { last, millis }, 17)
+        })),
+        other => Err(StreamError::Kind(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_lines_round_trip() {
+        for h in [
+            Handshake::Continue {
+                id: "ab".repeat(20),
+                after: 17,
+            },
+            Handshake::FullResync {
+                id: "cd".repeat(20),
+                at: 9,
+                bytes: 1234,
+            },
+            Handshake::Refused("no data dir".into()),
+        ] {
+            let line = h.line();
+            assert_eq!(Handshake::parse(line.trim_end()), Some(h));
+        }
+        assert_eq!(Handshake::parse("CONTINUE x"), None);
+        assert_eq!(Handshake::parse("FULLRESYNC x 1 y"), None);
+        assert_eq!(Handshake::parse("STORED"), None);
+    }
+
+    #[test]
+    fn frames_come_back_whole_or_not_at_all() {
+        let mut b = Vec::new();
+        records(&mut b, b"abc");
+        heartbeat(&mut b, 7, 99);
+        for cut in 0..b.len() {
+            let got = frame(&b[..cut]).unwrap();
+            assert!(got.is_none_or(|(_, len)| len <= cut));
+        }
+        let (f, len) = frame(&b).unwrap().unwrap();
+        assert_eq!((f, len), (Frame::Records(b"abc"), 8));
+        let (f, _) = frame(&b[len..]).unwrap().unwrap();
+        assert_eq!(
+            f,
+            Frame::Heartbeat {
+                last: 7,
+                millis: 99
+            }
+        );
+        assert_eq!(frame(b"X"), Err(StreamError::Kind(b'X')));
+        let mut huge = vec![b'R'];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(frame(&huge), Err(StreamError::TooLarge(_))));
+    }
+}
