@@ -258,3 +258,97 @@ fn a_primary_without_a_data_dir_refuses_replicas_clearly() {
     assert_eq!(r, b"CLIENT_ERROR bad command line format\r\n");
     primary.stop();
 }
+
+/// A fake primary on a listener: answers `replicate` with CONTINUE, sends
+/// `frames`, holds the connection until the replica drops it if `hold`,
+/// and returns the line the replica asked with.
+fn fake_primary(listener: &std::net::TcpListener, frames: &[u8], hold: bool) -> String {
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut asked = Vec::new();
+    let mut b = [0u8; 1];
+    while !asked.ends_with(b"\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1);
+        asked.push(b[0]);
+    }
+    let asked = String::from_utf8(asked).unwrap();
+    let history = "ab".repeat(20);
+    let after: u64 = asked
+        .trim_end()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    s.write_all(format!("CONTINUE {history} {after}\r\n").as_bytes())
+        .unwrap();
+    s.write_all(frames).unwrap();
+    let mut rest = [0u8; 256];
+    while hold && matches!(s.read(&mut rest), Ok(n) if n > 0) {}
+    asked
+}
+
+/// A log record's bytes (length, CRC, number, a set of `key`).
+fn record(seq: u64, key: &str, value: &str) -> Vec<u8> {
+    // The log's own encoding, through a scratch log directory.
+    let dir = tempdir(&format!("fake-record-{seq}"));
+    let mut w = kura_log::LogWriter::open_after(&dir, Default::default(), seq - 1).unwrap();
+    w.append(&kura_log::Mutation::Set {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        flags: 0,
+        exptime: 0,
+        cas: seq,
+        stale: false,
+        binary_key: false,
+    })
+    .unwrap();
+    w.sync().unwrap();
+    let seg = kura_log::segment_files(&dir).unwrap().pop().unwrap().path;
+    let bytes = std::fs::read(seg).unwrap()[kura_log::FILE_HEADER_LEN..].to_vec();
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
+fn frame(records: &[u8]) -> Vec<u8> {
+    let mut f = vec![b'R'];
+    f.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    f.extend_from_slice(records);
+    f
+}
+
+#[test]
+fn a_damaged_or_out_of_order_record_is_never_applied_and_the_replica_asks_again() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let replica = Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{port}")]);
+    // Record 1 sound, record 2 with a flipped bit in its value.
+    let mut two = record(2, "second", "bad");
+    let last = two.len() - 1;
+    two[last] ^= 0x01;
+    let mut first = record(1, "first", "ok");
+    first.extend_from_slice(&two);
+    assert_eq!(
+        fake_primary(&listener, &frame(&first), true),
+        "replicate - 0\r\n"
+    );
+    // The replica applied 1, refused 2, dropped the link and asks again
+    // from 1, having the primary's history now.
+    let again = fake_primary(&listener, &frame(&record(3, "third", "gap")), true);
+    assert_eq!(again, format!("replicate {} 1\r\n", "ab".repeat(20)));
+    // Record 3 where 2 was next: refused too; asked again from 1.
+    let again = fake_primary(&listener, &frame(&record(2, "second", "good")), false);
+    assert_eq!(again, format!("replicate {} 1\r\n", "ab".repeat(20)));
+    let mut c = replica.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stat(&mut c, "repl_applied_seq") < 2 {
+        assert!(Instant::now() < deadline, "record 2 never applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = ask(&mut c, b"get first second third\r\n", b"END\r\n");
+    assert_eq!(
+        String::from_utf8(got).unwrap(),
+        "VALUE first 0 2\r\nok\r\nVALUE second 0 4\r\ngood\r\nEND\r\n"
+    );
+    replica.stop();
+}

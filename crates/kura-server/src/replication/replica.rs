@@ -186,9 +186,11 @@ fn stream(shared: &Shared, r: &mut impl BufRead, sock: &mut TcpStream) -> anyhow
                         }
                         apply_record(shared, &rec);
                         applied = rec.seq;
+                        // Said at once: a bad record later in the frame
+                        // drops the link, and the next asks from here.
+                        state.applied.store(applied, Ordering::Relaxed);
                         records = &records[len..];
                     }
-                    state.applied.store(applied, Ordering::Relaxed);
                     state.primary_last.fetch_max(applied, Ordering::Relaxed);
                 }
                 Frame::Heartbeat { last, .. } => {
