@@ -84,6 +84,14 @@ impl Credentials {
         Ok(Credentials { entries })
     }
 
+    /// The file's first user and password (what a replica sends to its
+    /// primary).
+    pub fn first(&self) -> Option<(&[u8], &[u8])> {
+        self.entries
+            .first()
+            .map(|(u, p)| (u.as_slice(), p.as_slice()))
+    }
+
     /// True when `user` and `pass` match an entry.
     pub fn check(&self, user: &[u8], pass: &[u8]) -> bool {
         let mut ok = subtle::Choice::from(0);

@@ -198,6 +198,10 @@ pub struct ServerArgs {
     /// needs --data-dir; see docs/replication.md)
     #[arg(long = "replica-of", value_name = "host:port")]
     pub replica_of: Option<String>,
+    /// with --replica-of: a file whose first `user:password` line the
+    /// replica authenticates with (when the primary runs with -Y)
+    #[arg(long = "replica-auth-file", value_name = "file")]
+    pub replica_auth_file: Option<PathBuf>,
     /// with --data-dir: always (acknowledge a write once it is on disk,
     /// group commit), everysec (default; sync at most a second apart), no
     /// (leave it to the OS)
@@ -425,6 +429,9 @@ impl ServerArgs {
         }
         if let Some(v) = self.replica_of {
             c.replica_of = Some(v);
+        }
+        if let Some(v) = self.replica_auth_file {
+            c.replica_auth_file = Some(v);
         }
         if let Some(v) = self.fsync {
             c.fsync = v;

@@ -139,6 +139,9 @@ pub struct ServerConfig {
     pub data_dir: Option<PathBuf>,
     /// Follow this primary (`--replica-of HOST:PORT`): a read-only replica.
     pub replica_of: Option<String>,
+    /// A `user:password` file the replica authenticates to its primary
+    /// with (memcached's ASCII authentication, when the primary has `-Y`).
+    pub replica_auth_file: Option<PathBuf>,
     /// When the log reaches the disk: always, everysec, no (`--fsync`).
     pub fsync: String,
     /// Bytes per log file (`--log-file-size`).
@@ -239,6 +242,7 @@ impl Default for ServerConfig {
             tls: TlsConfig::default(),
             data_dir: None,
             replica_of: None,
+            replica_auth_file: None,
             fsync: "everysec".to_string(),
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,

@@ -259,6 +259,9 @@ impl Server {
             .transpose()?;
         let mut shared = Shared::new(config, store);
         shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
+        if let Some(path) = &shared.config.replica_auth_file {
+            shared.replication.auth = Some(crate::auth::Credentials::load(path)?);
+        }
         shared.tables = tables;
         shared.credentials = credentials;
         shared.tls = tls;

@@ -352,3 +352,39 @@ fn a_damaged_or_out_of_order_record_is_never_applied_and_the_replica_asks_again(
     );
     replica.stop();
 }
+
+#[test]
+fn a_replica_authenticates_to_a_primary_that_asks_for_it() {
+    let dir = tempdir("repl-auth");
+    let creds = dir.join("users");
+    std::fs::write(&creds, "replicator:s3cret\n").unwrap();
+    let data = dir.join("data");
+    let creds_arg = creds.to_str().unwrap();
+    let primary = Server::start(&data, &["-Y", creds_arg]);
+    let mut c = primary.connect();
+    ask(&mut c, b"set a 0 0 17\r\nreplicator s3cret\r\n", b"STORED\r\n");
+    ask(&mut c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
+    let target = format!("127.0.0.1:{}", primary.port);
+    let good =
+        Server::start_in_memory(&["--replica-of", &target, "--replica-auth-file", creds_arg]);
+    let bad = Server::start_in_memory(&["--replica-of", &target]);
+    let mut g = good.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stat(&mut g, "repl_applied_seq") < 1 {
+        assert!(Instant::now() < deadline, "the replica never applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        ask(&mut g, b"get k\r\n", b"END\r\n"),
+        b"VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    // Without credentials: never linked, nothing applied.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut b = bad.connect();
+    assert_eq!(stat_str(&mut b, "repl_link"), "down");
+    assert_eq!(stat(&mut b, "repl_applied_seq"), 0);
+    good.stop();
+    bad.stop();
+    primary.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -43,6 +43,8 @@ pub struct ReplicationState {
     pub replica_full: AtomicU64,
     /// The history this replica follows.
     pub history: Mutex<Option<String>>,
+    /// What this replica authenticates with (`--replica-auth-file`).
+    pub auth: Option<crate::auth::Credentials>,
 }
 
 impl ReplicationState {

@@ -79,6 +79,9 @@ fn follow(shared: &Shared, primary: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot connect to {primary}"))?;
     sock.set_read_timeout(Some(SILENCE))?;
     sock.set_nodelay(true)?;
+    if let Some((user, pass)) = state.auth.as_ref().and_then(|c| c.first()) {
+        authenticate(&mut sock, user, pass)?;
+    }
     let history = state.history.lock().clone();
     let applied = state.applied.load(Ordering::Relaxed);
     let ask = format!(
@@ -119,6 +122,31 @@ fn follow(shared: &Shared, primary: &str) -> anyhow::Result<()> {
         state.applied.load(Ordering::Relaxed)
     );
     stream(shared, &mut r, &mut sock)
+}
+
+/// memcached's ASCII authentication: `set` with `user password` as data.
+fn authenticate(sock: &mut TcpStream, user: &[u8], pass: &[u8]) -> anyhow::Result<()> {
+    let mut req = format!("set auth 0 0 {}\r\n", user.len() + 1 + pass.len()).into_bytes();
+    req.extend_from_slice(user);
+    req.push(b' ');
+    req.extend_from_slice(pass);
+    req.extend_from_slice(b"\r\n");
+    sock.write_all(&req)?;
+    let mut reply = Vec::new();
+    let mut b = [0u8; 1];
+    while !reply.ends_with(b"\r\n") && reply.len() < 256 {
+        if sock.read(&mut b)? == 0 {
+            bail!("the primary closed the connection during authentication");
+        }
+        reply.push(b[0]);
+    }
+    if reply != b"STORED\r\n" {
+        bail!(
+            "the primary refused our credentials: {}",
+            String::from_utf8_lossy(&reply).trim_end()
+        );
+    }
+    Ok(())
 }
 
 /// Replaces the store's contents with a snapshot of `bytes` taken at
