@@ -362,7 +362,11 @@ fn a_replica_authenticates_to_a_primary_that_asks_for_it() {
     let creds_arg = creds.to_str().unwrap();
     let primary = Server::start(&data, &["-Y", creds_arg]);
     let mut c = primary.connect();
-    ask(&mut c, b"set a 0 0 17\r\nreplicator s3cret\r\n", b"STORED\r\n");
+    ask(
+        &mut c,
+        b"set a 0 0 17\r\nreplicator s3cret\r\n",
+        b"STORED\r\n",
+    );
     ask(&mut c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
     let target = format!("127.0.0.1:{}", primary.port);
     let good =
