@@ -26,6 +26,10 @@ use crate::shared::Shared;
 /// Bytes of records read from the log for one frame at most.
 const FRAME_BYTES: usize = 256 * 1024;
 
+/// Records behind the log's end within which the stream reads the log on
+/// the event loop (they are in the page cache).
+const NEAR_END: u64 = 4096;
+
 /// A heartbeat goes out when nothing else has for this long.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
@@ -159,20 +163,21 @@ where
     loop {
         // Whatever is written after this is seen by `changed` below.
         written.borrow_and_update();
-        // Read what the log has (off the event loop: it is file I/O).
-        let (back, bytes) = tokio::task::spawn_blocking(move || {
-            let mut bytes = Vec::new();
-            let got = loop {
-                match tail.read(&mut bytes, 64) {
-                    Ok(0) => break Ok(()),
-                    Ok(_) if bytes.len() >= FRAME_BYTES => break Ok(()),
-                    Ok(_) => {}
-                    Err(e) => break Err(e),
-                }
-            };
-            (tail, got.map(|()| bytes))
-        })
-        .await?;
+        // Read what the log has. Near the log's end the bytes were just
+        // written and are in the page cache: read them here, a copy of a
+        // few microseconds. Farther behind (a replica catching up) they may
+        // be on disk: read them off the event loop.
+        let behind = durable.lag().written().saturating_sub(tail.next_seq());
+        let (back, bytes) = if behind < NEAR_END {
+            let bytes = read_frame(&mut tail);
+            (tail, bytes)
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let bytes = read_frame(&mut tail);
+                (tail, bytes)
+            })
+            .await?
+        };
         tail = back;
         let bytes = bytes?;
         if !bytes.is_empty() {
@@ -201,6 +206,17 @@ where
             }
         }
     }
+}
+
+/// Up to a frame's worth of the records the tail has now.
+fn read_frame(tail: &mut LogTail) -> Result<Vec<u8>, LogError> {
+    let mut bytes = Vec::new();
+    while bytes.len() < FRAME_BYTES {
+        if tail.read(&mut bytes, 64)? == 0 {
+            break;
+        }
+    }
+    Ok(bytes)
 }
 
 /// Milliseconds since the Unix epoch.

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Replication lag as a client sees it, for bench/replication.sh.
+
+  repl_probe.py lag PROTO PRIMARY_PORT REPLICA_PORT SECONDS
+      every 10 ms: write a new key on the primary, then read it from the
+      replica until it is there (polling every 0.2 ms); prints the delay from
+      the write's acknowledgement to the first read that sees it: p50, p99,
+      max in ms, and the number of samples. PROTO is memcached or redis.
+  repl_probe.py synced PROTO PRIMARY_PORT REPLICA_PORT TIMEOUT
+      waits until the replica has everything the primary wrote (kura:
+      repl_applied_seq reaches the primary's log_written_seq with the link
+      up; redis: master_link_status up and no sync in progress, offsets
+      equal); prints the seconds it took.
+"""
+import socket
+import statistics
+import sys
+import time
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def until(self, end):
+        while end not in self.buf:
+            d = self.s.recv(65536)
+            if not d:
+                raise EOFError
+            self.buf += d
+        i = self.buf.index(end) + len(end)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def send(self, b):
+        self.s.sendall(b)
+
+
+def mc_set(c, k, v):
+    c.send(b"set %s 0 0 %d\r\n%s\r\n" % (k, len(v), v))
+    c.until(b"\r\n")
+
+
+def mc_has(c, k):
+    c.send(b"get %s\r\n" % k)
+    return c.until(b"END\r\n").startswith(b"VALUE")
+
+
+def resp(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def redis_set(c, k, v):
+    c.send(resp(b"SET", k, v))
+    c.until(b"\r\n")
+
+
+def redis_has(c, k):
+    c.send(resp(b"GET", k))
+    line = c.until(b"\r\n")
+    if line.startswith(b"$-1"):
+        return False
+    n = int(line[1:-2])
+    while len(c.buf) < n + 2:
+        c.buf += c.s.recv(65536)
+    c.buf = c.buf[n + 2:]
+    return True
+
+
+def lag(proto, pport, rport, secs):
+    p, r = Conn(pport), Conn(rport)
+    put, has = (mc_set, mc_has) if proto == "memcached" else (redis_set, redis_has)
+    samples = []
+    end = time.time() + secs
+    i = 0
+    while time.time() < end:
+        k = b"probe:%d" % i
+        put(p, k, b"x")
+        t0 = time.perf_counter()
+        while not has(r, k):
+            time.sleep(0.0002)
+            if time.perf_counter() - t0 > 10:
+                break
+        samples.append((time.perf_counter() - t0) * 1000)
+        i += 1
+        time.sleep(0.01)
+    samples.sort()
+    q = lambda f: samples[min(len(samples) - 1, int(f * len(samples)))]
+    print("lag_ms p50 %.3f p99 %.3f max %.3f samples %d" % (q(0.5), q(0.99), samples[-1], len(samples)))
+
+
+def stats_mc(port):
+    c = Conn(port)
+    c.send(b"stats\r\n")
+    out = c.until(b"END\r\n").decode()
+    return dict(l.split(" ")[1:3] for l in out.splitlines() if l.startswith("STAT "))
+
+
+def info_redis(port):
+    c = Conn(port)
+    c.send(resp(b"INFO", b"replication"))
+    line = c.until(b"\r\n")
+    n = int(line[1:-2])
+    while len(c.buf) < n + 2:
+        c.buf += c.s.recv(65536)
+    text = c.buf[:n].decode()
+    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+
+
+def synced(proto, pport, rport, timeout):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            if proto == "memcached":
+                p, r = stats_mc(pport), stats_mc(rport)
+                if r.get("repl_link") == "up" and int(r["repl_applied_seq"]) >= int(p["log_written_seq"]):
+                    break
+            else:
+                p, r = info_redis(pport), info_redis(rport)
+                if (r.get("master_link_status") == "up" and r.get("master_sync_in_progress") == "0"
+                        and r.get("slave_repl_offset") == p.get("master_repl_offset")):
+                    break
+        except (OSError, EOFError, KeyError, ValueError):
+            pass
+        time.sleep(0.02)
+    print("synced_s %.3f" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    cmd, proto, pport, rport, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    {"lag": lag, "synced": synced}[cmd](proto, pport, rport, n)

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Replication's cost, side by side with Redis 7's on the same machine
+# (issue 16): the primary's set throughput and CPU per request with 0, 1
+# and 2 replicas (ratios to 0, per system: the two systems' load generators
+# differ, so only each one's own ratios are compared), the lag a client
+# sees under load (1) with one replica, and the time of a full resync of
+# ITEMS items of 100 bytes.
+#
+#   bench/replication.sh
+#
+# kura: a primary with --data-dir (--fsync everysec) and in-memory replicas
+# (--replica-of), load from `kura bench -c 32 -t 2 --ratio 0:1 --value-size
+# 100 --keys 100000` (load (1): --ratio 9:1). Redis: redis-server with
+# neither RDB nor AOF (--save "" --appendonly no) and replicas
+# (--replicaof), load from `redis-benchmark -c 32 -t set -d 100 -r 100000`
+# (load (1): a get and a set benchmark at once, 29 and 3 connections).
+# Each round runs both systems in turn (A B A B). Server CPU is the primary
+# process's utime+stime over the run divided by the requests.
+#
+# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, OUT (a new temporary dir).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+ITEMS=${ITEMS:-1000000}
+OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
+mkdir -p "$OUT"
+cargo build --release -q -p kura
+KURA=target/release/kura
+PROBE="python3 bench/repl_probe.py"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 600); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; PIDS=(); }
+trap cleanup EXIT
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# start_kura N: a primary and N replicas; sets P_PORT, P_PID, R_PORTS
+start_kura() {
+  local n=$1 dir
+  dir=$(mktemp -d "$OUT/kura-data.XXXXXX")
+  P_PORT=$(free_port)
+  "$KURA" server -p "$P_PORT" -t 2 -m 1024 --data-dir "$dir" --snapshot-log-size 0 2>/dev/null &
+  P_PID=$!; PIDS+=("$P_PID"); wait_port "$P_PORT"
+  R_PORTS=()
+  for _ in $(seq "$n"); do
+    local rp; rp=$(free_port)
+    "$KURA" server -p "$rp" -t 2 -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
+    PIDS+=($!); wait_port "$rp"; R_PORTS+=("$rp")
+    $PROBE synced memcached "$P_PORT" "$rp" 60 >/dev/null
+  done
+}
+
+start_redis() {
+  local n=$1
+  P_PORT=$(free_port)
+  redis-server --port "$P_PORT" --bind 127.0.0.1 --save "" --appendonly no --io-threads 1 \
+    --dir "$OUT" --dbfilename "p$P_PORT.rdb" --logfile "" --daemonize no >/dev/null &
+  P_PID=$!; PIDS+=("$P_PID"); wait_port "$P_PORT"
+  R_PORTS=()
+  for _ in $(seq "$n"); do
+    local rp; rp=$(free_port)
+    redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no --replicaof 127.0.0.1 "$P_PORT" \
+      --dir "$OUT" --dbfilename "r$rp.rdb" --daemonize no >/dev/null &
+    PIDS+=($!); wait_port "$rp"; R_PORTS+=("$rp")
+    $PROBE synced redis "$P_PORT" "$rp" 60 >/dev/null
+  done
+}
+
+# sets SYSTEM: requests/s and primary CPU us/request
+sets() {
+  local sys=$1 t0 t1 n
+  t0=$(ticks "$P_PID")
+  if [[ $sys == kura ]]; then
+    n=$("$KURA" bench -s "127.0.0.1:$P_PORT" -c 32 -t 2 --ratio 0:1 --value-size 100 --keys 100000 \
+      -d "$DURATION" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["requests"])')
+  else
+    local count=$((DURATION * 60000))
+    redis-benchmark -p "$P_PORT" -c 32 -t set -d 100 -r 100000 -n "$count" -q >/dev/null
+    n=$count
+  fi
+  t1=$(ticks "$P_PID")
+  echo "$n $((t1 - t0))"
+}
+
+echo "kura $(git describe --always --dirty) vs $(redis-server --version | cut -d' ' -f3), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "set throughput and primary CPU by number of replicas; $ROUNDS rounds of ${DURATION}s (kura) / $((DURATION * 60000)) sets (redis)"
+for round in $(seq "$ROUNDS"); do
+  for n in 0 1 2; do
+    for sys in kura redis; do
+      "start_$sys" "$n"
+      start=$(date +%s.%N)
+      read -r reqs ticks_used < <(sets "$sys")
+      secs=$(python3 -c "import time; print(time.time() - $start)")
+      echo "$round $n $sys $reqs $ticks_used $secs" | tee -a "$OUT/sets.txt"
+      cleanup
+    done
+  done
+done
+
+echo
+echo "lag a client sees under load (1), one replica, ${DURATION}s"
+for round in $(seq "$ROUNDS"); do
+  for sys in kura redis; do
+    "start_$sys" 1
+    if [[ $sys == kura ]]; then
+      "$KURA" bench -s "127.0.0.1:$P_PORT" -c 32 -t 2 --ratio 9:1 --value-size 100 --keys 100000 \
+        --prefill -d "$((DURATION + 1))" >/dev/null &
+      load=($!)
+      sleep 1
+      echo "$round $sys $($PROBE lag memcached "$P_PORT" "${R_PORTS[0]}" "$DURATION")" | tee -a "$OUT/lag.txt"
+    else
+      count=$(( (DURATION + 1) * 50000 ))
+      redis-benchmark -p "$P_PORT" -c 29 -t get -d 100 -r 100000 -n "$count" -q >/dev/null &
+      load=($!)
+      redis-benchmark -p "$P_PORT" -c 3 -t set -d 100 -r 100000 -n "$((count / 9))" -q >/dev/null &
+      load+=($!)
+      sleep 1
+      echo "$round $sys $($PROBE lag redis "$P_PORT" "${R_PORTS[0]}" "$DURATION")" | tee -a "$OUT/lag.txt"
+    fi
+    kill "${load[@]}" 2>/dev/null || true
+    wait "${load[@]}" 2>/dev/null || true
+    cleanup
+  done
+done
+
+echo
+echo "full resync of $ITEMS items of 100 bytes"
+for round in $(seq "$ROUNDS"); do
+  for sys in kura redis; do
+    "start_$sys" 0
+    if [[ $sys == kura ]]; then
+      "$KURA" bench -s "127.0.0.1:$P_PORT" --keys "$ITEMS" --value-size 100 --prefill -n 1 >/dev/null
+      rp=$(free_port)
+      t0=$(date +%s.%N)
+      "$KURA" server -p "$rp" -t 2 -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
+      PIDS+=($!)
+      $PROBE synced memcached "$P_PORT" "$rp" 300 >/dev/null
+      echo "$round $sys synced_s $(python3 -c "import time; print(round(time.time() - $t0, 3))")" | tee -a "$OUT/resync.txt"
+    else
+      redis-cli -p "$P_PORT" DEBUG POPULATE "$ITEMS" key 100 >/dev/null
+      rp=$(free_port)
+      t0=$(date +%s.%N)
+      redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no --replicaof 127.0.0.1 "$P_PORT" \
+        --dir "$OUT" --dbfilename "r$rp.rdb" --daemonize no >/dev/null &
+      PIDS+=($!)
+      $PROBE synced redis "$P_PORT" "$rp" 300 >/dev/null
+      echo "$round $sys synced_s $(python3 -c "import time; print(round(time.time() - $t0, 3))")" | tee -a "$OUT/resync.txt"
+    fi
+    cleanup
+  done
+done
+
+python3 - "$OUT" <<'EOF'
+import statistics, sys
+out = sys.argv[1]
+rows = [l.split() for l in open(f"{out}/sets.txt")]
+med = {}
+for sys_ in ("kura", "redis"):
+    for n in ("0", "1", "2"):
+        rs = [r for r in rows if r[1] == n and r[2] == sys_]
+        tput = statistics.median(int(r[3]) / float(r[5]) for r in rs)
+        cpu = statistics.median(int(r[4]) * 1e4 / int(r[3]) for r in rs)
+        med[sys_, n] = (tput, cpu)
+print()
+print(f"{'system':<7} {'replicas':>8} {'sets/s':>10} {'vs 0':>6} {'CPU us/set':>11} {'vs 0':>6}")
+for (sys_, n), (t, c) in med.items():
+    t0, c0 = med[sys_, "0"]
+    print(f"{sys_:<7} {n:>8} {t:>10,.0f} {t / t0:>6.2f} {c:>11.2f} {c / c0:>6.2f}")
+for name in ("lag", "resync"):
+    print()
+    for sys_ in ("kura", "redis"):
+        rs = [l.split() for l in open(f"{out}/{name}.txt") if l.split()[1] == sys_]
+        if name == "lag":
+            p99 = statistics.median(float(r[6]) for r in rs)
+            p50 = statistics.median(float(r[4]) for r in rs)
+            print(f"{sys_:<7} lag p50 {p50:.3f} ms, p99 {p99:.3f} ms (median of rounds)")
+        else:
+            s = statistics.median(float(r[3]) for r in rs)
+            print(f"{sys_:<7} full resync {s:.2f} s (median of rounds)")
+EOF
