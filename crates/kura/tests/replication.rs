@@ -217,6 +217,10 @@ fn a_restarted_replica_resyncs_whole_and_a_restarted_primary_is_followed_on() {
     caught_up(&primary, &replica);
     let mut r = replica.connect();
     assert_eq!(stat(&mut r, "repl_full_resyncs"), 1);
+    // Both full resyncs were sent the one snapshot the first one took.
+    let mut p = primary.connect();
+    assert_eq!(stat(&mut p, "log_snapshots"), 1);
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), 2);
     same(
         &contents(&replica, 1000),
         &contents(&primary, 1000),

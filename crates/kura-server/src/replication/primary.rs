@@ -97,7 +97,8 @@ where
     follow(stream, shared, durable, tail).await
 }
 
-/// Takes a snapshot, sends it whole, and returns a tail from after it.
+/// Sends a snapshot whole (the newest on disk when the log still goes on
+/// from it, else one taken now) and returns a tail from after it.
 async fn full_resync<S>(
     stream: &mut S,
     shared: &Shared,
@@ -108,13 +109,24 @@ where
     S: AsyncWrite + Unpin,
 {
     let (d, store) = (durable.clone(), shared.store.clone());
-    let (path, at) = tokio::task::spawn_blocking(move || {
-        // Another snapshot may be under way (the log's own, another
-        // replica's): wait for it, a minute at most.
+    let (path, at, tail) = tokio::task::spawn_blocking(move || {
+        // Reusing the newest snapshot keeps a client that asks again and
+        // again from making the primary write snapshot after snapshot.
+        let written = d.lag().written();
+        if let Some(newest) = kura_log::snapshot_files(d.dir())?.pop() {
+            if let Ok(tail) = LogTail::from_seq(d.dir(), newest.seq + 1, written) {
+                return Ok::<_, anyhow::Error>((newest.path, newest.seq, tail));
+            }
+        }
+        // Another snapshot may be under way (the log's own): wait for it,
+        // a minute at most.
         let mut tries = 0;
         loop {
             match d.snapshot_at(&store) {
-                Ok(done) => return Ok(done),
+                Ok((path, at)) => {
+                    let tail = LogTail::from_seq(d.dir(), at + 1, d.lag().written())?;
+                    return Ok((path, at, tail));
+                }
                 Err(e) if tries < 600 && e.to_string().contains("already being taken") => {
                     tries += 1;
                     std::thread::sleep(Duration::from_millis(100));
@@ -138,9 +150,7 @@ where
         "snapshot {} changed while sent",
         path.display()
     );
-    let dir = durable.dir().to_owned();
-    let written = durable.lag().written();
-    Ok(LogTail::from_seq(&dir, at + 1, written)?)
+    Ok(tail)
 }
 
 /// Sends what the log holds after the tail's position, then what is
