@@ -19,10 +19,15 @@ pub mod age;
 pub mod cache_control;
 pub mod dates;
 pub mod delta;
+mod head;
+pub mod headers;
 mod policy;
 pub mod status;
+pub mod storable;
 pub mod targeted;
+pub mod vary;
 
+pub use head::{RequestHead, ResponseHead};
 pub use policy::{
     CachePolicy, ClientDirectives, SetCookie, DEFAULT_GRACE, DEFAULT_HEURISTIC_MAX,
     DEFAULT_HEURISTIC_PERCENT, DEFAULT_STALE_IF_ERROR, DEFAULT_TTL,
