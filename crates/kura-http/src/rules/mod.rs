@@ -22,11 +22,14 @@ pub mod delta;
 pub mod freshness;
 mod head;
 pub mod headers;
+pub mod invalidation;
 mod policy;
+pub mod serve;
 pub mod stale;
 pub mod status;
 pub mod storable;
 pub mod targeted;
+pub mod validation;
 pub mod vary;
 
 pub use head::{RequestHead, ResponseHead};
