@@ -8,9 +8,11 @@
 //!    (`Age`, HEAD from GET); [`validation::client`] to answer the client's own conditional
 //!    request;
 //! 2. to the backend: [`validation::conditional`] for the conditional request;
-//! 3. on the backend's response: [`storable`] whether it may be stored and
-//!    [`headers::for_storage`] what is stored, [`freshness::Freshness`] for how long it is fresh
-//!    (with [`age`]), [`validation::update`] for a 304, [`invalidation`] after unsafe methods.
+//! 3. on the backend's response: [`targeted::ResponseControl`] for the directives that govern
+//!    it (`Cache-Control`, or an RFC 9213 targeted field), [`storable`] whether it may be
+//!    stored and [`headers::for_storage`] which fields are, [`freshness::Freshness`] for how
+//!    long it is fresh (with [`age`]) and whether it is worth storing at all,
+//!    [`validation::update`] for a 304, [`invalidation`] after unsafe methods.
 //!
 //! Operator settings are in [`CachePolicy`]. docs/http.md lists every choice and every
 //! difference from the RFC and from Varnish.

@@ -39,8 +39,9 @@ pub enum ClientDirectives {
 
 /// What the cache does with a response that carries `Set-Cookie`.
 ///
-/// RFC 9111 §7.3 lets a cache store such a response; an operator rarely wants one client's
-/// cookie handed to the next. A `Set-Cookie` removed by the response's own `no-cache="set-cookie"`
+/// RFC 9111 does not forbid storing such a response (its security considerations note that
+/// `Set-Cookie` does not inhibit caching); an operator rarely wants one client's cookie handed
+/// to the next. A `Set-Cookie` removed by the response's own `no-cache="set-cookie"`
 /// never counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetCookie {
