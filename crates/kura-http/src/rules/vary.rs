@@ -393,4 +393,42 @@ mod tests {
         );
         assert_eq!(select(&HeaderMap::new(), []), None);
     }
+
+    proptest::proptest! {
+        // §4.1: however the same members are spread over lines and padded with white space and
+        // empty members, and whatever their case, one Accept-Encoding list gives one key.
+        #[test]
+        fn equivalent_lists_share_a_key(
+            members in proptest::collection::vec("[a-zA-Z0-9;=.]{1,8}", 1..6),
+            splits in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+            pads in proptest::collection::vec("[ \t]{0,2}", 12),
+            empties in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+        ) {
+            let v = vary("accept-encoding");
+            let canonical = members.join(",");
+            let mut plain = HeaderMap::new();
+            plain.insert("accept-encoding", HeaderValue::from_str(&canonical).unwrap());
+            let mut lines = vec![String::new()];
+            for (i, member) in members.iter().enumerate() {
+                let line = lines.last_mut().unwrap();
+                if !line.is_empty() {
+                    line.push(',');
+                }
+                if empties[i] {
+                    line.push_str(" ,");
+                }
+                line.push_str(&pads[2 * i]);
+                line.push_str(&member.to_ascii_uppercase());
+                line.push_str(&pads[2 * i + 1]);
+                if splits[i] && i + 1 < members.len() {
+                    lines.push(String::new());
+                }
+            }
+            let mut spread = HeaderMap::new();
+            for line in &lines {
+                spread.append("accept-encoding", HeaderValue::from_str(line).unwrap());
+            }
+            proptest::prop_assert_eq!(v.secondary_key(&plain), v.secondary_key(&spread));
+        }
+    }
 }
