@@ -29,7 +29,7 @@ pub enum Hash {
     OneAtATime,
     /// The first four bytes of the key's MD5 digest, little-endian.
     Md5,
-    /// CRC-16/ARC (the Linux kernel's CRC-16).
+    /// CRC-16/XMODEM steps on a 32-bit register (twemproxy 0.5.0).
     Crc16,
     /// libmemcached's CRC-32 variant: bits 16..31 of the CRC, 15 bits kept.
     Crc32,
