@@ -1,16 +1,22 @@
-//! What the differential tests share: Debian's memcached on free loopback
-//! ports, the third-party tools (found, or a clear failure under CI), the
-//! test keys, and asking every server which keys it holds.
+//! What the differential tests share: the third-party tools (found, or a
+//! clear failure under CI), the test keys, child processes, and the check
+//! of a placement. `memcached.rs` starts the servers and asks them which
+//! keys they hold; `nutcracker.rs` runs twemproxy in front of them.
 
-#![allow(dead_code)] // each test file uses its own part
+#![allow(dead_code, unused_imports)] // each test file uses its own part
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod memcached;
+mod nutcracker;
+
+pub use memcached::{connect, Cluster};
+pub use nutcracker::Nutcracker;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kura_ring::{Ring, Server};
+use kura_ring::Ring;
 
 /// Whether a missing tool fails the test (CI) rather than skipping it.
 pub fn tools_required() -> bool {
@@ -172,174 +178,6 @@ fn await_listen(child: &mut Child, addr: SocketAddr, what: &str) -> Option<()> {
     }
 }
 
-/// Starts memcached on `addr`; None if it exits (the port is taken).
-pub fn start_memcached_at(bin: &Path, addr: SocketAddr) -> Option<Process> {
-    let mut child = Command::new(bin)
-        .args(["-u", "root", "-U", "0", "-m", "64", "-t", "1"])
-        .args(["-l", &addr.ip().to_string(), "-p", &addr.port().to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-    await_listen(&mut child, addr, "memcached")?;
-    Some(Process(child))
-}
-
-/// Starts memcached on a free port of 127.0.0.1 (retrying when the port is
-/// taken meanwhile).
-pub fn start_memcached(bin: &Path) -> (Process, SocketAddr) {
-    for _ in 0..5 {
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        if let Some(p) = start_memcached_at(bin, addr) {
-            return (p, addr);
-        }
-    }
-    panic!("memcached failed to start 5 times");
-}
-
-/// Memcached servers on loopback.
-pub struct Cluster {
-    _procs: Vec<Process>,
-    pub addrs: Vec<SocketAddr>,
-}
-
-impl Cluster {
-    pub fn start(bin: &Path, n: usize) -> Cluster {
-        let (procs, addrs) = (0..n).map(|_| start_memcached(bin)).unzip();
-        Cluster {
-            _procs: procs,
-            addrs,
-        }
-    }
-
-    /// `n` servers on port 11211 of loopback addresses 127.61.x.y (any
-    /// address of 127/8 is the loopback interface on Linux); None when
-    /// something holds port 11211 on every address tried (a memcached
-    /// listening on all interfaces).
-    pub fn start_on_default_port(bin: &Path, n: usize) -> Option<Cluster> {
-        let (mut procs, mut addrs) = (Vec::new(), Vec::new());
-        let base = std::process::id() % 200;
-        for attempt in 0..(n as u32 + 10) {
-            if addrs.len() == n {
-                break;
-            }
-            let host = [
-                127,
-                61,
-                (base + attempt / 50) as u8,
-                (2 + attempt % 50) as u8,
-            ];
-            let addr = SocketAddr::from((host, 11211));
-            // Bind first: memcached failing to bind could go unnoticed if
-            // another server already answers on the address.
-            if TcpListener::bind(addr).is_err() {
-                continue;
-            }
-            if let Some(p) = start_memcached_at(bin, addr) {
-                procs.push(p);
-                addrs.push(addr);
-            }
-        }
-        (addrs.len() == n).then_some(Cluster {
-            _procs: procs,
-            addrs,
-        })
-    }
-
-    /// The ring's servers: these addresses with `weights`.
-    pub fn servers(&self, weights: &[u32]) -> Vec<Server> {
-        self.addrs
-            .iter()
-            .zip(weights)
-            .map(|(a, &w)| Server::new(a.ip().to_string(), a.port()).with_weight(w))
-            .collect()
-    }
-
-    /// Empties every server.
-    pub fn flush(&self) {
-        for addr in &self.addrs {
-            let mut c = connect(*addr);
-            c.write_all(b"flush_all\r\n").expect("send flush_all");
-            let mut line = String::new();
-            BufReader::new(c)
-                .read_line(&mut line)
-                .expect("flush_all reply");
-            assert_eq!(line, "OK\r\n", "flush_all on {addr}");
-        }
-    }
-
-    /// For each key, the index of the one server holding it (None if none
-    /// does); panics if two servers hold it.
-    pub fn holders(&self, keys: &[String]) -> Vec<Option<usize>> {
-        let mut at = vec![None; keys.len()];
-        let index: std::collections::HashMap<&[u8], usize> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.as_bytes(), i))
-            .collect();
-        for (server, addr) in self.addrs.iter().enumerate() {
-            for held in held_keys(*addr, keys) {
-                let Some(&i) = index.get(held.as_slice()) else {
-                    panic!(
-                        "{addr} returned a key never asked for: {:?}",
-                        String::from_utf8_lossy(&held)
-                    );
-                };
-                if let Some(other) = at[i].replace(server) {
-                    panic!("key {:?} is on servers {other} and {server}", keys[i]);
-                }
-            }
-        }
-        at
-    }
-}
-
-pub fn connect(addr: SocketAddr) -> TcpStream {
-    let c = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    c.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("set a read timeout");
-    c
-}
-
-/// The keys among `keys` that the server at `addr` holds: quiet meta gets
-/// (`mg <key> k q`, a hit answers `HD k<key>`, a miss nothing) in batches
-/// ended by `mn`.
-fn held_keys(addr: SocketAddr, keys: &[String]) -> Vec<Vec<u8>> {
-    let c = connect(addr);
-    let mut w = c.try_clone().expect("clone the connection");
-    let mut r = BufReader::new(c);
-    let mut held = Vec::new();
-    for batch in keys.chunks(200) {
-        let mut req = Vec::new();
-        for k in batch {
-            req.extend_from_slice(b"mg ");
-            req.extend_from_slice(k.as_bytes());
-            req.extend_from_slice(b" k q\r\n");
-        }
-        req.extend_from_slice(b"mn\r\n");
-        w.write_all(&req).expect("send meta gets");
-        for _ in 0..=batch.len() {
-            let mut line = Vec::new();
-            r.read_until(b'\n', &mut line).expect("read a meta reply");
-            if line == b"MN\r\n" {
-                break;
-            }
-            let key = line
-                .strip_prefix(b"HD k")
-                .and_then(|l| l.strip_suffix(b"\r\n"))
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{addr}: unexpected reply {:?}",
-                        String::from_utf8_lossy(&line)
-                    )
-                });
-            held.push(key.to_vec());
-        }
-    }
-    held
-}
-
 /// Asserts that each key sits on the server `ring` names for it, listing
 /// the first disagreements otherwise.
 pub fn assert_placed(ring: &Ring, keys: &[String], holders: &[Option<usize>], what: &str) {
@@ -389,80 +227,4 @@ pub fn run_client(cmd: &mut Command, what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     print!("{}", String::from_utf8_lossy(&out.stdout));
-}
-
-/// nutcracker started on a config, killed when dropped.
-pub struct Nutcracker {
-    _proc: Process,
-    pub addr: SocketAddr,
-}
-
-impl Nutcracker {
-    /// Starts `bin` with one pool listening on a free port, distribution
-    /// ketama, `hash`, over `servers` (twemproxy's `host:port:weight
-    /// [name]` lines).
-    pub fn start(bin: &Path, dir: &Path, hash: &str, servers: &[String]) -> Nutcracker {
-        for attempt in 0..5 {
-            let port = free_port();
-            let stats = free_port();
-            let conf = dir.join(format!("nutcracker-{attempt}.yml"));
-            let mut yml = format!(
-                "pool:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  distribution: ketama\n  \
-                 timeout: 5000\n  auto_eject_hosts: false\n  servers:\n"
-            );
-            for s in servers {
-                yml.push_str(&format!("   - {s}\n"));
-            }
-            std::fs::write(&conf, yml).expect("write nutcracker's config");
-            let mut child = Command::new(bin)
-                .arg("-c")
-                .arg(&conf)
-                .arg("-o")
-                .arg(dir.join("nutcracker.log"))
-                .args(["-s", &stats.to_string(), "-a", "127.0.0.1"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            if await_listen(&mut child, addr, "nutcracker").is_some() {
-                return Nutcracker {
-                    _proc: Process(child),
-                    addr,
-                };
-            }
-        }
-        let log = std::fs::read_to_string(dir.join("nutcracker.log")).unwrap_or_default();
-        panic!("nutcracker failed to start 5 times; its log:\n{log}");
-    }
-
-    /// Sets every key to "1" through the proxy (pipelined text sets).
-    pub fn set_all(&self, keys: &[String]) {
-        let c = connect(self.addr);
-        let mut w = c.try_clone().expect("clone the connection");
-        let mut r = BufReader::new(c);
-        for batch in keys.chunks(100) {
-            let mut req = Vec::new();
-            for k in batch {
-                req.extend_from_slice(b"set ");
-                req.extend_from_slice(k.as_bytes());
-                req.extend_from_slice(b" 0 0 1\r\n1\r\n");
-            }
-            w.write_all(&req).expect("send sets");
-            for k in batch {
-                let mut line = Vec::new();
-                r.read_until(b'\n', &mut line).expect("read a set reply");
-                assert_eq!(
-                    line,
-                    b"STORED\r\n",
-                    "nutcracker: set {k:?}: {:?}",
-                    String::from_utf8_lossy(&line)
-                );
-            }
-        }
-        let mut rest = Vec::new();
-        let _ = w.shutdown(std::net::Shutdown::Write);
-        let _ = r.read_to_end(&mut rest);
-    }
 }
