@@ -17,7 +17,10 @@ fn kura_ring(args: &[&str], stdin: &[u8]) -> Output {
         .spawn()
         .expect("run kura ring");
     let mut input = child.stdin.take().expect("stdin");
-    input.write_all(stdin).expect("write keys");
+    // A bad command line ends kura before it reads: a closed pipe then.
+    if let Err(e) = input.write_all(stdin) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write keys: {e}");
+    }
     drop(input);
     child.wait_with_output().expect("kura ring's output")
 }
