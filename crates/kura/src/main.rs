@@ -1,9 +1,11 @@
 //! `kura`: the command-line entry point. `kura server` runs the
 //! memcached-compatible server; `kura bench` loads a server and measures it;
-//! `kura log` checks and repairs an update-log directory.
+//! `kura log` checks and repairs an update-log directory; `kura ring`
+//! prints which server of a cluster holds each key.
 
 mod log;
 mod process;
+mod ring;
 
 use clap::{Parser, Subcommand};
 use kura_server::{Server, ServerArgs};
@@ -28,6 +30,8 @@ enum Command {
     /// Inspect or repair an update-log directory.
     #[command(subcommand)]
     Log(log::LogCommand),
+    /// Print the server of each key read from stdin, as a client places it.
+    Ring(ring::RingArgs),
 }
 
 fn main() {
@@ -36,6 +40,11 @@ fn main() {
         Command::Server(args) => run_server(*args),
         Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
+        Command::Ring(args) => ring::run(
+            &args,
+            std::io::stdin().lock(),
+            std::io::BufWriter::new(std::io::stdout().lock()),
+        ),
     };
     if let Err(e) = result {
         eprintln!("kura: {e:#}");
