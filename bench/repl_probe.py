@@ -6,6 +6,9 @@
       replica until it is there (polling every 0.2 ms); prints the delay from
       the write's acknowledgement to the first read that sees it: p50, p99,
       max in ms, and the number of samples. PROTO is memcached or redis.
+  repl_probe.py fill PROTO PORT - COUNT
+      sets keys key:0 .. key:COUNT-1 to 100 random hex digits each, pipelined
+      (the same data for either system, for the full resync's timing).
   repl_probe.py synced PROTO PRIMARY_PORT REPLICA_PORT TIMEOUT
       waits until the replica has everything the primary wrote (kura:
       repl_applied_seq reaches the primary's log_written_seq with the link
@@ -131,6 +134,31 @@ def synced(proto, pport, rport, timeout):
     print("synced_s %.3f" % (time.time() - t0))
 
 
+def fill(proto, port, _unused, count):
+    import os
+    c = Conn(port)
+    batch = []
+    for i in range(int(count)):
+        k, v = b"key:%d" % i, os.urandom(50).hex().encode()
+        batch.append(b"set %s 0 0 100 noreply\r\n%s\r\n" % (k, v) if proto == "memcached" else resp(b"SET", k, v))
+        if len(batch) == 1000:
+            c.send(b"".join(batch))
+            batch = []
+            if proto == "redis":
+                for _ in range(1000):
+                    c.until(b"\r\n")
+    c.send(b"".join(batch))
+    if proto == "redis":
+        for _ in range(len(batch)):
+            c.until(b"\r\n")
+    else:
+        c.send(b"mn\r\n")
+        c.until(b"MN\r\n")
+    print("filled %d" % int(count))
+
+
 if __name__ == "__main__":
-    cmd, proto, pport, rport, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-    {"lag": lag, "synced": synced}[cmd](proto, pport, rport, n)
+    cmd, proto, pport = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rport = 0 if sys.argv[4] == "-" else int(sys.argv[4])
+    n = float(sys.argv[5])
+    {"lag": lag, "synced": synced, "fill": fill}[cmd](proto, pport, rport, n)

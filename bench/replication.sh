@@ -14,16 +14,21 @@
 # neither RDB nor AOF (--save "" --appendonly no) and replicas
 # (--replicaof), load from `redis-benchmark -c 32 -t set -d 100 -r 100000`
 # (load (1): a get and a set benchmark at once, 29 and 3 connections).
+# The full resync's items are the same for both: keys key:N with 100
+# random hex digits each (bench/repl_probe.py fill).
 # Each round runs both systems in turn (A B A B). Server CPU is the primary
 # process's utime+stime over the run divided by the requests.
 #
-# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, OUT (a new temporary dir).
+# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, OUT (a new temporary dir),
+# PARTS="sets lag resync" (which parts to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 ITEMS=${ITEMS:-1000000}
 OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
+PARTS=${PARTS:-"sets lag resync"}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 cargo build --release -q -p kura
 KURA=target/release/kura
@@ -62,7 +67,10 @@ start_kura() {
 start_redis() {
   local n=$1
   P_PORT=$(free_port)
+  # Redis 7 waits 5 s before a diskless full sync, for more replicas to
+  # join it; kura starts at once, so neither waits here.
   redis-server --port "$P_PORT" --bind 127.0.0.1 --save "" --appendonly no --io-threads 1 \
+    --repl-diskless-sync-delay 0 \
     --dir "$OUT" --dbfilename "p$P_PORT.rdb" --logfile "" --daemonize no >/dev/null &
   P_PID=$!; PIDS+=("$P_PID"); wait_port "$P_PORT"
   R_PORTS=()
@@ -92,8 +100,9 @@ sets() {
 }
 
 echo "kura $(git describe --always --dirty) vs $(redis-server --version | cut -d' ' -f3), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "set throughput and primary CPU by number of replicas; $ROUNDS rounds of ${DURATION}s (kura) / $((DURATION * 60000)) sets (redis)"
+part sets && echo "set throughput and primary CPU by number of replicas; $ROUNDS rounds of ${DURATION}s (kura) / $((DURATION * 60000)) sets (redis)"
 for round in $(seq "$ROUNDS"); do
+  part sets || break
   for n in 0 1 2; do
     for sys in kura redis; do
       "start_$sys" "$n"
@@ -107,8 +116,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-echo "lag a client sees under load (1), one replica, ${DURATION}s"
+part lag && echo "lag a client sees under load (1), one replica, ${DURATION}s"
 for round in $(seq "$ROUNDS"); do
+  part lag || break
   for sys in kura redis; do
     "start_$sys" 1
     if [[ $sys == kura ]]; then
@@ -133,12 +143,13 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-echo "full resync of $ITEMS items of 100 bytes"
+part resync && echo "full resync of $ITEMS items of 100 bytes"
 for round in $(seq "$ROUNDS"); do
+  part resync || break
   for sys in kura redis; do
     "start_$sys" 0
     if [[ $sys == kura ]]; then
-      "$KURA" bench -s "127.0.0.1:$P_PORT" --keys "$ITEMS" --value-size 100 --prefill -n 1 >/dev/null
+      $PROBE fill memcached "$P_PORT" - "$ITEMS" >/dev/null
       rp=$(free_port)
       t0=$(date +%s.%N)
       "$KURA" server -p "$rp" -t 2 -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
@@ -146,7 +157,7 @@ for round in $(seq "$ROUNDS"); do
       $PROBE synced memcached "$P_PORT" "$rp" 300 >/dev/null
       echo "$round $sys synced_s $(python3 -c "import time; print(round(time.time() - $t0, 3))")" | tee -a "$OUT/resync.txt"
     else
-      redis-cli -p "$P_PORT" DEBUG POPULATE "$ITEMS" key 100 >/dev/null
+      $PROBE fill redis "$P_PORT" - "$ITEMS" >/dev/null
       rp=$(free_port)
       t0=$(date +%s.%N)
       redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no --replicaof 127.0.0.1 "$P_PORT" \
@@ -162,9 +173,10 @@ done
 python3 - "$OUT" <<'EOF'
 import statistics, sys
 out = sys.argv[1]
-rows = [l.split() for l in open(f"{out}/sets.txt")]
+import os
+rows = [l.split() for l in open(f"{out}/sets.txt")] if os.path.exists(f"{out}/sets.txt") else []
 med = {}
-for sys_ in ("kura", "redis"):
+for sys_ in ("kura", "redis") if rows else ():
     for n in ("0", "1", "2"):
         rs = [r for r in rows if r[1] == n and r[2] == sys_]
         tput = statistics.median(int(r[3]) / float(r[5]) for r in rs)
@@ -176,6 +188,8 @@ for (sys_, n), (t, c) in med.items():
     t0, c0 = med[sys_, "0"]
     print(f"{sys_:<7} {n:>8} {t:>10,.0f} {t / t0:>6.2f} {c:>11.2f} {c / c0:>6.2f}")
 for name in ("lag", "resync"):
+    if not os.path.exists(f"{out}/{name}.txt"):
+        continue
     print()
     for sys_ in ("kura", "redis"):
         rs = [l.split() for l in open(f"{out}/{name}.txt") if l.split()[1] == sys_]
