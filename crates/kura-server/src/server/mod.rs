@@ -1,0 +1,313 @@
+//! Binding and running a server. Threads: one acceptor (accepting TCP and
+//! Unix connections, serving UDP), `-t` workers each running its own
+//! single-threaded event loop with its connections pinned to it (handed out
+//! round-robin, like memcached's), and the store's reaper. On a TLS
+//! listener the worker runs the handshake before serving the connection.
+
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use kura_store::{Reaper, Store};
+use tokio::sync::mpsc;
+
+use crate::config::ServerConfig;
+use crate::metrics::ConnGuard;
+use crate::shared::Shared;
+use crate::tls::{strip_notls, TlsContext};
+
+/// How often the reaper sweeps for expired items.
+const REAP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A connection on its way to a worker.
+enum Incoming {
+    Tcp(std::net::TcpStream, ConnGuard),
+    /// From a TLS listener: handshake first.
+    Tls(std::net::TcpStream, ConnGuard),
+    Unix(std::os::unix::net::UnixStream, ConnGuard),
+}
+
+/// A bound server, not yet serving.
+pub struct Server {
+    shared: Arc<Shared>,
+    /// Each listener, and whether it speaks TLS.
+    tcp: Vec<(TcpListener, bool)>,
+    unix: Option<(UnixListener, PathBuf)>,
+    udp: Vec<UdpSocket>,
+    /// The Prometheus endpoint (`--metrics-listen`).
+    metrics: Option<TcpListener>,
+}
+
+mod sockets;
+mod threads;
+
+use sockets::{bind_tcp, bind_unix, host_port, listen, listeners, resolve};
+use threads::{acceptor, worker, Listeners};
+
+impl Server {
+    /// Checks the settings and binds every listener.
+    ///
+    /// # Errors
+    /// Invalid settings, or an address that cannot be bound.
+    pub fn bind(config: ServerConfig) -> anyhow::Result<Server> {
+        config.validate()?;
+        let store = Arc::new(Store::new(config.store_config()));
+        Server::bind_with_store(config, store)
+    }
+
+    /// Like [`Server::bind`], serving an existing store.
+    ///
+    /// # Errors
+    /// Invalid settings, or an address that cannot be bound.
+    pub fn bind_with_store(config: ServerConfig, store: Arc<Store>) -> anyhow::Result<Server> {
+        config.validate()?;
+        let mut bound = Vec::new();
+        let mut udp = Vec::new();
+        if config.unix_socket.is_none() {
+            let mut port = config.port;
+            for entry in &config.listen {
+                let (notls, addr) = strip_notls(entry);
+                for sa in resolve(addr, port)? {
+                    let socket = bind_tcp(sa)?;
+                    // With port 0, later listeners share the first's port.
+                    if port == 0 {
+                        port = socket.local_addr()?.as_socket().map_or(0, |a| a.port());
+                    }
+                    bound.push((socket, config.tls.enabled && !notls));
+                }
+            }
+            if config.udp_port != 0 {
+                for entry in &config.listen {
+                    let (_, addr) = strip_notls(entry);
+                    let (host, _) = host_port(addr, config.udp_port);
+                    for sa in resolve(&host, config.udp_port)? {
+                        let s = UdpSocket::bind(sa)
+                            .with_context(|| format!("failed to listen on UDP {sa}"))?;
+                        s.set_nonblocking(true)?;
+                        udp.push(s);
+                    }
+                }
+            }
+        }
+        let metrics = match &config.metrics_listen {
+            Some(addr) => {
+                if !addr.contains(':') || addr.ends_with(']') {
+                    bail!("--metrics-listen {addr}: give host:port, e.g. 127.0.0.1:9150");
+                }
+                let sa = resolve(addr, 0)?
+                    .into_iter()
+                    .next()
+                    .with_context(|| format!("metrics address {addr} resolves to nothing"))?;
+                let socket = bind_tcp(sa)
+                    .with_context(|| format!("failed to listen for metrics on {sa}"))?;
+                Some(socket)
+            }
+            None => None,
+        };
+        let credentials = config
+            .credentials_file()
+            .map(|p| crate::auth::Credentials::load(&p))
+            .transpose()?;
+        let tls = if config.tls.enabled {
+            Some(TlsContext::load(&config.tls, store.now())?)
+        } else {
+            None
+        };
+        // Recovery comes last, once every listener is bound and every file
+        // read: a server that cannot start should not have loaded the data.
+        let durable = config
+            .durable_config()
+            .map(|d| crate::durable::Durable::open(d, &store))
+            .transpose()?
+            .map(Arc::new);
+        let mut tables = crate::shared::Tables::default();
+        for spec in &config.tables {
+            let path = spec.path.clone().or_else(|| {
+                config
+                    .data_dir
+                    .as_ref()
+                    .map(|d| d.join(format!("{}.ktbl", spec.name)))
+            });
+            if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
+                std::fs::create_dir_all(dir).ok();
+            }
+            let durability = match config.fsync_policy()? {
+                kura_log::FsyncPolicy::Always => kura_table::Durability::Always,
+                kura_log::FsyncPolicy::EverySec => kura_table::Durability::EverySec,
+                kura_log::FsyncPolicy::No => kura_table::Durability::No,
+            };
+            let table = kura_table::Table::open(
+                path.as_deref(),
+                kura_table::TableOptions {
+                    width: spec.width,
+                    max: spec.max,
+                    durability,
+                },
+            )
+            .with_context(|| format!("table {}", spec.name))?;
+            tables.add(&spec.name, table);
+        }
+        // Connections are taken only now that the data is loaded: a
+        // health check that only connects does not call a loading server
+        // up, and nothing queues behind a recovery that fails.
+        let tcp = bound
+            .into_iter()
+            .map(|(socket, tls)| Ok((listen(socket, config.backlog)?, tls)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let unix = match &config.unix_socket {
+            Some(path) => Some((bind_unix(path, config.unix_mask)?, path.clone())),
+            None => None,
+        };
+        let metrics = metrics
+            .map(|socket| listen(socket, config.backlog))
+            .transpose()?;
+        let mut shared = Shared::new(config, store);
+        shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
+        if let Some(path) = &shared.config.replica_auth_file {
+            shared.replication.auth = Some(crate::auth::Credentials::load(path)?);
+        }
+        shared.tables = tables;
+        shared.credentials = credentials;
+        shared.tls = tls;
+        shared.durable = durable;
+        let shared = Arc::new(shared);
+        if let Some(d) = &shared.durable {
+            let weak = Arc::downgrade(&shared);
+            d.on_failure(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.shutdown();
+                }
+            });
+        }
+        Ok(Server {
+            shared,
+            tcp,
+            unix,
+            udp,
+            metrics,
+        })
+    }
+
+    /// The first TCP address served.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.first().and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// Every TCP address served, each with whether it speaks TLS.
+    pub fn tcp_addrs(&self) -> Vec<(SocketAddr, bool)> {
+        self.tcp
+            .iter()
+            .filter_map(|(l, tls)| Some((l.local_addr().ok()?, *tls)))
+            .collect()
+    }
+
+    /// The first UDP address served.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp.first().and_then(|s| s.local_addr().ok())
+    }
+
+    /// The address of the Prometheus endpoint, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Writes memcached's port file (see [`crate::port_file`]): every TCP
+    /// then UDP port bound. Nothing is written for a Unix socket server, as
+    /// in memcached.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write_port_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        if self.unix.is_some() {
+            return Ok(());
+        }
+        let tcp: Vec<SocketAddr> = self.tcp_addrs().into_iter().map(|(a, _)| a).collect();
+        let udp: Vec<SocketAddr> = self
+            .udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        crate::port_file::write(path, &crate::port_file::contents(&tcp, &udp))
+    }
+
+    /// The shared state (store, settings, counters).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Starts the threads and serves until [`ServerHandle::shutdown`].
+    ///
+    /// # Errors
+    /// A thread or event loop that cannot be created.
+    pub fn start(self) -> anyhow::Result<ServerHandle> {
+        let shared = self.shared;
+        let reaper = Reaper::spawn(&shared.store, REAP_INTERVAL);
+        let mut threads = Vec::new();
+        let mut senders = Vec::new();
+        for i in 0..shared.config.threads {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.push(tx);
+            let shared = shared.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("kura-worker-{i}"))
+                .spawn(move || worker(i, shared, rx))?;
+            threads.push(t);
+        }
+        let acceptor = {
+            let shared = shared.clone();
+            let listeners = Listeners {
+                tcp: self.tcp,
+                unix: self.unix,
+                udp: self.udp,
+                metrics: self.metrics,
+            };
+            std::thread::Builder::new()
+                .name("kura-acceptor".into())
+                .spawn(move || acceptor(shared, listeners, senders))?
+        };
+        threads.push(acceptor);
+        if let Some(primary) = shared.config.replica_of.clone() {
+            threads.push(crate::replication::replica::start(shared.clone(), primary)?);
+        }
+        Ok(ServerHandle {
+            shared,
+            threads,
+            _reaper: reaper,
+        })
+    }
+}
+
+/// A running server.
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    _reaper: Reaper,
+}
+
+impl ServerHandle {
+    /// The shared state (store, settings, counters).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops accepting, lets connections finish what they have read, and
+    /// closes them.
+    pub fn shutdown(&self) {
+        self.shared.shutdown();
+    }
+
+    /// Waits until every thread has finished (after a shutdown).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+        // Every connection is closed: the rest of the log goes to disk.
+        if let Some(d) = &self.shared.durable {
+            d.close();
+        }
+    }
+}
