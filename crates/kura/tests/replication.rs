@@ -396,3 +396,43 @@ fn a_replica_authenticates_to_a_primary_that_asks_for_it() {
     primary.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_replica_that_sends_garbage_is_cut_off_and_the_primary_goes_on() {
+    let dir = tempdir("repl-garbage");
+    let primary = Server::start(&dir, &[]);
+    let mut c = primary.connect();
+    ask(&mut c, b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
+    let mut s = primary.connect();
+    s.write_all(b"replicate - 0\r\n").unwrap();
+    // Not an ack line: a megabyte without a newline.
+    let junk = vec![b'x'; 1 << 20];
+    let _ = s.write_all(&junk);
+    let mut got = Vec::new();
+    let mut b = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+        assert!(Instant::now() < deadline, "the primary kept the connection");
+    }
+    assert!(
+        got.starts_with(b"FULLRESYNC "),
+        "{:?}",
+        &got[..got.len().min(40)]
+    );
+    // Unharmed: it serves, and a real replica follows it.
+    let mut p = primary.connect();
+    assert_eq!(stat(&mut p, "repl_replicas"), 0);
+    let replica = replica_of(&primary);
+    caught_up(&primary, &replica);
+    assert_eq!(
+        ask(&mut replica.connect(), b"get k\r\n", b"END\r\n"),
+        b"VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    replica.stop();
+    primary.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kura_log::{LogError, LogTail, TailError};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::wire::{self, Handshake};
 use crate::durable::Durable;
@@ -164,9 +164,11 @@ async fn follow<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (reader, mut writer) = tokio::io::split(stream);
-    let mut acks = BufReader::new(reader);
-    let mut line = String::new();
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    // The replica's `ack` lines, as they come (a read is cancel safe: a
+    // select branch that loses reads nothing).
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 256];
     let mut written = durable.lag().watch_written();
     let mut stop = shared.watch();
     let mut frame = Vec::new();
@@ -200,14 +202,22 @@ where
             biased;
             _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
             r = written.changed() => r?,
-            r = acks.read_line(&mut line) => {
-                if r? == 0 {
+            r = reader.read(&mut chunk) => {
+                let n = r?;
+                if n == 0 {
                     return Ok(());
                 }
-                if let Some(n) = line.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                    shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                line.extend_from_slice(&chunk[..n]);
+                while let Some(end) = line.iter().position(|&b| b == b'\n') {
+                    let text = String::from_utf8_lossy(&line[..end]);
+                    if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
+                        shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                    }
+                    line.drain(..=end);
                 }
-                line.clear();
+                // A replica sends short `ack` lines; anything longer is not
+                // one, and is not kept growing.
+                anyhow::ensure!(line.len() <= 64, "a replica sent a line of {}+ bytes", line.len());
             }
             () = tokio::time::sleep(HEARTBEAT) => {
                 frame.clear();
