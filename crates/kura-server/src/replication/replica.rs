@@ -91,7 +91,8 @@ fn follow(shared: &Shared, primary: &str) -> anyhow::Result<()> {
     sock.write_all(ask.as_bytes())?;
     let mut r = BufReader::with_capacity(1 << 20, sock.try_clone()?);
     let mut line = String::new();
-    r.read_line(&mut line)?;
+    // An answer is one short line; a peer that sends more is no primary.
+    (&mut r).take(512).read_line(&mut line)?;
     match Handshake::parse(line.trim_end()) {
         Some(Handshake::Continue { id, after }) => {
             if after != applied {
