@@ -106,15 +106,9 @@ fn same_host(a: &Uri, b: &Uri) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderValue, Request};
+    use http::Request;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::rules::test_support::map;
 
     fn target() -> Uri {
         "http://example.com/a/b?x=1".parse().unwrap()

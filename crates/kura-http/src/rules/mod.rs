@@ -31,6 +31,8 @@ pub mod stale;
 pub mod status;
 pub mod storable;
 pub mod targeted;
+#[cfg(test)]
+mod test_support;
 pub mod validation;
 pub mod vary;
 

@@ -201,13 +201,7 @@ mod tests {
     use http::HeaderValue;
     use std::time::Duration;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::rules::test_support::map;
 
     fn vary(value: &'static str) -> Vary {
         Vary::from_headers(&map(&[("vary", value)]))

@@ -105,16 +105,10 @@ pub fn not_modified_headers(served: &HeaderMap) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderValue, Request, StatusCode};
+    use http::{Request, StatusCode};
     use std::time::Duration;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::rules::test_support::map;
 
     const D1: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
     const D2: &str = "Sun, 06 Nov 1994 08:49:38 GMT";

@@ -73,13 +73,7 @@ pub fn has_validators(stored: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::rules::test_support::map;
 
     const LM: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 

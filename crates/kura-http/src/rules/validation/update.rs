@@ -106,13 +106,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.append(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
+    use crate::rules::test_support::map;
 
     const D1: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
     const D2: &str = "Sun, 06 Nov 1994 08:49:38 GMT";
