@@ -65,16 +65,8 @@ cp target/release/kura "$KURA"
 KURA_VERSION=$(git describe --always --dirty)
 CLK_TCK=$(getconf CLK_TCK)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_port() { # port
-  for _ in $(seq 200); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2
-  return 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -84,14 +76,14 @@ start_memcached() { # port -> pid in $STARTED
   memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$1" -t "$THREADS" -m "$MEM" &
   STARTED=$!
   PIDS+=("$STARTED")
-  wait_port "$1"
+  wait_port "$1" 200
 }
 
 start_kura() { # port -> pid in $STARTED
   "$KURA" server -l 127.0.0.1 -p "$1" -t "$THREADS" -m "$MEM" &
   STARTED=$!
   PIDS+=("$STARTED")
-  wait_port "$1"
+  wait_port "$1" 200
 }
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }

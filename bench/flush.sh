@@ -16,15 +16,8 @@ KEYS=${KEYS:-500000}
 ROUNDS=${ROUNDS:-5}
 cargo build --release -q -p kura
 KURA=target/release/kura
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $1)).close()" 2>/dev/null && return
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 # One round on the server at port $1: prints version, flush and get round
 # trips in microseconds, curr_items just after, and seconds until 0.
 round() {
@@ -78,7 +71,7 @@ for server in memcached kura kura-durable; do
       --data-dir "$datadir" --fsync everysec 2>/dev/null & ;;
   esac
   pid=$!
-  wait_port "$port"
+  wait_port "$port" 100
   rows=()
   for _ in $(seq "$ROUNDS"); do
     "$KURA" bench -s "127.0.0.1:$port" -t 2 -c 8 --pipeline 32 --keys "$KEYS" --value-size 100 \

@@ -13,15 +13,8 @@ KEYS=${KEYS:-2000000}
 EVICTION=${EVICTION:-s3fifo}
 cargo build --release -q -p kura
 KURA=target/release/kura
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $1)).close()" 2>/dev/null && return
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 # curr_items and evictions of the server on port $1.
 items() {
@@ -49,7 +42,7 @@ for server in memcached kura; do
     "$KURA" server -l 127.0.0.1 -p "$port" -t 2 -m "$MEM" --eviction "$EVICTION" &
   fi
   pid=$!
-  wait_port "$port"
+  wait_port "$port" 100
   base=$(rss_kb "$pid")
   "$KURA" bench -s "127.0.0.1:$port" -t 2 -c 8 --pipeline 32 --keys "$KEYS" --value-size 100 \
     --prefill -n 0 >/dev/null

@@ -18,7 +18,8 @@ if [[ -z "${KURA:-}" ]]; then
   cargo build --release -q -p kura
   KURA=target/release/kura
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 MC_PORT=$(free_port); KURA_PORT=$(free_port)
 memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$MC_PORT" -t "$THREADS" -m "$MEM" &
 MC_PID=$!

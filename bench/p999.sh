@@ -15,7 +15,8 @@ ROUNDS=${ROUNDS:-9}
 DURATION=${DURATION:-5}
 cargo build --release -q -p kura
 KURA=target/release/kura
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 mp=$(free_port)
 kp=$(free_port)
 memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &

@@ -1,0 +1,15 @@
+# Shared by the bench/ scripts (sourced, not run).
+
+# A TCP port nothing listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_port PORT [TRIES]: waits (TRIES x 50 ms, default 600) until something
+# accepts on PORT; fails (status 1) if nothing does.
+wait_port() {
+  for _ in $(seq "${2:-600}"); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),0.2).close()" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
