@@ -121,11 +121,6 @@ impl Lag {
         self.waits.load(Ordering::Relaxed)
     }
 
-    /// The limits in force.
-    pub fn limits(&self) -> LagLimits {
-        self.limits
-    }
-
     /// Whether the debt is past a bound.
     pub(super) fn over(&self, next: u64) -> bool {
         self.owed_bytes() > self.limits.bytes || self.age(next) > self.limits.time

@@ -245,11 +245,6 @@ impl Durable {
         let _ = self.on_failure.set(Box::new(f));
     }
 
-    /// The fsync policy.
-    pub fn fsync(&self) -> FsyncPolicy {
-        self.config.fsync
-    }
-
     /// Before a connection acknowledges the requests that made records up
     /// to `seq`: under `--fsync always`, waits until that record is on
     /// disk; otherwise waits until it is written only when the log thread

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use kura_log::{read_snapshot_stream, Mutation, Record};
+use kura_log::{read_snapshot_stream, Record};
 use kura_store::Change;
 
 use super::primary::unix_millis;
@@ -213,7 +213,7 @@ fn stream(shared: &Shared, r: &mut impl BufRead, sock: &mut TcpStream) -> anyhow
                         if rec.seq != applied + 1 {
                             bail!("record {} where {} was next", rec.seq, applied + 1);
                         }
-                        apply_record(shared, &rec);
+                        apply(&shared.store, &rec.mutation);
                         applied = rec.seq;
                         // Said at once: a bad record later in the frame
                         // drops the link, and the next asks from here.
@@ -237,13 +237,4 @@ fn stream(shared: &Shared, r: &mut impl BufRead, sock: &mut TcpStream) -> anyhow
             last_ack = Instant::now();
         }
     }
-}
-
-fn apply_record(shared: &Shared, rec: &Record) {
-    // A flush with a time is armed by replay; one carried out is logged
-    // as a flush at 0, which replay carries out.
-    if let Mutation::Flush { .. } = rec.mutation {
-        tracing::debug!("replicated flush at record {}", rec.seq);
-    }
-    apply(&shared.store, &rec.mutation);
 }
