@@ -7,19 +7,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{ask, stat, tempdir, Server};
-
-fn stat_str(c: &mut TcpStream, name: &str) -> String {
-    let r = String::from_utf8(ask(c, b"stats\r\n", b"END\r\n")).unwrap();
-    r.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no stat {name}"))
-        .trim()
-        .to_string()
-}
+use common::{ask, stat, stat_str, tempdir, Server};
 
 fn replica_of(primary: &Server) -> Server {
     Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{}", primary.port)])

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{ask, stat, tempdir, Server};
+use common::{ask, stat, stat_str, tempdir, Server};
 
 /// A relay to `target`: each chunk waits `delay_ms`; while `cut`, nothing
 /// passes in either direction (connections stay open).
@@ -112,16 +112,6 @@ fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn stat_f(c: &mut TcpStream, name: &str) -> f64 {
-    let r = String::from_utf8(ask(c, b"stats\r\n", b"END\r\n")).unwrap();
-    r.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn the_stream_survives_delay_and_a_partition_and_says_what_it_knows() {
     let dir = tempdir("repl-faults");
@@ -151,7 +141,10 @@ fn the_stream_survives_delay_and_a_partition_and_says_what_it_knows() {
     relay.cut.store(true, Ordering::Relaxed);
     fill(&primary, 4, 500);
     wait_for("the silence noticed", 30, || {
-        stat_f(&mut r, "repl_last_heard_seconds") > 3.0
+        stat_str(&mut r, "repl_last_heard_seconds")
+            .parse::<f64>()
+            .unwrap()
+            > 3.0
     });
     wait_for("the link called down", 30, || {
         String::from_utf8(ask(&mut r, b"stats\r\n", b"END\r\n"))

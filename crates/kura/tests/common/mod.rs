@@ -141,13 +141,17 @@ pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
 }
 
 pub fn stat(s: &mut TcpStream, name: &str) -> u64 {
+    stat_str(s, name).parse().unwrap()
+}
+
+/// A `stats` figure as the server wrote it.
+pub fn stat_str(s: &mut TcpStream, name: &str) -> String {
     let r = String::from_utf8(ask(s, b"stats\r\n", b"END\r\n")).unwrap();
     r.lines()
         .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
         .unwrap_or_else(|| panic!("no stat {name}"))
         .trim()
-        .parse()
-        .unwrap()
+        .to_string()
 }
 
 /// Starting must fail: returns what the server said.
