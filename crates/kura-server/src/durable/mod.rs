@@ -45,6 +45,7 @@ pub(crate) use recovery::apply;
 use recovery::Progress;
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
+pub use snapshot::SnapshotBusy;
 use snapshot::take_snapshot;
 use syncer::Synced;
 

@@ -15,6 +15,11 @@ use kura_store::Store;
 use super::sink::{LogSink, Msg};
 use super::LogStats;
 
+/// A snapshot was asked for while another is being taken.
+#[derive(Debug, thiserror::Error)]
+#[error("a snapshot is already being taken")]
+pub struct SnapshotBusy;
+
 /// Bytes a snapshot record takes beyond its key and value.
 const SNAPSHOT_RECORD_OVERHEAD: u64 = 48;
 
@@ -31,7 +36,7 @@ pub(super) fn take_snapshot(
     stats: &LogStats,
 ) -> anyhow::Result<(PathBuf, u64)> {
     if stats.snapshot_running.swap(true, Ordering::AcqRel) {
-        return Err(anyhow!("a snapshot is already being taken"));
+        return Err(SnapshotBusy.into());
     }
     let result = (|| {
         // Every record up to `seq` was made under a shard lock that is

@@ -127,7 +127,7 @@ where
                     let tail = LogTail::from_seq(d.dir(), at + 1, d.lag().written())?;
                     return Ok((path, at, tail));
                 }
-                Err(e) if tries < 600 && e.to_string().contains("already being taken") => {
+                Err(e) if tries < 600 && e.is::<crate::durable::SnapshotBusy>() => {
                     tries += 1;
                     std::thread::sleep(Duration::from_millis(100));
                 }
