@@ -45,8 +45,8 @@ pub(crate) use recovery::apply;
 use recovery::Progress;
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
-pub use snapshot::SnapshotBusy;
 use snapshot::take_snapshot;
+pub use snapshot::SnapshotBusy;
 use syncer::Synced;
 
 /// Settings of the durable mode.
