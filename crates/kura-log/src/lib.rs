@@ -29,6 +29,7 @@ mod history;
 mod lock;
 mod reader;
 pub mod record;
+mod rewind;
 mod scan;
 mod segment;
 pub mod snapshot;
@@ -40,12 +41,13 @@ pub use history::{History, HISTORY_FILE};
 pub use lock::{DirLock, LOCK_FILE};
 pub use reader::LogReader;
 pub use record::{Mutation, MutationRef, Record};
+pub use rewind::{clear_dir, rewind_base, truncate_after};
 pub use scan::{check, repair, CheckReport, Damage, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
     available_bytes, check_dir, check_snapshot, prune, read_snapshot, read_snapshot_stream,
-    remove_partial_snapshots, snapshot_files, DirReport, Pruned, SnapshotDamage, SnapshotFile,
-    SnapshotStatus, SnapshotWriter,
+    remove_partial_snapshots, snapshot_files, snapshot_path, snapshot_tmp_path, DirReport, Pruned,
+    SnapshotDamage, SnapshotFile, SnapshotStatus, SnapshotWriter,
 };
 pub use tail::{LogTail, TailError};
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};

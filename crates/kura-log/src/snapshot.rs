@@ -40,6 +40,17 @@ pub struct SnapshotFile {
     pub seq: u64,
 }
 
+/// Where the snapshot of `dir` taken at record `seq` lives.
+pub fn snapshot_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:020}.{EXTENSION}"))
+}
+
+/// Where the snapshot of `dir` taken at record `seq` is written before it
+/// is whole (such files are removed by [`remove_partial_snapshots`]).
+pub fn snapshot_tmp_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:020}{TMP_SUFFIX}"))
+}
+
 /// The snapshots of `dir`, oldest first (temporary files are not listed).
 ///
 /// # Errors
@@ -100,8 +111,8 @@ impl SnapshotWriter {
     /// # Errors
     /// I/O errors.
     pub fn create(dir: &Path, seq: u64) -> Result<SnapshotWriter, LogError> {
-        let path = dir.join(format!("{seq:020}.{EXTENSION}"));
-        let tmp = dir.join(format!("{seq:020}{TMP_SUFFIX}"));
+        let path = snapshot_path(dir, seq);
+        let tmp = snapshot_tmp_path(dir, seq);
         let file = OpenOptions::new()
             .create(true)
             .truncate(true)

@@ -141,6 +141,12 @@ impl Request<'_> {
                     None => out.extend_from_slice(NOT_A_NUMBER),
                 }
             }
+            Request::ReplicaOf { host, port } => {
+                out.extend_from_slice(b"replicaof ");
+                out.extend_from_slice(host);
+                out.push(b' ');
+                out.extend_from_slice(port);
+            }
         }
         out.extend_from_slice(b"\r\n");
     }

@@ -55,6 +55,9 @@ pub enum Request<'a> {
         history: &'a [u8],
         after: Option<u64>,
     },
+    /// `replicaof <host> <port>` / `replicaof no one`: kura's own (Redis's
+    /// name), follow another server or stop following and take writes.
+    ReplicaOf { host: &'a [u8], port: &'a [u8] },
 }
 
 impl Request<'_> {

@@ -49,6 +49,10 @@ pub(crate) fn parse<'a>(
             _ => ShutdownMode::Invalid,
         })),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
+        b"replicaof" if n == 3 => Parsed::Line(Request::ReplicaOf {
+            host: t.get(1),
+            port: t.get(2),
+        }),
         b"replicate" if n == 3 => Parsed::Line(Request::Replicate {
             history: t.get(1),
             after: parse_u64(t.get(2)),

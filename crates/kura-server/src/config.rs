@@ -290,8 +290,6 @@ pub enum ConfigError {
     Fsync(String),
     #[error("--fsync always acknowledges a write only once it is on disk, which UDP (-U) replies cannot wait for; use TCP")]
     UdpWithFsyncAlways,
-    #[error("--replica-of with --data-dir: a replica with a data dir of its own is not built yet (run the replica in memory; it resyncs from its primary when it starts)")]
-    ReplicaWithDataDir,
     #[error("--log-file-size must be at least 4096 bytes")]
     LogFileTooSmall,
     #[error("--log-max-lag must be 0 to 3600 seconds, not {0}")]
@@ -354,9 +352,6 @@ impl ServerConfig {
         let fsync = self.fsync_policy()?;
         if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0 {
             return Err(ConfigError::UdpWithFsyncAlways);
-        }
-        if self.replica_of.is_some() && self.data_dir.is_some() {
-            return Err(ConfigError::ReplicaWithDataDir);
         }
         if self.log_file_size < 4096 {
             return Err(ConfigError::LogFileTooSmall);

@@ -293,7 +293,14 @@ where
             if end == End::Replicate {
                 // The connection is a replication stream from now on.
                 if let Some((history, after)) = session.replicate.take() {
-                    crate::replication::primary::serve(stream, shared, &history, after).await;
+                    crate::replication::primary::serve(
+                        stream,
+                        shared,
+                        &conn.info.addr,
+                        &history,
+                        after,
+                    )
+                    .await;
                 }
             }
             return end;

@@ -77,6 +77,13 @@ impl Lag {
         self.written.send_replace(last);
     }
 
+    /// The log was replaced or cut back (replication): its last record is
+    /// now `last`.
+    pub(super) fn restart(&self, last: u64) {
+        self.written_seq.store(last, Ordering::Release);
+        self.written.send_replace(last);
+    }
+
     /// A point in time and the last record numbered by then, for
     /// [`Lag::covered`].
     pub(super) fn mark(&self, last_numbered: u64) -> (u64, u64) {

@@ -79,6 +79,7 @@ impl LogThread {
         let tick = Duration::from_millis(200);
         loop {
             let mut syncs = Vec::new();
+            let mut resets = Vec::new();
             let mut stop = false;
             let first = match self.rx.recv_timeout(tick) {
                 Ok(m) => Some(m),
@@ -98,6 +99,7 @@ impl LogThread {
                         pending.insert(seq, (owned, len));
                     }
                     Msg::Sync(reply) => syncs.push(reply),
+                    Msg::Reset(r) => resets.push(r),
                     Msg::Stop => stop = true,
                 }
                 if pending.len() >= BATCH_RECORDS {
@@ -127,6 +129,9 @@ impl LogThread {
                     }
                     Err(e) => return Err(e.into()),
                 }
+            }
+            for r in resets {
+                self.reset(&mut pending, &syncer, r)?;
             }
             let last = self.lag.written();
             if let Some(m) = mark.filter(|m| last >= m.0) {
@@ -187,7 +192,10 @@ impl LogThread {
     /// and a batch a failed write kept, and pays their debt. Under `always`
     /// the write is synced. A record leaves `pending` only once it is in
     /// the writer's batch, so a failed write loses nothing.
-    fn write(&mut self, pending: &mut BTreeMap<u64, (Owned, usize)>) -> Result<(), LogError> {
+    pub(super) fn write(
+        &mut self,
+        pending: &mut BTreeMap<u64, (Owned, usize)>,
+    ) -> Result<(), LogError> {
         while let Some(entry) = pending.first_entry() {
             if *entry.key() != self.writer.next_seq() {
                 break;

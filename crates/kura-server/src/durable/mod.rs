@@ -16,10 +16,12 @@
 //!   out, make sure the log up to that number is on disk, rename the file
 //!   into place and prune what is no longer needed.
 
+mod follow;
 mod health;
 mod lag;
 mod log_thread;
 mod recovery;
+mod reset;
 mod sink;
 mod snapshot;
 mod syncer;
@@ -32,8 +34,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use kura_log::{
-    check_dir, read_snapshot, remove_partial_snapshots, Damage, DirLock, FsyncPolicy, LogReader,
-    LogWriter, WriterOptions,
+    check_dir, remove_partial_snapshots, Damage, DirLock, FsyncPolicy, LogWriter, WriterOptions,
 };
 use kura_store::Store;
 use tokio::sync::watch;
@@ -42,7 +43,8 @@ pub use health::Health;
 pub use lag::{Lag, LagLimits};
 use log_thread::{LogThread, OnFailure};
 pub(crate) use recovery::apply;
-use recovery::Progress;
+use recovery::{load_snapshot, replay_log, Progress};
+pub use reset::SnapshotHold;
 pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
 use snapshot::take_snapshot;
@@ -85,7 +87,7 @@ pub struct Durable {
     durable: watch::Receiver<u64>,
     lag: Arc<Lag>,
     health: Arc<Health>,
-    history: kura_log::History,
+    history: parking_lot::Mutex<kura_log::History>,
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
@@ -151,11 +153,7 @@ impl Durable {
         let mut progress = Progress::new();
         let mut after = 0;
         if let Some(snap) = &report.usable {
-            tracing::info!("loading snapshot {}", snap.path.display());
-            let (seq, n) = read_snapshot(&snap.path, |r| {
-                apply(store, &r.mutation);
-                progress.tick("snapshot entries");
-            })?;
+            let (seq, n) = load_snapshot(store, &snap.path, &mut progress)?;
             tracing::info!("loaded {n} entries from snapshot at record {seq}");
             after = seq;
         }
@@ -167,13 +165,7 @@ impl Durable {
             },
             after,
         )?;
-        let mut replayed = 0u64;
-        for r in LogReader::from_seq(dir, after + 1)? {
-            let r = r?;
-            apply(store, &r.mutation);
-            replayed += 1;
-            progress.tick("log records");
-        }
+        let replayed = replay_log(dir, store, after, &mut progress)?;
         let recovered = store.stats();
         tracing::info!(
             "recovered {} items from {} ({replayed} log records after the snapshot) in {:.1} s",
@@ -195,6 +187,8 @@ impl Durable {
             next: AtomicU64::new(writer.next_seq()),
             tx: tx.clone(),
             lag: lag.clone(),
+            following: AtomicBool::new(false),
+            diverged: AtomicBool::new(false),
         });
         store.attach(sink.clone());
         let (durable_tx, durable) = watch::channel(last);
@@ -232,7 +226,7 @@ impl Durable {
             durable,
             lag,
             health,
-            history,
+            history: parking_lot::Mutex::new(history),
             tx,
             thread: Mutex::new(Some(thread)),
             stats,
@@ -316,11 +310,6 @@ impl Durable {
     /// The data directory.
     pub fn dir(&self) -> &std::path::Path {
         &self.config.dir
-    }
-
-    /// Which history of writes this log belongs to (replication).
-    pub fn history(&self) -> &kura_log::History {
-        &self.history
     }
 
     /// Writes and syncs the rest of the log and stops the log thread (at

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use kura_log::Mutation;
+use std::path::Path;
+
+use kura_log::{read_snapshot, LogReader, Mutation};
 use kura_store::{Change, EntryRef, Item, Store};
 
 /// Applies a recovered record to the store.
@@ -43,6 +45,37 @@ pub(crate) fn apply(store: &Store, m: &Mutation) {
             store.replay(Change::Flush { at: *at });
         }
     }
+}
+
+/// Loads the snapshot at `path` into `store`; returns the record it was
+/// taken at and its entries.
+pub(super) fn load_snapshot(
+    store: &Store,
+    path: &Path,
+    progress: &mut Progress,
+) -> anyhow::Result<(u64, u64)> {
+    tracing::info!("loading snapshot {}", path.display());
+    Ok(read_snapshot(path, |r| {
+        apply(store, &r.mutation);
+        progress.tick("snapshot entries");
+    })?)
+}
+
+/// Replays the log of `dir` after record `after` into `store`; returns
+/// how many records it applied.
+pub(super) fn replay_log(
+    dir: &Path,
+    store: &Store,
+    after: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<u64> {
+    let mut replayed = 0u64;
+    for r in LogReader::from_seq(dir, after + 1)? {
+        apply(store, &r?.mutation);
+        replayed += 1;
+        progress.tick("log records");
+    }
+    Ok(replayed)
 }
 
 /// Logs progress about once a second while a large data dir loads.

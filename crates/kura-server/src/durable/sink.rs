@@ -3,10 +3,10 @@
 //! log thread.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
-use kura_log::MutationRef;
+use kura_log::{Mutation, MutationRef};
 use kura_store::{Change, ChangeSink, EntryRef, Item};
 
 use super::lag::Lag;
@@ -36,6 +36,8 @@ pub(super) enum Owned {
     Remove(Box<[u8]>),
     Evict(Box<[u8]>),
     Flush(u32),
+    /// A record of another server's log (a replica's copy).
+    Copy(Mutation),
 }
 
 impl Owned {
@@ -85,6 +87,7 @@ impl Owned {
             Owned::Remove(key) => MutationRef::Delete { key },
             Owned::Evict(key) => MutationRef::Evict { key },
             Owned::Flush(at) => MutationRef::Flush { at: *at },
+            Owned::Copy(m) => m.as_ref(),
         }
     }
 }
@@ -95,6 +98,8 @@ pub(super) enum Msg {
     /// Write and sync everything received, then answer with the number of
     /// the last record on disk.
     Sync(mpsc::Sender<u64>),
+    /// Replace or cut back the log's history (replication; reset.rs).
+    Reset(super::reset::Reset),
     Stop,
 }
 
@@ -104,10 +109,28 @@ pub struct LogSink {
     pub(super) next: AtomicU64,
     pub(super) tx: mpsc::Sender<Msg>,
     pub(super) lag: Arc<Lag>,
+    /// On a replica: the log holds the primary's records, numbered by the
+    /// primary, and the store's own changes are not logged.
+    pub(super) following: AtomicBool,
+    /// A write reached the store while it was following (a write under way
+    /// when the server became a replica): what it holds is no longer the
+    /// primary's history.
+    pub(super) diverged: AtomicBool,
 }
 
 impl ChangeSink for LogSink {
     fn record(&self, change: Change<'_>) {
+        if self.following.load(Ordering::Relaxed) {
+            // Evictions and flushes coming due are the replica's own
+            // business (replay never reports); a write is not.
+            if matches!(
+                change,
+                Change::Put(_) | Change::Touch { .. } | Change::Remove { .. }
+            ) {
+                self.diverged.store(true, Ordering::Relaxed);
+            }
+            return;
+        }
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
         LAST_SEQ.with(|c| c.set(seq));
         let owned = Owned::of(change);

@@ -31,6 +31,15 @@ impl Synced {
     }
 }
 
+impl Synced {
+    /// The log was replaced or cut back: its last record, on disk, is
+    /// `last` (which may be lower than before).
+    pub(super) fn restart(&self, last: u64) {
+        self.stats.synced.store(last, Ordering::Release);
+        self.tx.send_replace(last);
+    }
+}
+
 /// The `everysec` fsync, on a thread of its own so that the log thread goes
 /// on writing while the disk catches up (a sync of a second of large values
 /// can take longer than a second).

@@ -73,3 +73,40 @@ pub(super) fn memlimit(s: &mut Session<'_>, megabytes: Option<u32>, noreply: boo
     };
     s.reply(noreply, line);
 }
+
+/// `replicaof <host> <port>`: follow that server from now on;
+/// `replicaof no one`: stop following and take writes (promotion).
+/// Answers `OK` once done (docs/replication.md).
+pub(super) fn replica_of(s: &mut Session<'_>, host: &[u8], port: &[u8]) {
+    let state = &s.shared.replication;
+    let done = if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
+        state.promote()
+    } else {
+        let port = std::str::from_utf8(port)
+            .ok()
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|&p| p > 0);
+        let host = std::str::from_utf8(host)
+            .ok()
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()));
+        let (Some(host), Some(port)) = (host, port) else {
+            s.out.extend_from_slice(
+                b"CLIENT_ERROR usage: replicaof <host> <port> | replicaof no one\r\n",
+            );
+            return;
+        };
+        // An IPv6 address is written in brackets with its port.
+        let addr = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        state.follow(addr)
+    };
+    match done {
+        Ok(()) => s.out.extend_from_slice(b"OK\r\n"),
+        Err(e) => s
+            .out
+            .extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes()),
+    }
+}

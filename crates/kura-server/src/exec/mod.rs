@@ -201,6 +201,7 @@ impl<'a> Session<'a> {
             Request::MetaArith(m) => meta_arith::run(self, m),
             Request::MetaDebug(m) => meta_debug::run(self, m),
             Request::MetaNoop => self.out.extend_from_slice(reply::MN),
+            Request::ReplicaOf { host, port } => admin::replica_of(self, host, port),
             Request::Replicate { history, after } => {
                 let Some(after) = after else {
                     self.out

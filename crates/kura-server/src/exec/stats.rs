@@ -206,11 +206,13 @@ fn general(s: &mut Session<'_>) {
 fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     use std::sync::atomic::Ordering::Relaxed;
     let r = &sh.replication;
-    match &r.primary {
+    let history = r
+        .current_history(sh)
+        .map_or_else(|| "-".to_string(), |h| h.id);
+    match r.primary().filter(|_| r.is_replica()) {
         Some(primary) => {
             reply::stat(o, "repl_role", "replica");
             reply::stat(o, "repl_primary", primary);
-            let history = r.history.lock().clone().unwrap_or_else(|| "-".into());
             reply::stat(o, "repl_history", history);
             let up = r.link_up.load(Relaxed);
             reply::stat(o, "repl_link", if up { "up" } else { "down" });
@@ -232,14 +234,27 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
         }
         None => {
             reply::stat(o, "repl_role", "primary");
-            if let Some(d) = &sh.durable {
-                reply::stat(o, "repl_history", &d.history().id);
-            }
+            reply::stat(o, "repl_history", history);
             reply::stat(o, "repl_replicas", r.replicas.load(Relaxed));
             reply::stat(o, "repl_acked_seq", r.acked.load(Relaxed));
             reply::stat(o, "repl_partial_resyncs", r.partial_resyncs.load(Relaxed));
             reply::stat(o, "repl_full_resyncs", r.full_resyncs.load(Relaxed));
         }
+    }
+    // Each replica streaming from this server (a replica may have its own).
+    let last = sh.durable.as_ref().map_or(0, |d| d.lag().written());
+    for (i, s) in r.streams.lock().iter().enumerate() {
+        let acked = s.acked.load(Relaxed);
+        reply::stat(
+            o,
+            &format!("repl_replica_{i}"),
+            format!(
+                "addr={},acked_seq={acked},sent_seq={},lag_records={}",
+                s.peer,
+                s.sent.load(Relaxed),
+                last.saturating_sub(acked)
+            ),
+        );
     }
 }
 

@@ -9,13 +9,18 @@
 //! * [`replica`]: `--replica-of`: the thread that follows a primary and
 //!   applies what it sends.
 
+mod control;
 pub(crate) mod primary;
 pub mod replica;
 pub mod wire;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
+use kura_log::History;
 use parking_lot::Mutex;
+
+pub use control::ReplicaOfError;
 
 /// Replication's counters and, on a replica, its state, for `stats` and
 /// for refusing writes.
@@ -28,8 +33,10 @@ pub struct ReplicationState {
     /// Streams begun with a partial or a full resync (as a primary).
     pub partial_resyncs: AtomicU64,
     pub full_resyncs: AtomicU64,
-    /// `--replica-of`, when this server is a replica.
-    pub primary: Option<String>,
+    /// The primary this server follows (`--replica-of`, `replicaof`).
+    primary: Mutex<Option<String>>,
+    /// Whether it follows one (read on every write).
+    following: AtomicBool,
     /// Whether the link to the primary is up.
     pub link_up: AtomicBool,
     /// The last record applied, and the primary's last written as its
@@ -41,29 +48,56 @@ pub struct ReplicationState {
     /// Resyncs this replica went through.
     pub replica_partial: AtomicU64,
     pub replica_full: AtomicU64,
-    /// The history this replica follows.
-    pub history: Mutex<Option<String>>,
+    /// The history of a server without a data dir (a durable server's is
+    /// its data dir's).
+    pub history: Mutex<Option<History>>,
     /// What this replica authenticates with (`--replica-auth-file`).
     pub auth: Option<crate::auth::Credentials>,
+    /// The streams to this server's replicas.
+    pub streams: Mutex<Vec<Arc<StreamInfo>>>,
+    /// The thread following the primary, and the server it works for.
+    follower: Mutex<Option<replica::Follower>>,
+    server: OnceLock<Weak<crate::shared::Shared>>,
+}
+
+/// One replica streaming from this server, for `stats`.
+#[derive(Debug)]
+pub struct StreamInfo {
+    /// Its address.
+    pub peer: String,
+    /// The last record it acknowledged, and the last sent to it.
+    pub acked: AtomicU64,
+    pub sent: AtomicU64,
 }
 
 impl ReplicationState {
     /// The state of a replica of `primary`, or of a server that is none.
     pub fn new(primary: Option<String>) -> ReplicationState {
         ReplicationState {
-            primary,
+            following: AtomicBool::new(primary.is_some()),
+            primary: Mutex::new(primary),
             ..ReplicationState::default()
         }
     }
 
     /// Whether this server follows a primary (and refuses writes).
+    #[inline]
     pub fn is_replica(&self) -> bool {
-        self.primary.is_some()
+        self.following.load(Ordering::Acquire)
+    }
+
+    /// The primary this server follows.
+    pub fn primary(&self) -> Option<String> {
+        self.primary.lock().clone()
     }
 
     /// The reply a write gets on a replica.
+    #[inline]
     pub fn refusal(&self) -> Option<Vec<u8>> {
-        let p = self.primary.as_deref()?;
+        if !self.is_replica() {
+            return None;
+        }
+        let p = self.primary()?;
         Some(
             format!(
                 "SERVER_ERROR this server is a read-only replica of {p}: write to the primary\r\n"

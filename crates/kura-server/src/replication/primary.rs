@@ -12,7 +12,7 @@
 //! replica still needs, and a replica that falls behind them gets a full
 //! resync when it comes back.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use kura_log::{LogError, LogTail, TailError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::wire::{self, Handshake};
+use super::StreamInfo;
 use crate::durable::Durable;
 use crate::shared::Shared;
 
@@ -33,10 +34,15 @@ const NEAR_END: u64 = 4096;
 /// A heartbeat goes out when nothing else has for this long.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// Serves a replica that asked for the records after `after` of history
-/// `history` (`-`: none) until it goes or the server stops.
-pub(crate) async fn serve<S>(stream: &mut S, shared: &Shared, history: &[u8], after: u64)
-where
+/// Serves a replica at `peer` that asked for the records after `after` of
+/// history `history` (`-`: none) until it goes or the server stops.
+pub(crate) async fn serve<S>(
+    stream: &mut S,
+    shared: &Shared,
+    peer: &str,
+    history: &[u8],
+    after: u64,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let Some(durable) = shared.durable.clone() else {
@@ -46,20 +52,59 @@ where
         let _ = stream.write_all(no.line().as_bytes()).await;
         return;
     };
-    let peer = String::from_utf8_lossy(history).into_owned();
+    let history = String::from_utf8_lossy(history).into_owned();
     let counters = &shared.replication;
+    let info = Arc::new(StreamInfo {
+        peer: peer.to_string(),
+        acked: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+    });
+    counters.streams.lock().push(info.clone());
     counters.replicas.fetch_add(1, Ordering::Relaxed);
-    match stream_to(stream, shared, &durable, &peer, after).await {
+    match stream_to(stream, shared, &durable, &info, &history, after).await {
         Ok(()) => {}
-        Err(e) => tracing::warn!("replication stream to a replica ended: {e:#}"),
+        Err(e) => tracing::warn!("replication stream to {peer} ended: {e:#}"),
     }
     counters.replicas.fetch_sub(1, Ordering::Relaxed);
+    counters.streams.lock().retain(|s| !Arc::ptr_eq(s, &info));
+}
+
+/// How a replica that asked for the records after `after` of `theirs`
+/// goes on from this server's history `ours`, whose last written record is
+/// `written`.
+#[derive(Debug, PartialEq, Eq)]
+enum Resync {
+    /// From its next record (if the log still holds it).
+    Partial,
+    /// It holds records after this one that this history does not.
+    Rewind(u64),
+    Full,
+}
+
+fn resync(ours: &kura_log::History, theirs: &str, after: u64, written: u64) -> Resync {
+    if theirs == ours.id {
+        // Ahead of us: records we lost (a primary restarted after a crash
+        // that cost it unsynced records, and numbers them again).
+        return if after > written {
+            Resync::Rewind(written)
+        } else {
+            Resync::Partial
+        };
+    }
+    match &ours.previous {
+        Some((prev, end)) if prev == theirs && after <= *end => Resync::Partial,
+        // The old primary (or a replica of it) wrote on after the
+        // promotion: those records are not ours.
+        Some((prev, end)) if prev == theirs => Resync::Rewind(*end),
+        _ => Resync::Full,
+    }
 }
 
 async fn stream_to<S>(
     stream: &mut S,
     shared: &Shared,
     durable: &Arc<Durable>,
+    info: &StreamInfo,
     history: &str,
     after: u64,
 ) -> anyhow::Result<()>
@@ -67,23 +112,30 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let dir = durable.dir().to_owned();
-    let ours = durable.history().clone();
+    let ours = durable.history();
     let written = durable.lag().written();
-    let partial = if ours.continues(history, after) {
-        match LogTail::from_seq(&dir, after + 1, written) {
+    let partial = match resync(&ours, history, after, written) {
+        Resync::Partial => match LogTail::from_seq(&dir, after + 1, written) {
             Ok(tail) => Some(tail),
             Err(LogError::Tail(TailError::Gone { .. } | TailError::Ahead { .. })) => None,
             Err(e) => return Err(e.into()),
+        },
+        Resync::Rewind(to) => {
+            let line = Handshake::Rewind {
+                id: history.to_string(),
+                to,
+            };
+            stream.write_all(line.line().as_bytes()).await?;
+            return Ok(());
         }
-    } else {
-        None
+        Resync::Full => None,
     };
     let counters = &shared.replication;
     let tail = match partial {
         Some(tail) => {
             counters.partial_resyncs.fetch_add(1, Ordering::Relaxed);
             let line = Handshake::Continue {
-                id: ours.id.clone(),
+                history: ours,
                 after,
             };
             stream.write_all(line.line().as_bytes()).await?;
@@ -91,10 +143,11 @@ where
         }
         None => {
             counters.full_resyncs.fetch_add(1, Ordering::Relaxed);
-            full_resync(stream, shared, durable, &ours.id).await?
+            full_resync(stream, shared, durable, ours).await?
         }
     };
-    follow(stream, shared, durable, tail).await
+    info.sent.store(tail.next_seq() - 1, Ordering::Relaxed);
+    follow(stream, shared, durable, info, tail).await
 }
 
 /// Sends a snapshot whole (the newest on disk when the log still goes on
@@ -103,7 +156,7 @@ async fn full_resync<S>(
     stream: &mut S,
     shared: &Shared,
     durable: &Arc<Durable>,
-    id: &str,
+    history: kura_log::History,
 ) -> anyhow::Result<LogTail>
 where
     S: AsyncWrite + Unpin,
@@ -138,11 +191,7 @@ where
     .await??;
     let mut file = tokio::fs::File::open(&path).await?;
     let bytes = file.metadata().await?.len();
-    let line = Handshake::FullResync {
-        id: id.to_string(),
-        at,
-        bytes,
-    };
+    let line = Handshake::FullResync { history, at, bytes };
     stream.write_all(line.line().as_bytes()).await?;
     let sent = tokio::io::copy(&mut file, stream).await?;
     anyhow::ensure!(
@@ -159,6 +208,7 @@ async fn follow<S>(
     stream: &mut S,
     shared: &Shared,
     durable: &Arc<Durable>,
+    info: &StreamInfo,
     mut tail: LogTail,
 ) -> anyhow::Result<()>
 where
@@ -196,6 +246,7 @@ where
             frame.clear();
             wire::records(&mut frame, &bytes);
             writer.write_all(&frame).await?;
+            info.sent.store(tail.next_seq() - 1, Ordering::Relaxed);
             continue;
         }
         tokio::select! {
@@ -212,6 +263,7 @@ where
                     let text = String::from_utf8_lossy(&line[..end]);
                     if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
                         shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                        info.acked.store(n, Ordering::Relaxed);
                     }
                     line.drain(..=end);
                 }

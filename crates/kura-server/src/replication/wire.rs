@@ -8,7 +8,14 @@
 //! * `CONTINUE <id> <record>`: the records after `<record>` follow;
 //! * `FULLRESYNC <id> <record> <bytes>`: a snapshot taken at `<record>`
 //!   follows, `<bytes>` long, then the records after it;
+//! * `REWIND <id> <record>`: the replica holds records after `<record>`
+//!   that this history does not (it was a primary that lost its place, or
+//!   followed one): it cuts its log back to `<record>` and asks again;
 //! * `SERVER_ERROR <why>`.
+//!
+//! After a promotion a history continues another up to a record; the
+//! `CONTINUE` and `FULLRESYNC` lines then end with `<previous id> <record>`,
+//! which a replica keeps, so that its own replicas can go on from it.
 //!
 //! Then frames, each a kind byte and a body: `R`, a 4-byte length and
 //! whole log records as the log holds them (length, CRC, number: the
@@ -16,15 +23,43 @@
 //! record the primary has written and its clock in milliseconds. The
 //! replica writes `ack <record>` lines back as it applies.
 
+use kura_log::History;
+
 /// The largest frame body a replica accepts.
 pub const MAX_FRAME: usize = 64 << 20;
 
-/// The primary's answer to `replicate`.
+/// The primary's answer to `replicate`. A history travels as its id and,
+/// after a promotion, the id it continues and the last record they share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handshake {
-    Continue { id: String, after: u64 },
-    FullResync { id: String, at: u64, bytes: u64 },
+    Continue {
+        history: History,
+        after: u64,
+    },
+    FullResync {
+        history: History,
+        at: u64,
+        bytes: u64,
+    },
+    /// The replica holds records after `to` that the primary's history
+    /// does not: it cuts its log back to `to`, then asks again.
+    Rewind {
+        id: String,
+        to: u64,
+    },
     Refused(String),
+}
+
+fn history(id: &str, previous: &[&str]) -> Option<History> {
+    let previous = match previous {
+        [] => None,
+        [prev, end] => Some((prev.to_string(), end.parse().ok()?)),
+        _ => return None,
+    };
+    Some(History {
+        id: id.to_string(),
+        previous,
+    })
 }
 
 impl Handshake {
@@ -35,14 +70,18 @@ impl Handshake {
         }
         let w: Vec<&str> = line.split(' ').collect();
         match w.as_slice() {
-            ["CONTINUE", id, after] => Some(Handshake::Continue {
-                id: id.to_string(),
+            ["CONTINUE", id, after, previous @ ..] => Some(Handshake::Continue {
+                history: history(id, previous)?,
                 after: after.parse().ok()?,
             }),
-            ["FULLRESYNC", id, at, bytes] => Some(Handshake::FullResync {
-                id: id.to_string(),
+            ["FULLRESYNC", id, at, bytes, previous @ ..] => Some(Handshake::FullResync {
+                history: history(id, previous)?,
                 at: at.parse().ok()?,
                 bytes: bytes.parse().ok()?,
+            }),
+            ["REWIND", id, to] => Some(Handshake::Rewind {
+                id: id.to_string(),
+                to: to.parse().ok()?,
             }),
             _ => None,
         }
@@ -51,13 +90,27 @@ impl Handshake {
     /// The line, with its CRLF.
     pub fn line(&self) -> String {
         match self {
-            Handshake::Continue { id, after } => format!("CONTINUE {id} {after}\r\n"),
-            Handshake::FullResync { id, at, bytes } => {
-                format!("FULLRESYNC {id} {at} {bytes}\r\n")
+            Handshake::Continue { history, after } => {
+                let (id, rest) = split_previous(history);
+                format!("CONTINUE {id} {after}{rest}\r\n")
             }
+            Handshake::FullResync { history, at, bytes } => {
+                let (id, rest) = split_previous(history);
+                format!("FULLRESYNC {id} {at} {bytes}{rest}\r\n")
+            }
+            Handshake::Rewind { id, to } => format!("REWIND {id} {to}\r\n"),
             Handshake::Refused(why) => format!("SERVER_ERROR {why}\r\n"),
         }
     }
+}
+
+/// A history's id, and its previous id and end as trailing words.
+fn split_previous(h: &History) -> (&str, String) {
+    let rest = match &h.previous {
+        Some((prev, end)) => format!(" {prev} {end}"),
+        None => String::new(),
+    };
+    (&h.id, rest)
 }
 
 /// A frame from the primary.
@@ -127,15 +180,36 @@ mod tests {
 
     #[test]
     fn handshake_lines_round_trip() {
+        let plain = History {
+            id: "ab".repeat(20),
+            previous: None,
+        };
+        let promoted = History {
+            id: "cd".repeat(20),
+            previous: Some(("ef".repeat(20), 77)),
+        };
         for h in [
             Handshake::Continue {
-                id: "ab".repeat(20),
+                history: plain.clone(),
+                after: 17,
+            },
+            Handshake::Continue {
+                history: promoted.clone(),
                 after: 17,
             },
             Handshake::FullResync {
-                id: "cd".repeat(20),
+                history: promoted,
                 at: 9,
                 bytes: 1234,
+            },
+            Handshake::FullResync {
+                history: plain,
+                at: 9,
+                bytes: 1234,
+            },
+            Handshake::Rewind {
+                id: "ab".repeat(20),
+                to: 5,
             },
             Handshake::Refused("no data dir".into()),
         ] {
@@ -144,6 +218,9 @@ mod tests {
         }
         assert_eq!(Handshake::parse("CONTINUE x"), None);
         assert_eq!(Handshake::parse("FULLRESYNC x 1 y"), None);
+        assert_eq!(Handshake::parse("CONTINUE x 1 y"), None);
+        assert_eq!(Handshake::parse("CONTINUE x 1 y z"), None);
+        assert_eq!(Handshake::parse("REWIND x"), None);
         assert_eq!(Handshake::parse("STORED"), None);
     }
 

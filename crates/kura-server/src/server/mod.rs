@@ -270,8 +270,9 @@ impl Server {
                 .spawn(move || acceptor(shared, listeners, senders))?
         };
         threads.push(acceptor);
+        shared.replication.bind(&shared);
         if let Some(primary) = shared.config.replica_of.clone() {
-            threads.push(crate::replication::replica::start(shared.clone(), primary)?);
+            shared.replication.follow(primary)?;
         }
         Ok(ServerHandle {
             shared,
@@ -305,6 +306,8 @@ impl ServerHandle {
         for t in self.threads {
             let _ = t.join();
         }
+        // The replica's thread may be logging what it applies.
+        self.shared.replication.stop_following();
         // Every connection is closed: the rest of the log goes to disk.
         if let Some(d) = &self.shared.durable {
             d.close();

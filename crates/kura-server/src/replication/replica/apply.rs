@@ -1,0 +1,178 @@
+//! Applying what the primary sends: a snapshot (a full resync) and then the
+//! records, each checked before it touches the store; with a data dir the
+//! snapshot is kept as the replica's own and each record is logged under
+//! the primary's number once the store holds it.
+
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use kura_log::{read_snapshot_stream, History, Record};
+use kura_store::Change;
+
+use super::super::primary::unix_millis;
+use super::super::wire::{self, Frame};
+use super::Cx;
+use crate::durable::apply;
+
+/// Acknowledgements go back at most this often.
+const ACK_EVERY: Duration = Duration::from_millis(100);
+
+/// Reads through to `out`: the snapshot a durable replica keeps is the
+/// bytes it received.
+struct Tee<R, W> {
+    inner: R,
+    out: W,
+}
+
+impl<R: Read, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.out.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+impl Cx<'_> {
+    /// Replaces what the server holds with a snapshot of `bytes` taken at
+    /// record `at` of `history`.
+    pub(super) fn full_resync(
+        &self,
+        r: &mut impl Read,
+        history: History,
+        at: u64,
+        bytes: u64,
+    ) -> anyhow::Result<()> {
+        let (shared, store) = (self.shared, &self.shared.store);
+        let name = std::path::Path::new("the primary's snapshot");
+        let each = |rec: Record| apply(store, &rec.mutation);
+        let state = &shared.replication;
+        let seq = match &shared.durable {
+            None => {
+                store.replay(Change::Flush { at: 0 });
+                state.applied.store(0, Ordering::Relaxed);
+                let (seq, n) = read_snapshot_stream(r.take(bytes), bytes, name, each)?;
+                *state.history.lock() = Some(history);
+                tracing::info!("full resync: {n} entries at record {seq}");
+                seq
+            }
+            Some(d) => {
+                let _hold = d.hold_snapshots()?;
+                store.replay(Change::Flush { at: 0 });
+                let tmp = kura_log::snapshot_tmp_path(d.dir(), at);
+                let file = std::fs::File::create(&tmp)?;
+                let mut tee = Tee {
+                    inner: r.take(bytes),
+                    out: std::io::BufWriter::with_capacity(1 << 20, file),
+                };
+                let got = read_snapshot_stream(&mut tee, bytes, name, each)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|(seq, n)| {
+                        let file = tee.out.into_inner().map_err(|e| e.into_error())?;
+                        file.sync_all()?;
+                        Ok((seq, n))
+                    });
+                let (seq, n) = match got {
+                    Ok(x) if x.0 == at => x,
+                    other => {
+                        let _ = std::fs::remove_file(&tmp);
+                        other?;
+                        bail!("the snapshot is not at record {at}, as the primary said");
+                    }
+                };
+                d.replace(at, tmp, history)?;
+                tracing::info!(
+                    "full resync: {n} entries at record {seq}, kept in {}",
+                    d.dir().display()
+                );
+                seq
+            }
+        };
+        if seq != at {
+            bail!("the snapshot is at record {seq}, the primary said {at}");
+        }
+        state.applied.store(at, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Applies the records that come until the stream breaks or the thread
+    /// is told to stop.
+    pub(super) fn stream(&self, r: &mut impl BufRead, sock: &mut TcpStream) -> anyhow::Result<()> {
+        let (shared, state) = (self.shared, &self.shared.replication);
+        let durable = shared.durable.as_deref();
+        let mut applied = state.applied.load(Ordering::Relaxed);
+        let mut acked = applied;
+        let mut last_ack = Instant::now();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut heard = Instant::now();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            let n = match r.read(&mut chunk) {
+                Ok(0) => bail!("the primary closed the stream"),
+                Ok(n) => n,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    if heard.elapsed() > super::SILENCE {
+                        bail!("nothing from the primary for {:?}", super::SILENCE);
+                    }
+                    0
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if n > 0 {
+                heard = Instant::now();
+                buf.extend_from_slice(&chunk[..n]);
+                state.heard_ms.store(unix_millis(), Ordering::Relaxed);
+            }
+            let mut pos = 0;
+            while let Some((frame, len)) = wire::frame(&buf[pos..])? {
+                match frame {
+                    Frame::Records(mut records) => {
+                        while !records.is_empty() {
+                            let (rec, len) = Record::decode(records)
+                                .map_err(|e| anyhow!("a damaged record after {applied}: {e:?}"))?;
+                            if rec.seq != applied + 1 {
+                                bail!("record {} where {} was next", rec.seq, applied + 1);
+                            }
+                            apply(&shared.store, &rec.mutation);
+                            applied = rec.seq;
+                            if let Some(d) = durable {
+                                d.append_replicated(rec)?;
+                            }
+                            // Said at once: a bad record later in the frame
+                            // drops the link, and the next asks from here.
+                            state.applied.store(applied, Ordering::Relaxed);
+                            records = &records[len..];
+                        }
+                        state.primary_last.fetch_max(applied, Ordering::Relaxed);
+                    }
+                    Frame::Heartbeat { last, .. } => {
+                        state
+                            .primary_last
+                            .store(last.max(applied), Ordering::Relaxed);
+                    }
+                }
+                pos += len;
+            }
+            buf.drain(..pos);
+            if let Some(d) = durable {
+                // Read no faster than the log is written.
+                d.wait_for_room(|| self.stopping());
+            }
+            // Under `--fsync always` a record is acknowledged once on disk.
+            let ackable = durable.map_or(applied, |d| d.acknowledgeable(applied));
+            if ackable != acked && last_ack.elapsed() >= ACK_EVERY {
+                sock.write_all(format!("ack {ackable}\r\n").as_bytes())?;
+                acked = ackable;
+                last_ack = Instant::now();
+            }
+        }
+    }
+}

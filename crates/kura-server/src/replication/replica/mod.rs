@@ -1,0 +1,287 @@
+//! The replica's side (`--replica-of HOST:PORT`, `replicaof`): a thread
+//! that connects to the primary's ordinary port, asks for the records after
+//! the last it applied, and applies what comes, in order, each record
+//! checked (CRC, number) before it touches the store; with a data dir, it
+//! logs them under the primary's numbers (apply.rs). A broken stream (a bad
+//! record, a gap, a primary that goes silent for five heartbeats) drops the
+//! link, and the thread tries again with backoff; what it applied stays, so
+//! the next attempt is usually a partial resync.
+
+mod apply;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+use super::wire::Handshake;
+use crate::shared::Shared;
+
+/// The primary is taken for gone after this long without a byte (it sends
+/// a heartbeat every second).
+const SILENCE: Duration = Duration::from_secs(5);
+
+/// How long a read waits before the thread looks whether it should stop.
+const POLL: Duration = Duration::from_millis(250);
+
+/// How long a connection attempt may take.
+const CONNECT: Duration = Duration::from_secs(2);
+
+/// The thread that follows a primary.
+#[derive(Debug)]
+pub struct Follower {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Follower {
+    /// Starts following `primary` for the server `shared`.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub fn start(shared: Arc<Shared>, primary: String) -> std::io::Result<Follower> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("kura-replica".into())
+            .spawn(move || {
+                let cx = Cx {
+                    shared: &shared,
+                    stop: &flag,
+                    primary: &primary,
+                };
+                cx.run();
+            })?;
+        Ok(Follower { stop, thread })
+    }
+
+    /// Stops the thread and waits for it (a read in progress ends within
+    /// [`POLL`], a connection attempt within [`CONNECT`]).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.thread.join();
+    }
+}
+
+/// What the thread works with.
+struct Cx<'a> {
+    shared: &'a Shared,
+    stop: &'a AtomicBool,
+    primary: &'a str,
+}
+
+/// How a connection ended without an error.
+enum Ended {
+    Stopped,
+    /// Connect again at once (after a rewind).
+    Again,
+}
+
+impl Cx<'_> {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.shared.is_stopping()
+    }
+
+    fn run(&self) {
+        let primary = self.primary;
+        let mut backoff = Duration::from_millis(100);
+        // Set when what the server holds can no longer be continued (a
+        // full resync broke off, a rewind was impossible): the next
+        // connection asks for everything.
+        let mut whole = false;
+        while !self.stopping() {
+            let began = Instant::now();
+            match self.follow(&mut whole) {
+                Ok(Ended::Stopped) => break,
+                Ok(Ended::Again) => continue,
+                Err(e) => {
+                    self.shared
+                        .replication
+                        .link_up
+                        .store(false, Ordering::Relaxed);
+                    if self.stopping() {
+                        break;
+                    }
+                    tracing::warn!(
+                        "replication from {primary}: {e:#}; trying again in {backoff:?}"
+                    );
+                }
+            }
+            // A link that lived a while starts the backoff over.
+            if began.elapsed() > Duration::from_secs(10) {
+                backoff = Duration::from_millis(100);
+            }
+            let until = Instant::now() + backoff;
+            while Instant::now() < until && !self.stopping() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+        self.shared
+            .replication
+            .link_up
+            .store(false, Ordering::Relaxed);
+    }
+
+    /// The history and last record this server would go on from.
+    fn position(&self, whole: bool) -> (String, u64) {
+        let state = &self.shared.replication;
+        let diverged = self
+            .shared
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.take_diverged());
+        if whole || diverged {
+            if diverged {
+                tracing::warn!(
+                    "a write reached this server after it began to follow {}: resyncing whole",
+                    self.primary
+                );
+            }
+            return ("-".into(), 0);
+        }
+        let history = state.current_history(self.shared);
+        let applied = match &self.shared.durable {
+            Some(d) => d.next_seq() - 1,
+            None => state.applied.load(Ordering::Relaxed),
+        };
+        let id = history.map_or_else(|| "-".to_string(), |h| h.id);
+        (id, applied)
+    }
+
+    /// One connection to the primary, until it breaks.
+    fn follow(&self, whole: &mut bool) -> anyhow::Result<Ended> {
+        let (primary, state) = (self.primary, &self.shared.replication);
+        let addr = primary
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {primary}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{primary} resolves to nothing"))?;
+        let mut sock = TcpStream::connect_timeout(&addr, CONNECT)
+            .with_context(|| format!("cannot connect to {primary}"))?;
+        sock.set_read_timeout(Some(SILENCE))?;
+        sock.set_nodelay(true)?;
+        if let Some((user, pass)) = state.auth.as_ref().and_then(|c| c.first()) {
+            authenticate(&mut sock, user, pass)?;
+        }
+        let (history, applied) = self.position(*whole);
+        state.applied.store(applied, Ordering::Relaxed);
+        sock.write_all(format!("replicate {history} {applied}\r\n").as_bytes())?;
+        let mut r = BufReader::with_capacity(1 << 20, sock.try_clone()?);
+        let mut line = String::new();
+        // An answer is one short line; a peer that sends more is no primary.
+        (&mut r).take(512).read_line(&mut line)?;
+        match Handshake::parse(line.trim_end()) {
+            Some(Handshake::Continue { history, after }) => {
+                if after != applied {
+                    bail!("the primary continues after record {after}, we applied {applied}");
+                }
+                self.adopt(history)?;
+                state.replica_partial.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Handshake::FullResync {
+                history: h,
+                at,
+                bytes,
+            }) => {
+                if applied > 0 {
+                    // Loud: everything this replica holds is replaced.
+                    tracing::warn!(
+                        "{primary} cannot continue our history {history} after record {applied} (its history is {}: restarted empty, or too far ahead of us): full resync, replacing everything this replica holds",
+                        h.id
+                    );
+                }
+                // Until it is whole, what this server holds continues nothing.
+                *whole = true;
+                self.full_resync(&mut r, h, at, bytes)?;
+                *whole = false;
+                state.replica_full.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Handshake::Rewind { id, to }) => {
+                self.rewind(&id, to, applied, whole);
+                return Ok(Ended::Again);
+            }
+            Some(Handshake::Refused(why)) => bail!("the primary refused: {why}"),
+            None => bail!("not a replication answer: {:?}", line.trim_end()),
+        }
+        sock.set_read_timeout(Some(POLL))?;
+        state.link_up.store(true, Ordering::Relaxed);
+        tracing::info!(
+            "replicating from {primary} after record {}",
+            state.applied.load(Ordering::Relaxed)
+        );
+        self.stream(&mut r, &mut sock)?;
+        Ok(Ended::Stopped)
+    }
+
+    /// Takes the primary's history as this server's.
+    fn adopt(&self, history: kura_log::History) -> anyhow::Result<()> {
+        match &self.shared.durable {
+            Some(d) if d.history() != history => d.set_history(history),
+            Some(_) => Ok(()),
+            None => {
+                *self.shared.replication.history.lock() = Some(history);
+                Ok(())
+            }
+        }
+    }
+
+    /// The primary's history forked from ours after record `to`: cut back
+    /// to it (with a data dir), or else resync whole.
+    fn rewind(&self, id: &str, to: u64, applied: u64, whole: &mut bool) {
+        let primary = self.primary;
+        let ours = self.shared.replication.current_history(self.shared);
+        let Some(d) = self
+            .shared
+            .durable
+            .as_ref()
+            .filter(|_| ours.is_some_and(|h| h.id == id))
+        else {
+            tracing::warn!("{primary} holds fewer of our records ({to} of {applied}): without a data dir to cut back, resyncing whole");
+            *whole = true;
+            return;
+        };
+        tracing::warn!("{primary}'s history forked from ours after record {to}: dropping records {} to {applied}, which only this server had", to + 1);
+        let done = d
+            .hold_snapshots()
+            .and_then(|_hold| d.rewind(to, &self.shared.store));
+        match done {
+            Ok(()) => {
+                self.shared.replication.applied.store(to, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!("cannot cut back to record {to}: {e:#}; resyncing whole");
+                *whole = true;
+            }
+        }
+    }
+}
+
+/// memcached's ASCII authentication: `set` with `user password` as data.
+fn authenticate(sock: &mut TcpStream, user: &[u8], pass: &[u8]) -> anyhow::Result<()> {
+    let mut req = format!("set auth 0 0 {}\r\n", user.len() + 1 + pass.len()).into_bytes();
+    req.extend_from_slice(user);
+    req.push(b' ');
+    req.extend_from_slice(pass);
+    req.extend_from_slice(b"\r\n");
+    sock.write_all(&req)?;
+    let mut reply = Vec::new();
+    let mut b = [0u8; 1];
+    while !reply.ends_with(b"\r\n") && reply.len() < 256 {
+        if sock.read(&mut b)? == 0 {
+            bail!("the primary closed the connection during authentication");
+        }
+        reply.push(b[0]);
+    }
+    if reply != b"STORED\r\n" {
+        bail!(
+            "the primary refused our credentials: {}",
+            String::from_utf8_lossy(&reply).trim_end()
+        );
+    }
+    Ok(())
+}
