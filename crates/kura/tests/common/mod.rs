@@ -3,6 +3,8 @@
 // Each test crate uses its own part of this module.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
