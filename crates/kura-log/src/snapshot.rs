@@ -91,6 +91,55 @@ pub fn available_bytes(dir: &Path) -> Result<u64, LogError> {
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// A snapshot's bytes, made anywhere (a file, or a stream to a replica):
+/// the header, each record, and the trailer that counts and checks them.
+#[derive(Debug)]
+pub struct SnapshotEncoder {
+    seq: u64,
+    records: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl SnapshotEncoder {
+    /// The bytes of a snapshot beyond its records.
+    pub const OVERHEAD: u64 = (HEADER_LEN + TRAILER_LEN) as u64;
+
+    /// A snapshot taken at record `seq`.
+    pub fn new(seq: u64) -> SnapshotEncoder {
+        SnapshotEncoder {
+            seq,
+            records: 0,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+
+    /// The header.
+    pub fn header(&self) -> [u8; HEADER_LEN] {
+        let mut header = [0u8; HEADER_LEN];
+        header[..8].copy_from_slice(MAGIC);
+        header[8] = VERSION;
+        header[16..].copy_from_slice(&self.seq.to_le_bytes());
+        header
+    }
+
+    /// Appends an entry (a Set) or a pending flush to `out`.
+    pub fn push(&mut self, m: &MutationRef<'_>, out: &mut Vec<u8>) {
+        let start = out.len();
+        m.encode(self.seq, out);
+        self.crc.update(&out[start..]);
+        self.records += 1;
+    }
+
+    /// The trailer, once every record is pushed.
+    pub fn trailer(&self) -> [u8; TRAILER_LEN] {
+        let mut trailer = [0u8; TRAILER_LEN];
+        trailer[..8].copy_from_slice(END_MAGIC);
+        trailer[8..16].copy_from_slice(&self.records.to_le_bytes());
+        trailer[16..20].copy_from_slice(&self.crc.clone().finalize().to_le_bytes());
+        trailer
+    }
+}
+
 /// Writes one snapshot. Dropped before [`SnapshotWriter::finish`] (an error
 /// on the way, a full disk), it removes its half-written file.
 pub struct SnapshotWriter {
@@ -99,9 +148,7 @@ pub struct SnapshotWriter {
     tmp: PathBuf,
     path: PathBuf,
     dir: PathBuf,
-    seq: u64,
-    records: u64,
-    crc: crc32fast::Hasher,
+    encoder: SnapshotEncoder,
     buf: Vec<u8>,
 }
 
@@ -120,11 +167,8 @@ impl SnapshotWriter {
             .open(&tmp)
             .map_err(io_err(&tmp))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut header = [0u8; HEADER_LEN];
-        header[..8].copy_from_slice(MAGIC);
-        header[8] = VERSION;
-        header[16..].copy_from_slice(&seq.to_le_bytes());
-        if let Err(e) = out.write_all(&header) {
+        let encoder = SnapshotEncoder::new(seq);
+        if let Err(e) = out.write_all(&encoder.header()) {
             let _ = std::fs::remove_file(&tmp);
             return Err(io_err(&tmp)(e));
         }
@@ -133,9 +177,7 @@ impl SnapshotWriter {
             tmp,
             path,
             dir: dir.to_owned(),
-            seq,
-            records: 0,
-            crc: crc32fast::Hasher::new(),
+            encoder,
             buf: Vec::new(),
         })
     }
@@ -146,11 +188,9 @@ impl SnapshotWriter {
     /// I/O errors.
     pub fn push(&mut self, m: &MutationRef<'_>) -> Result<(), LogError> {
         self.buf.clear();
-        m.encode(self.seq, &mut self.buf);
-        self.crc.update(&self.buf);
+        self.encoder.push(m, &mut self.buf);
         let out = self.out.as_mut().ok_or_else(|| finished(&self.tmp))?;
         out.write_all(&self.buf).map_err(io_err(&self.tmp))?;
-        self.records += 1;
         Ok(())
     }
 
@@ -160,10 +200,7 @@ impl SnapshotWriter {
     /// # Errors
     /// I/O errors.
     pub fn finish(mut self) -> Result<(PathBuf, u64), LogError> {
-        let mut trailer = [0u8; TRAILER_LEN];
-        trailer[..8].copy_from_slice(END_MAGIC);
-        trailer[8..16].copy_from_slice(&self.records.to_le_bytes());
-        trailer[16..20].copy_from_slice(&self.crc.clone().finalize().to_le_bytes());
+        let trailer = self.encoder.trailer();
         let mut out = self.out.take().ok_or_else(|| finished(&self.tmp))?;
         let done = (|| {
             out.write_all(&trailer).map_err(io_err(&self.tmp))?;
@@ -180,7 +217,7 @@ impl SnapshotWriter {
         if let Ok(d) = File::open(&self.dir) {
             d.sync_all().map_err(io_err(&self.dir))?;
         }
-        Ok((self.path.clone(), self.records))
+        Ok((self.path.clone(), self.encoder.records))
     }
 }
 

@@ -232,6 +232,25 @@ impl LogWriter {
         Ok(())
     }
 
+    /// [`LogWriter::push`], and the record's bytes, as the file will hold
+    /// them, appended to `copy` too (a replication backlog).
+    ///
+    /// # Errors
+    /// As [`LogWriter::push`].
+    pub fn push_copy(
+        &mut self,
+        seq: u64,
+        m: &MutationRef<'_>,
+        copy: &mut Vec<u8>,
+    ) -> Result<(), LogError> {
+        // A full segment is written out inside `push`, before the record
+        // is encoded: the record is the end of the batch either way.
+        let len = m.encoded_len();
+        self.push(seq, m)?;
+        copy.extend_from_slice(&self.buf[self.buf.len() - len..]);
+        Ok(())
+    }
+
     /// Writes the batch to the file (the OS has it), and under `always`
     /// syncs it.
     ///

@@ -202,6 +202,11 @@ pub struct ServerArgs {
     /// replica authenticates with (when the primary runs with -Y)
     #[arg(long = "replica-auth-file", value_name = "file")]
     pub replica_auth_file: Option<PathBuf>,
+    /// bytes of the newest update-log records kept in memory for replicas
+    /// to resume from, with an optional k, m or g suffix (default 16m); a
+    /// server without --data-dir has no other backlog
+    #[arg(long = "repl-backlog-size", value_name = "bytes")]
+    pub repl_backlog_size: Option<String>,
     /// with --data-dir: always (acknowledge a write once it is on disk,
     /// group commit), everysec (default; sync at most a second apart), no
     /// (leave it to the OS)
@@ -435,6 +440,10 @@ impl ServerArgs {
         }
         if let Some(v) = self.fsync {
             c.fsync = v;
+        }
+        if let Some(s) = self.repl_backlog_size {
+            c.repl_backlog_size =
+                parse_bytes(&s).ok_or(CliError::BadBytes("--repl-backlog-size", s))?;
         }
         if let Some(s) = self.log_file_size {
             c.log_file_size = parse_bytes(&s).ok_or(CliError::BadBytes("--log-file-size", s))?;

@@ -25,6 +25,7 @@ pub mod defaults {
     pub const EVICTION: &str = "s3fifo";
     /// Log segment size (`--log-file-size`).
     pub const LOG_FILE_SIZE: u64 = 64 * 1024 * 1024;
+    pub const REPL_BACKLOG_SIZE: u64 = 16 * 1024 * 1024;
     /// Log bytes after which a snapshot is taken (`--snapshot-log-size`).
     pub const SNAPSHOT_LOG_SIZE: u64 = 256 * 1024 * 1024;
     /// Seconds after which a snapshot is taken if anything changed
@@ -142,6 +143,9 @@ pub struct ServerConfig {
     /// A `user:password` file the replica authenticates to its primary
     /// with (memcached's ASCII authentication, when the primary has `-Y`).
     pub replica_auth_file: Option<PathBuf>,
+    /// Bytes of the newest records kept in memory for replicas
+    /// (`--repl-backlog-size`).
+    pub repl_backlog_size: u64,
     /// When the log reaches the disk: always, everysec, no (`--fsync`).
     pub fsync: String,
     /// Bytes per log file (`--log-file-size`).
@@ -243,6 +247,7 @@ impl Default for ServerConfig {
             data_dir: None,
             replica_of: None,
             replica_auth_file: None,
+            repl_backlog_size: defaults::REPL_BACKLOG_SIZE,
             fsync: "everysec".to_string(),
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
@@ -397,7 +402,13 @@ impl ServerConfig {
                 time: std::time::Duration::from_secs_f64(self.log_max_lag),
                 bytes: self.log_max_lag_bytes(),
             },
+            backlog_bytes: self.backlog_bytes(),
         })
+    }
+
+    /// `--repl-backlog-size` as a size in memory.
+    pub fn backlog_bytes(&self) -> usize {
+        usize::try_from(self.repl_backlog_size).unwrap_or(usize::MAX)
     }
 
     /// The protocols connections may speak once authentication is taken

@@ -109,15 +109,8 @@ fn a_restarted_replica_resyncs_whole_and_a_restarted_primary_is_followed_on() {
 }
 
 #[test]
-fn a_primary_without_a_data_dir_refuses_replicas_clearly() {
+fn a_malformed_replicate_is_refused() {
     let primary = Server::start_in_memory(&[]);
-    let mut c = primary.connect();
-    let r = ask(&mut c, b"replicate - 0\r\n", b"\r\n");
-    assert!(
-        String::from_utf8_lossy(&r).starts_with("SERVER_ERROR replication needs --data-dir"),
-        "{}",
-        String::from_utf8_lossy(&r)
-    );
     let r = ask(&mut primary.connect(), b"replicate - x\r\n", b"\r\n");
     assert_eq!(r, b"CLIENT_ERROR bad command line format\r\n");
     primary.stop();

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -32,6 +32,11 @@ impl Durable {
         history.save(&self.config.dir)?;
         *self.history.lock() = history;
         Ok(())
+    }
+
+    /// The newest records, in memory, for replicas.
+    pub fn backlog(&self) -> &Arc<crate::replication::backlog::Backlog> {
+        &self.backlog
     }
 
     /// Starts or stops following: while following, the log takes only the

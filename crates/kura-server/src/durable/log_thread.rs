@@ -34,6 +34,7 @@ pub(super) struct LogThread {
     pub(super) stats: Arc<LogStats>,
     pub(super) store: Arc<Store>,
     pub(super) sink: Arc<LogSink>,
+    pub(super) backlog: Arc<crate::replication::backlog::Backlog>,
     pub(super) config: DurableConfig,
     pub(super) tx: mpsc::Sender<Msg>,
     pub(super) snapshot_now: bool,
@@ -196,12 +197,19 @@ impl LogThread {
         &mut self,
         pending: &mut BTreeMap<u64, (Owned, usize)>,
     ) -> Result<(), LogError> {
+        // With replicas connected, the batch's bytes go to the backlog too.
+        let mut copy = self.backlog.active().then(Vec::new);
+        let first = self.writer.next_seq();
         while let Some(entry) = pending.first_entry() {
             if *entry.key() != self.writer.next_seq() {
                 break;
             }
             let seq = *entry.key();
-            self.writer.push(seq, &entry.get().0.as_mutation())?;
+            let m = entry.get().0.as_mutation();
+            match copy.as_mut() {
+                Some(copy) => self.writer.push_copy(seq, &m, copy)?,
+                None => self.writer.push(seq, &m)?,
+            }
             let (_, len) = entry.remove();
             self.batched += len as u64;
         }
@@ -211,6 +219,9 @@ impl LogThread {
         // Under `always` this syncs: one fsync for the whole batch.
         self.writer.commit()?;
         let last = self.writer.next_seq() - 1;
+        if let Some(copy) = copy.filter(|c| !c.is_empty()) {
+            self.backlog.push(first, last, copy.into());
+        }
         let wrote = std::mem::take(&mut self.batched);
         self.since_snapshot += wrote;
         self.stats.bytes.fetch_add(wrote, Ordering::Relaxed);

@@ -39,6 +39,8 @@ use kura_log::{
 use kura_store::Store;
 use tokio::sync::watch;
 
+use crate::replication::backlog::Backlog;
+
 pub use health::Health;
 pub use lag::{Lag, LagLimits};
 use log_thread::{LogThread, OnFailure};
@@ -65,6 +67,9 @@ pub struct DurableConfig {
     pub snapshot_interval: Duration,
     /// How far the log thread may fall behind before writers wait.
     pub lag: LagLimits,
+    /// Bytes of the newest records kept in memory for replicas
+    /// (`--repl-backlog-size`).
+    pub backlog_bytes: usize,
 }
 
 /// Counters for `stats`.
@@ -88,6 +93,7 @@ pub struct Durable {
     lag: Arc<Lag>,
     health: Arc<Health>,
     history: parking_lot::Mutex<kura_log::History>,
+    backlog: Arc<Backlog>,
     tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     pub stats: Arc<LogStats>,
@@ -195,6 +201,7 @@ impl Durable {
         let stats = Arc::new(LogStats::default());
         stats.synced.store(last, Ordering::Relaxed);
         let on_failure = Arc::new(OnFailure::new());
+        let backlog = Arc::new(Backlog::new(config.backlog_bytes, last));
         let health = Arc::new(Health::default());
         let thread = {
             let ctx = LogThread {
@@ -210,6 +217,7 @@ impl Durable {
                 stats: stats.clone(),
                 store: store.clone(),
                 sink: sink.clone(),
+                backlog: backlog.clone(),
                 config: config.clone(),
                 tx: tx.clone(),
                 snapshot_now: evicted_in_recovery,
@@ -227,6 +235,7 @@ impl Durable {
             lag,
             health,
             history: parking_lot::Mutex::new(history),
+            backlog,
             tx,
             thread: Mutex::new(Some(thread)),
             stats,

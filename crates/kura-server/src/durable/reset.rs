@@ -139,6 +139,7 @@ impl LogThread {
         self.lag.restart(last);
         self.synced.restart(last);
         self.sink.next.store(last + 1, Ordering::Release);
+        self.backlog.restart(last);
         self.since_snapshot = 0;
     }
 }

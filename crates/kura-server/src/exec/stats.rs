@@ -241,8 +241,19 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
             reply::stat(o, "repl_full_resyncs", r.full_resyncs.load(Relaxed));
         }
     }
+    // The last record numbered (this server's or its primary's), and the
+    // backlog replicas resume from.
+    let backlog = match &sh.durable {
+        Some(d) => Some(d.backlog()),
+        None => r.journal.get().map(|j| j.backlog()),
+    };
+    let last = match &sh.durable {
+        Some(d) => d.lag().written(),
+        None => backlog.map_or(0, |b| b.last()),
+    };
+    reply::stat(o, "repl_written_seq", last);
+    reply::stat(o, "repl_backlog_bytes", backlog.map_or(0, |b| b.bytes()));
     // Each replica streaming from this server (a replica may have its own).
-    let last = sh.durable.as_ref().map_or(0, |d| d.lag().written());
     for (i, s) in r.streams.lock().iter().enumerate() {
         let acked = s.acked.load(Relaxed);
         reply::stat(

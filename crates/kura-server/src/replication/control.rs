@@ -10,6 +10,7 @@ use std::sync::{Arc, Weak};
 
 use kura_log::History;
 
+use super::journal::Journal;
 use super::replica::Follower;
 use super::ReplicationState;
 use crate::shared::Shared;
@@ -55,6 +56,8 @@ impl ReplicationState {
         if let Some(d) = &shared.durable {
             d.set_following(true);
             self.applied.store(d.next_seq() - 1, Ordering::Relaxed);
+        } else if let Some(j) = self.journal.get() {
+            j.set_following(true, j.next_seq() - 1);
         }
         self.link_up.store(false, Ordering::Relaxed);
         self.primary_last.store(0, Ordering::Relaxed);
@@ -98,6 +101,9 @@ impl ReplicationState {
                     None => History::new(),
                 };
                 *h = Some(next.map_err(|e| ReplicaOfError::History(e.into()))?);
+                if let Some(j) = self.journal.get() {
+                    j.set_following(false, last);
+                }
                 last
             }
         };
@@ -106,6 +112,34 @@ impl ReplicationState {
         self.following.store(false, Ordering::Release);
         tracing::warn!("promoted to primary after record {last}: taking writes");
         Ok(())
+    }
+
+    /// The journal of a server without a data dir, made when the first
+    /// replica connects (journal.rs).
+    ///
+    /// # Errors
+    /// Its thread cannot be started, or no history can be made.
+    pub fn journal(&self, shared: &Shared) -> std::io::Result<&Journal> {
+        if let Some(j) = self.journal.get() {
+            return Ok(j);
+        }
+        let mut history = self.history.lock();
+        if self.journal.get().is_none() {
+            if history.is_none() {
+                *history = Some(History::new()?);
+            }
+            let last = self.applied.load(Ordering::Acquire);
+            let j = Journal::start(
+                &shared.store,
+                last,
+                shared.config.backlog_bytes(),
+                self.is_replica(),
+            );
+            let _ = self.journal.set(j);
+        }
+        self.journal
+            .get()
+            .ok_or_else(|| std::io::Error::other("no journal"))
     }
 
     /// Stops following at shutdown (before the log is closed).

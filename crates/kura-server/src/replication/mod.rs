@@ -9,7 +9,9 @@
 //! * [`replica`]: `--replica-of`: the thread that follows a primary and
 //!   applies what it sends.
 
+pub mod backlog;
 mod control;
+pub mod journal;
 pub(crate) mod primary;
 pub mod replica;
 pub mod wire;
@@ -55,6 +57,9 @@ pub struct ReplicationState {
     pub auth: Option<crate::auth::Credentials>,
     /// The streams to this server's replicas.
     pub streams: Mutex<Vec<Arc<StreamInfo>>>,
+    /// The journal of a server without a data dir, once a replica
+    /// connected.
+    pub journal: OnceLock<journal::Journal>,
     /// The thread following the primary, and the server it works for.
     follower: Mutex<Option<replica::Follower>>,
     server: OnceLock<Weak<crate::shared::Shared>>,

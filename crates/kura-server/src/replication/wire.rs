@@ -124,9 +124,15 @@ pub enum Frame<'a> {
 
 /// Appends a frame of records.
 pub fn records(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'R');
-    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    records_head(out, bytes.len());
     out.extend_from_slice(bytes);
+}
+
+/// Appends the head of a frame of `len` bytes of records (the records
+/// follow it on the wire).
+pub fn records_head(out: &mut Vec<u8>, len: usize) {
+    out.push(b'R');
+    out.extend_from_slice(&(len as u32).to_le_bytes());
 }
 
 /// Appends a heartbeat.

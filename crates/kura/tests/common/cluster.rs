@@ -15,7 +15,7 @@ pub fn replica_of(primary: &Server) -> Server {
 pub fn caught_up(primary: &Server, replica: &Server) {
     let mut p = primary.connect();
     let mut r = replica.connect();
-    let want = stat(&mut p, "log_written_seq");
+    let want = stat(&mut p, "repl_written_seq");
     let deadline = Instant::now() + Duration::from_secs(60);
     while stat(&mut r, "repl_applied_seq") < want {
         assert!(

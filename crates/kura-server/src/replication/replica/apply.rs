@@ -55,6 +55,9 @@ impl Cx<'_> {
                 state.applied.store(0, Ordering::Relaxed);
                 let (seq, n) = read_snapshot_stream(r.take(bytes), bytes, name, each)?;
                 *state.history.lock() = Some(history);
+                if let Some(j) = state.journal.get() {
+                    j.restart(seq);
+                }
                 tracing::info!("full resync: {n} entries at record {seq}");
                 seq
             }
@@ -134,7 +137,9 @@ impl Cx<'_> {
             let mut pos = 0;
             while let Some((frame, len)) = wire::frame(&buf[pos..])? {
                 match frame {
-                    Frame::Records(mut records) => {
+                    Frame::Records(all) => {
+                        let mut records = all;
+                        let first = applied + 1;
                         while !records.is_empty() {
                             let (rec, len) = Record::decode(records)
                                 .map_err(|e| anyhow!("a damaged record after {applied}: {e:?}"))?;
@@ -152,6 +157,11 @@ impl Cx<'_> {
                             records = &records[len..];
                         }
                         state.primary_last.fetch_max(applied, Ordering::Relaxed);
+                        // Replicas of this one (without a data dir) are
+                        // fed from the journal's backlog.
+                        if let (None, Some(j)) = (durable, state.journal.get()) {
+                            j.replicated(first, applied, all);
+                        }
                     }
                     Frame::Heartbeat { last, .. } => {
                         state

@@ -1,0 +1,343 @@
+//! The replication backlog: the newest records, as the log holds them
+//! (length, CRC, number, fields), in memory, bounded in bytes
+//! (`--repl-backlog-size`). A primary's streams send from it without
+//! reading a file or copying a byte (chunks are shared `Bytes`); a replica
+//! that reconnects within it gets a partial resync. On a durable server it
+//! is fed by the log thread once a replica has connected, and replicas
+//! farther behind read the log's files; on a server without a data dir it
+//! is the only backlog (journal.rs feeds it), and a replica that falls
+//! behind it resyncs whole.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use kura_log::record::RECORD_HEADER_LEN;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+/// Records in a row, whole.
+#[derive(Debug, Clone)]
+struct Chunk {
+    first: u64,
+    last: u64,
+    bytes: Bytes,
+}
+
+#[derive(Debug)]
+struct Ring {
+    chunks: VecDeque<Chunk>,
+    /// Records appended one by one (a journal), not yet a chunk: they
+    /// become one when read or when it grows to [`OPEN_CHUNK`].
+    open: Vec<u8>,
+    open_first: u64,
+    bytes: usize,
+    /// The first record held (the one after `last` when none is).
+    first: u64,
+    /// The last record pushed (or the record it starts after).
+    last: u64,
+}
+
+/// Where a reader stands against the backlog.
+#[derive(Debug)]
+pub enum Read {
+    /// Whole records from the one asked for on, in order.
+    Records { bytes: Vec<Bytes>, last: u64 },
+    /// The record asked for is no longer held (or never was).
+    Behind { first: u64 },
+    /// The record asked for is not written yet.
+    Wait,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Backlog {
+    ring: Mutex<Ring>,
+    limit: usize,
+    /// Fed only once a reader wants it (a durable server's log thread
+    /// copies nothing until a replica connects).
+    active: AtomicBool,
+    /// The last record pushed, for readers waiting for more.
+    last: watch::Sender<u64>,
+}
+
+impl Backlog {
+    /// An empty backlog of at most `limit` bytes, after record `last`.
+    pub fn new(limit: usize, last: u64) -> Backlog {
+        Backlog {
+            ring: Mutex::new(Ring {
+                chunks: VecDeque::new(),
+                open: Vec::new(),
+                open_first: last + 1,
+                bytes: 0,
+                first: last + 1,
+                last,
+            }),
+            limit: limit.max(1),
+            active: AtomicBool::new(false),
+            last: watch::Sender::new(last),
+        }
+    }
+
+    /// Whether it is being fed.
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Starts feeding it (a replica connected).
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::Release);
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.ring.lock().bytes
+    }
+
+    /// The last record pushed.
+    pub fn last(&self) -> u64 {
+        *self.last.borrow()
+    }
+
+    /// A receiver that sees each new last record.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.last.subscribe()
+    }
+
+    /// Appends whole records `first..=last`. Records that do not follow
+    /// the last held (the backlog was not fed for a while, or the log
+    /// started over) replace everything held.
+    pub fn push(&self, first: u64, last: u64, bytes: Bytes) {
+        if bytes.is_empty() || last < first {
+            return;
+        }
+        {
+            let mut ring = self.ring.lock();
+            ring.seal();
+            if first != ring.last + 1 {
+                ring.chunks.clear();
+                ring.bytes = 0;
+                ring.first = first;
+            }
+            ring.bytes += bytes.len();
+            ring.last = last;
+            ring.open_first = last + 1;
+            ring.chunks.push_back(Chunk { first, last, bytes });
+            ring.trim(self.limit);
+        }
+        self.last.send_replace(last);
+    }
+
+    /// Numbers a change (the record after the last) and appends it;
+    /// returns its number. The journal of a server without a data dir
+    /// calls it under the lock of the shard that changed, so that the
+    /// records of one key are numbered in the order of its changes, and
+    /// the backlog never holds more than its size, however fast writers go.
+    pub fn append(&self, m: &kura_log::MutationRef<'_>) -> u64 {
+        let seq = {
+            let mut ring = self.ring.lock();
+            let seq = ring.last + 1;
+            let before = ring.open.len();
+            m.encode(seq, &mut ring.open);
+            ring.bytes += ring.open.len() - before;
+            ring.last = seq;
+            if ring.open.len() >= OPEN_CHUNK {
+                ring.seal();
+            }
+            ring.trim(self.limit);
+            seq
+        };
+        self.last.send_replace(seq);
+        seq
+    }
+
+    /// Forgets everything and starts after record `last` (the history
+    /// was replaced or cut back).
+    pub fn restart(&self, last: u64) {
+        {
+            let mut ring = self.ring.lock();
+            ring.chunks.clear();
+            ring.open.clear();
+            ring.open_first = last + 1;
+            ring.bytes = 0;
+            ring.first = last + 1;
+            ring.last = last;
+        }
+        self.last.send_replace(last);
+    }
+
+    /// The records from `next` on, about `max` bytes of them at most (at
+    /// least one chunk's worth when any is there).
+    pub fn read(&self, next: u64, max: usize) -> Read {
+        let mut ring = self.ring.lock();
+        if next < ring.first {
+            return Read::Behind { first: ring.first };
+        }
+        if next > ring.last {
+            return Read::Wait;
+        }
+        if next >= ring.open_first {
+            ring.seal();
+        }
+        let start = ring.chunks.partition_point(|c| c.last < next);
+        let mut out = Vec::new();
+        let mut size = 0;
+        let mut last = next - 1;
+        for c in ring.chunks.range(start..) {
+            let mut bytes = c.bytes.clone();
+            if c.first < next {
+                // Skip the records before `next` within the chunk.
+                let mut at = 0;
+                for _ in c.first..next {
+                    at += record_len(&bytes[at..]);
+                }
+                bytes = bytes.slice(at..);
+            }
+            size += bytes.len();
+            out.push(bytes);
+            last = c.last;
+            if size >= max {
+                break;
+            }
+        }
+        Read::Records { bytes: out, last }
+    }
+}
+
+/// Appended records become a chunk at this size.
+const OPEN_CHUNK: usize = 64 * 1024;
+
+impl Ring {
+    /// Makes the appended records a chunk.
+    fn seal(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        let bytes = Bytes::from(std::mem::take(&mut self.open));
+        self.chunks.push_back(Chunk {
+            first: self.open_first,
+            last: self.last,
+            bytes,
+        });
+        self.open_first = self.last + 1;
+    }
+
+    /// Drops the oldest chunks while over `limit` (the newest stays
+    /// whatever its size).
+    fn trim(&mut self, limit: usize) {
+        while self.bytes > limit && self.chunks.len() > usize::from(self.open.is_empty()) {
+            let Some(old) = self.chunks.pop_front() else {
+                break;
+            };
+            self.bytes -= old.bytes.len();
+            self.first = old.last + 1;
+        }
+        if self.bytes > limit && !self.open.is_empty() && self.chunks.is_empty() {
+            // Only appended records are left, over the limit: they go
+            // whole (a reader of them resyncs).
+            self.bytes -= self.open.len();
+            self.open.clear();
+            self.first = self.last + 1;
+            self.open_first = self.last + 1;
+        }
+    }
+}
+
+/// The length of the record at the front of `b` (whole records only are
+/// pushed).
+fn record_len(b: &[u8]) -> usize {
+    let head = [b[0], b[1], b[2], b[3]];
+    RECORD_HEADER_LEN + u32::from_le_bytes(head) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kura_log::MutationRef;
+
+    fn records(from: u64, to: u64) -> Bytes {
+        let mut out = Vec::new();
+        for seq in from..=to {
+            let key = format!("k{seq}");
+            MutationRef::Delete {
+                key: key.as_bytes(),
+            }
+            .encode(seq, &mut out);
+        }
+        Bytes::from(out)
+    }
+
+    fn seqs(read: Read) -> Vec<u64> {
+        let Read::Records { bytes, last } = read else {
+            panic!("{read:?}");
+        };
+        let mut all = Vec::new();
+        for b in bytes {
+            let mut b = &b[..];
+            while !b.is_empty() {
+                let (r, len) = kura_log::Record::decode(b).unwrap();
+                all.push(r.seq);
+                b = &b[len..];
+            }
+        }
+        assert_eq!(all.last(), Some(&last));
+        all
+    }
+
+    #[test]
+    fn a_reader_gets_whole_records_from_where_it_asks() {
+        let b = Backlog::new(1 << 20, 0);
+        assert!(matches!(b.read(1, 100), Read::Wait));
+        b.push(1, 10, records(1, 10));
+        b.push(11, 20, records(11, 20));
+        assert_eq!(seqs(b.read(1, usize::MAX)), (1..=20).collect::<Vec<_>>());
+        assert_eq!(seqs(b.read(7, usize::MAX)), (7..=20).collect::<Vec<_>>());
+        assert_eq!(seqs(b.read(15, 1)), (15..=20).collect::<Vec<_>>());
+        assert_eq!(seqs(b.read(3, 1)), (3..=10).collect::<Vec<_>>());
+        assert!(matches!(b.read(21, 100), Read::Wait));
+        assert_eq!(b.last(), 20);
+    }
+
+    #[test]
+    fn it_keeps_to_its_size_and_says_when_a_reader_fell_behind() {
+        let one = records(1, 10).len();
+        let b = Backlog::new(one * 3, 0);
+        for i in 0..10 {
+            b.push(i * 10 + 1, i * 10 + 10, records(i * 10 + 1, i * 10 + 10));
+        }
+        assert!(b.bytes() <= one * 3 + 100, "{}", b.bytes());
+        assert!(matches!(b.read(5, 100), Read::Behind { first } if first > 5));
+        assert_eq!(seqs(b.read(95, usize::MAX)), (95..=100).collect::<Vec<_>>());
+        // A gap (the backlog was not fed) starts it over.
+        b.push(200, 201, records(200, 201));
+        assert!(matches!(b.read(100, 100), Read::Behind { first: 200 }));
+        assert_eq!(seqs(b.read(200, 100)), vec![200, 201]);
+        b.restart(7);
+        assert!(matches!(b.read(8, 100), Read::Wait));
+        assert!(matches!(b.read(7, 100), Read::Behind { .. }));
+    }
+
+    #[test]
+    fn appended_records_are_numbered_in_order_and_kept_to_the_size() {
+        let b = Backlog::new(4096, 10);
+        for i in 0..1000u64 {
+            let key = format!("key{i}");
+            let seq = b.append(&MutationRef::Delete {
+                key: key.as_bytes(),
+            });
+            assert_eq!(seq, 11 + i);
+            if i == 3 {
+                // Read while records are being appended: they seal.
+                assert_eq!(seqs(b.read(11, usize::MAX)), vec![11, 12, 13, 14]);
+            }
+        }
+        assert!(b.bytes() <= 4096 + OPEN_CHUNK, "{}", b.bytes());
+        assert!(matches!(b.read(11, 100), Read::Behind { .. }));
+        let tail = seqs(b.read(1005, usize::MAX));
+        assert_eq!(tail, (1005..=1010).collect::<Vec<_>>());
+        // Frames pushed after appended records go on from them.
+        b.push(1011, 1011, records(1011, 1011));
+        assert_eq!(seqs(b.read(1009, usize::MAX)), vec![1009, 1010, 1011]);
+    }
+}

@@ -1,0 +1,145 @@
+//! A full resync: the handshake line, then a snapshot, whole. A server with
+//! a data dir sends a snapshot file (the newest on disk when the log still
+//! goes on from it, so that a replica asking again and again cannot make
+//! it write snapshot after snapshot; else one taken now while writers go
+//! on). A server without one sends its store as a snapshot made on the
+//! fly: the handles of every entry are taken shard by shard (no bytes
+//! copied), and encoded as they are sent; entries written meanwhile reach
+//! the replica as records from the backlog after the snapshot's record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kura_log::{History, LogTail, MutationRef, SnapshotEncoder};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::Source;
+use crate::durable::Durable;
+use crate::replication::wire::Handshake;
+
+/// Bytes encoded before they are written out.
+const CHUNK: usize = 256 * 1024;
+
+/// Sends a snapshot whole; returns the record it was taken at.
+pub(super) async fn full_resync<S>(
+    stream: &mut S,
+    source: &Source<'_>,
+    history: History,
+) -> anyhow::Result<u64>
+where
+    S: AsyncWrite + Unpin,
+{
+    match source.durable {
+        Some(d) => from_disk(stream, source, d, history).await,
+        None => from_memory(stream, source, history).await,
+    }
+}
+
+async fn from_disk<S>(
+    stream: &mut S,
+    source: &Source<'_>,
+    durable: &Arc<Durable>,
+    history: History,
+) -> anyhow::Result<u64>
+where
+    S: AsyncWrite + Unpin,
+{
+    let (d, store) = (durable.clone(), source.shared.store.clone());
+    let (path, at) = tokio::task::spawn_blocking(move || {
+        let written = d.lag().written();
+        if let Some(newest) = kura_log::snapshot_files(d.dir())?.pop() {
+            if LogTail::from_seq(d.dir(), newest.seq + 1, written).is_ok() {
+                return Ok::<_, anyhow::Error>((newest.path, newest.seq));
+            }
+        }
+        // Another snapshot may be under way (the log's own): wait for it,
+        // a minute at most.
+        let mut tries = 0;
+        loop {
+            match d.snapshot_at(&store) {
+                Ok(done) => return Ok(done),
+                Err(e) if tries < 600 && e.is::<crate::durable::SnapshotBusy>() => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await??;
+    let mut file = tokio::fs::File::open(&path).await?;
+    let bytes = file.metadata().await?.len();
+    let line = Handshake::FullResync { history, at, bytes };
+    stream.write_all(line.line().as_bytes()).await?;
+    let sent = tokio::io::copy(&mut file, stream).await?;
+    anyhow::ensure!(
+        sent == bytes,
+        "snapshot {} changed while sent",
+        path.display()
+    );
+    Ok(at)
+}
+
+async fn from_memory<S>(
+    stream: &mut S,
+    source: &Source<'_>,
+    history: History,
+) -> anyhow::Result<u64>
+where
+    S: AsyncWrite + Unpin,
+{
+    let store = source.shared.store.clone();
+    let journal = &source.shared.replication.journal;
+    let Some(next) = journal.get().map(|j| j.next_seq()) else {
+        anyhow::bail!("no journal");
+    };
+    // Every change numbered up to `at` was made under a shard lock that is
+    // released by the time the shard's handles are taken below.
+    let (at, shards, flush) = tokio::task::spawn_blocking(move || {
+        let at = next - 1;
+        let shards: Vec<_> = (0..store.shard_count()).map(|i| store.entries(i)).collect();
+        (at, shards, store.pending_flush())
+    })
+    .await?;
+    let flush = flush.map(|at| MutationRef::Flush { at });
+    let records: u64 = shards
+        .iter()
+        .flatten()
+        .map(|e| set(e).encoded_len() as u64)
+        .chain(flush.iter().map(|f| f.encoded_len() as u64))
+        .sum();
+    let bytes = records + SnapshotEncoder::OVERHEAD;
+    let line = Handshake::FullResync { history, at, bytes };
+    stream.write_all(line.line().as_bytes()).await?;
+    let mut enc = SnapshotEncoder::new(at);
+    stream.write_all(&enc.header()).await?;
+    let mut out = Vec::with_capacity(CHUNK + 4096);
+    for shard in shards {
+        for e in &shard {
+            enc.push(&set(e), &mut out);
+            if out.len() >= CHUNK {
+                stream.write_all(&out).await?;
+                out.clear();
+            }
+        }
+    }
+    if let Some(f) = &flush {
+        enc.push(f, &mut out);
+    }
+    stream.write_all(&out).await?;
+    stream.write_all(&enc.trailer()).await?;
+    Ok(at)
+}
+
+/// An entry as a snapshot record.
+fn set(e: &kura_store::Entry) -> MutationRef<'_> {
+    MutationRef::Set {
+        key: e.item.key(),
+        value: e.item.value(),
+        flags: e.item.flags(),
+        exptime: e.exptime,
+        cas: e.cas,
+        stale: e.stale,
+        binary_key: e.binary_key,
+    }
+}

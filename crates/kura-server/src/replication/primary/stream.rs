@@ -1,0 +1,177 @@
+//! Streaming records to a replica: from the backlog in memory while it
+//! holds them, else (a server with a data dir) from the log's files; a
+//! heartbeat each second when there is nothing; the replica's `ack` lines
+//! read as they come.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::bail;
+use kura_log::{LogError, LogTail};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::Source;
+use crate::replication::backlog::Read;
+use crate::replication::wire;
+use crate::replication::StreamInfo;
+
+/// Bytes of records sent in one frame at most (about).
+const FRAME_BYTES: usize = 256 * 1024;
+
+/// Records behind the log's end within which the stream reads the log's
+/// files on the event loop (they are in the page cache).
+const NEAR_END: u64 = 4096;
+
+/// A heartbeat goes out when nothing else has for this long.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Sends the records from `next` on, then what is written, until the
+/// replica goes or the server stops.
+pub(super) async fn follow<S>(
+    stream: &mut S,
+    source: &Source<'_>,
+    info: &StreamInfo,
+    mut next: u64,
+) -> anyhow::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let shared = source.shared;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    // The replica's `ack` lines, as they come (a read is cancel safe: a
+    // select branch that loses reads nothing).
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 256];
+    let mut pushed = source.backlog.watch();
+    let mut written = source.durable.map(|d| d.lag().watch_written());
+    let mut stop = shared.watch();
+    let mut tail: Option<LogTail> = None;
+    let mut head = Vec::with_capacity(5);
+    loop {
+        // Whatever is pushed or written after this is seen by `changed`.
+        pushed.borrow_and_update();
+        if let Some(w) = written.as_mut() {
+            w.borrow_and_update();
+        }
+        let mut sent = false;
+        match source.backlog.read(next, FRAME_BYTES) {
+            Read::Records { bytes, last } => {
+                let len: usize = bytes.iter().map(|b| b.len()).sum();
+                head.clear();
+                wire::records_head(&mut head, len);
+                writer.write_all(&head).await?;
+                for b in &bytes {
+                    writer.write_all(b).await?;
+                }
+                next = last + 1;
+                tail = None;
+                sent = true;
+            }
+            Read::Behind { .. } | Read::Wait if source.durable.is_some() => {
+                // Farther behind than the backlog goes (or not yet in it):
+                // the log's files.
+                if next <= source.written() {
+                    let bytes = read_files(source, &mut tail, next).await?;
+                    if !bytes.is_empty() {
+                        let mut frame = Vec::with_capacity(bytes.len() + 5);
+                        wire::records(&mut frame, &bytes);
+                        writer.write_all(&frame).await?;
+                        next = tail.as_ref().map_or(next, LogTail::next_seq);
+                        sent = true;
+                    }
+                }
+            }
+            Read::Behind { first } => bail!(
+                "the replica fell behind the backlog (it wants record {next}, the backlog starts at {first}): it will resync whole"
+            ),
+            Read::Wait => {}
+        }
+        if sent {
+            info.sent.store(next - 1, Ordering::Relaxed);
+            continue;
+        }
+        let file_grew = async {
+            match written.as_mut() {
+                Some(w) => w.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
+            r = pushed.changed() => r?,
+            r = file_grew => r?,
+            r = reader.read(&mut chunk) => {
+                let n = r?;
+                if n == 0 {
+                    return Ok(());
+                }
+                line.extend_from_slice(&chunk[..n]);
+                while let Some(end) = line.iter().position(|&b| b == b'\n') {
+                    let text = String::from_utf8_lossy(&line[..end]);
+                    if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
+                        shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                        info.acked.store(n, Ordering::Relaxed);
+                    }
+                    line.drain(..=end);
+                }
+                // A replica sends short `ack` lines; anything longer is not
+                // one, and is not kept growing.
+                anyhow::ensure!(line.len() <= 64, "a replica sent a line of {}+ bytes", line.len());
+            }
+            () = tokio::time::sleep(HEARTBEAT) => {
+                let mut frame = Vec::with_capacity(17);
+                wire::heartbeat(&mut frame, source.written(), unix_millis());
+                writer.write_all(&frame).await?;
+            }
+        }
+    }
+}
+
+/// Up to a frame's worth of the records from `next` on, from the log's
+/// files: near the log's end on the event loop (the page cache has them),
+/// farther behind off it.
+async fn read_files(
+    source: &Source<'_>,
+    tail: &mut Option<LogTail>,
+    next: u64,
+) -> anyhow::Result<Vec<u8>> {
+    let Some(d) = source.durable else {
+        return Ok(Vec::new());
+    };
+    let written = d.lag().written();
+    let mut t = match tail.take() {
+        Some(t) if t.next_seq() == next => t,
+        _ => LogTail::from_seq(d.dir(), next, written)?,
+    };
+    let (t, bytes) = if written.saturating_sub(next) < NEAR_END {
+        let bytes = read_frame(&mut t);
+        (t, bytes)
+    } else {
+        tokio::task::spawn_blocking(move || {
+            let bytes = read_frame(&mut t);
+            (t, bytes)
+        })
+        .await?
+    };
+    *tail = Some(t);
+    Ok(bytes?)
+}
+
+/// Up to a frame's worth of the records the tail has now.
+fn read_frame(tail: &mut LogTail) -> Result<Vec<u8>, LogError> {
+    let mut bytes = Vec::new();
+    while bytes.len() < FRAME_BYTES {
+        if tail.read(&mut bytes, 64)? == 0 {
+            break;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,183 @@
+//! Replication without data dirs: a primary in memory keeps a backlog
+//! (`--repl-backlog-size`) that its replicas resume from; a replica that was
+//! away for longer than the backlog resyncs whole while writes go on; a
+//! replica that stops reading costs the primary no more than its backlog;
+//! replicas of replicas and promotion work in memory too.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::cluster::{caught_up, contents, load, same};
+use common::{ask, stat, stat_str, Server};
+
+fn addr(s: &Server) -> String {
+    format!("127.0.0.1:{}", s.port)
+}
+
+fn replicaof(server: &Server, of: &str) {
+    let (host, port) = of.rsplit_once(':').unwrap();
+    let r = ask(
+        &mut server.connect(),
+        format!("replicaof {host} {port}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(r, b"OK\r\n", "{}", String::from_utf8_lossy(&r));
+}
+
+fn wait_link(server: &Server, up: bool) {
+    let mut c = server.connect();
+    let want = if up { "up" } else { "down" };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat_str(&mut c, "repl_link") != want {
+        assert!(Instant::now() < deadline, "the link never went {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The server's resident memory, from /proc.
+fn rss_kib(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog() {
+    let primary = Server::start_in_memory(&[]);
+    load(&primary, 0, 1500);
+    // One from a snapshot of what is there, made in memory, one from the
+    // start, and one of that one.
+    let a = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
+    load(&primary, 1, 1500);
+    let b = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
+    let c = Server::start_in_memory(&["--replica-of", &addr(&b)]);
+    for round in 2..5 {
+        load(&primary, round, 1500);
+    }
+    caught_up(&primary, &a);
+    caught_up(&primary, &b);
+    caught_up(&b, &c);
+    let want = contents(&primary, 1500);
+    assert!(want.iter().filter(|l| *l != "EN").count() > 1000);
+    same(&contents(&a, 1500), &want, "replica a");
+    same(&contents(&b, 1500), &want, "replica b");
+    same(&contents(&c, 1500), &want, "b's replica");
+    let mut p = primary.connect();
+    assert!(stat(&mut p, "repl_backlog_bytes") > 0);
+    assert_eq!(stat(&mut p, "repl_replicas"), 2);
+
+    // A link that breaks and comes back goes on from the backlog.
+    let mut ca = a.connect();
+    let full = stat(&mut ca, "repl_full_resyncs");
+    let partial = stat(&mut ca, "repl_partial_resyncs");
+    replicaof(&a, "127.0.0.1:1");
+    wait_link(&a, false);
+    load(&primary, 5, 1500);
+    replicaof(&a, &addr(&primary));
+    wait_link(&a, true);
+    caught_up(&primary, &a);
+    assert_eq!(stat(&mut ca, "repl_full_resyncs"), full);
+    assert_eq!(stat(&mut ca, "repl_partial_resyncs"), partial + 1);
+    same(
+        &contents(&a, 1500),
+        &contents(&primary, 1500),
+        "replica a after a break",
+    );
+
+    // Promote b: its replica c goes on from it, and it takes writes.
+    assert_eq!(
+        ask(&mut b.connect(), b"replicaof no one\r\n", b"\r\n"),
+        b"OK\r\n"
+    );
+    let mut cc = c.connect();
+    let full = stat(&mut cc, "repl_full_resyncs");
+    load(&b, 6, 1500);
+    caught_up(&b, &c);
+    same(
+        &contents(&c, 1500),
+        &contents(&b, 1500),
+        "c after b's promotion",
+    );
+    assert_eq!(stat(&mut cc, "repl_full_resyncs"), full);
+    drop((p, ca, cc));
+    for s in [c, b, a, primary] {
+        s.stop();
+    }
+}
+
+#[test]
+fn a_replica_away_longer_than_the_backlog_resyncs_whole_while_writes_go_on() {
+    let primary = Server::start_in_memory(&["--repl-backlog-size", "64k"]);
+    let a = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
+    load(&primary, 0, 1000);
+    caught_up(&primary, &a);
+    replicaof(&a, "127.0.0.1:1");
+    wait_link(&a, false);
+    // Far more than 64k of records while it is away.
+    for round in 1..6 {
+        load(&primary, round, 1000);
+    }
+    let mut ca = a.connect();
+    let full = stat(&mut ca, "repl_full_resyncs");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for round in 6..9 {
+                load(&primary, round, 1000);
+            }
+        });
+        replicaof(&a, &addr(&primary));
+    });
+    caught_up(&primary, &a);
+    assert_eq!(stat(&mut ca, "repl_full_resyncs"), full + 1);
+    same(
+        &contents(&a, 1000),
+        &contents(&primary, 1000),
+        "after a full resync",
+    );
+    let mut p = primary.connect();
+    assert!(stat(&mut p, "repl_backlog_bytes") <= 64 * 1024 + 256 * 1024);
+    drop((p, ca));
+    a.stop();
+    primary.stop();
+}
+
+#[test]
+fn a_replica_that_stops_reading_costs_the_primary_no_more_than_its_backlog() {
+    let primary = Server::start_in_memory(&["-m", "32", "--repl-backlog-size", "1m"]);
+    // A replica that asks for the stream and never reads it.
+    let mut stuck = primary.connect();
+    stuck.write_all(b"replicate - 0\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss_kib(&primary);
+    // 120 MB of writes through a 32 MB cache.
+    let mut c = primary.connect();
+    let value = vec![b'x'; 1000];
+    for batch in 0..120 {
+        let mut req = Vec::new();
+        for i in 0..1000 {
+            req.extend_from_slice(format!("set k{batch}-{i} 0 0 1000 noreply\r\n").as_bytes());
+            req.extend_from_slice(&value);
+            req.extend_from_slice(b"\r\n");
+        }
+        req.extend_from_slice(b"mn\r\n");
+        ask(&mut c, &req, b"MN\r\n");
+    }
+    let after = rss_kib(&primary);
+    // The cache fills its 32 MB; what the stuck replica holds back is the
+    // backlog (1 MB) and one frame, not the 120 MB written.
+    assert!(
+        after < before + 64 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+    let mut p = primary.connect();
+    assert!(stat(&mut p, "repl_backlog_bytes") <= 1024 * 1024 + 256 * 1024);
+    // And the primary still answers.
+    ask(&mut p, b"set last 0 0 1\r\nx\r\n", b"STORED\r\n");
+    drop(stuck);
+    primary.stop();
+}
