@@ -45,9 +45,10 @@ pub use rewind::{clear_dir, rewind_base, truncate_after};
 pub use scan::{check, repair, CheckReport, Damage, ScanError};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
-    available_bytes, check_dir, check_snapshot, prune, read_snapshot, read_snapshot_stream,
-    remove_partial_snapshots, snapshot_files, snapshot_path, snapshot_tmp_path, DirReport, Pruned,
-    SnapshotDamage, SnapshotEncoder, SnapshotFile, SnapshotStatus, SnapshotWriter,
+    available_bytes, check_dir, check_snapshot, prune, prune_keeping, read_snapshot,
+    read_snapshot_stream, remove_partial_snapshots, snapshot_files, snapshot_path,
+    snapshot_tmp_path, DirReport, Pruned, SnapshotDamage, SnapshotEncoder, SnapshotFile,
+    SnapshotStatus, SnapshotWriter,
 };
 pub use tail::{LogTail, TailError};
 pub use writer::{FsyncPolicy, LogWriter, WriterOptions};

@@ -391,6 +391,17 @@ pub struct Pruned {
 /// # Errors
 /// I/O errors.
 pub fn prune(dir: &Path) -> Result<Pruned, LogError> {
+    prune_keeping(dir, u64::MAX, 0)
+}
+
+/// [`prune`], but a segment holding records from `keep_from` on (a
+/// replica still needs them) is kept too, the newest such first, as long
+/// as they come to at most `keep_bytes` in all: a replica farther behind
+/// than that resyncs whole rather than hold the disk.
+///
+/// # Errors
+/// I/O errors.
+pub fn prune_keeping(dir: &Path, keep_from: u64, keep_bytes: u64) -> Result<Pruned, LogError> {
     let snapshots = snapshot_files(dir)?;
     let mut pruned = Pruned::default();
     if snapshots.len() < 2 {
@@ -404,11 +415,28 @@ pub fn prune(dir: &Path) -> Result<Pruned, LogError> {
     // A segment can go when the next one starts at or before the first
     // record replay from the older snapshot needs.
     let segments = crate::segment_files(dir)?;
-    for pair in segments.windows(2) {
-        if pair[1].first_seq <= older.seq.saturating_add(1) {
-            std::fs::remove_file(&pair[0].path).map_err(io_err(&pair[0].path))?;
-            pruned.segments.push(pair[0].path.clone());
+    // Segment `i` holds records up to the one before segment `i + 1`'s
+    // first: it can go when that is at or before the first record replay
+    // from the older snapshot needs. Those can go are the oldest `n`.
+    let mut n = segments
+        .windows(2)
+        .take_while(|pair| pair[1].first_seq <= older.seq.saturating_add(1))
+        .count();
+    // Of those, the ones that hold records from `keep_from` on stay,
+    // newest first, while they fit in `keep_bytes`.
+    let mut kept = 0u64;
+    while n > 0 && segments[n].first_seq > keep_from {
+        let size = std::fs::metadata(&segments[n - 1].path).map_or(0, |m| m.len());
+        if kept + size > keep_bytes {
+            break;
         }
+        kept += size;
+        n -= 1;
+    }
+    let removable = &segments[..n];
+    for seg in removable {
+        std::fs::remove_file(&seg.path).map_err(io_err(&seg.path))?;
+        pruned.segments.push(seg.path.clone());
     }
     Ok(pruned)
 }

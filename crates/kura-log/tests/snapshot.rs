@@ -135,3 +135,42 @@ fn a_snapshot_read_from_a_stream_gives_what_the_file_gives_and_checks_it() {
     assert!(read_snapshot_stream(&bytes[..100], bytes.len() as u64, &path, |_| {}).is_err());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn pruning_keeps_what_a_replica_needs_within_a_bound() {
+    let d = dir("prune-keep");
+    let mut log = LogWriter::open(
+        &d,
+        WriterOptions {
+            segment_size: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for i in 0..600 {
+        log.append(&entry(i)).unwrap();
+    }
+    log.sync().unwrap();
+    write(&d, 500, 10);
+    write(&d, 550, 10);
+    let first = |d: &std::path::Path| check_dir(d).unwrap().log.first_seq.unwrap();
+    // A replica at record 200 keeps the segments from the one holding 201,
+    // when they fit.
+    let copy = dir("prune-keep-copy");
+    for f in std::fs::read_dir(&d).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
+    }
+    kura_log::prune_keeping(&d, 201, u64::MAX).unwrap();
+    assert!(first(&d) <= 201 && first(&d) > 1, "{}", first(&d));
+    // Not when they do not: then as without a replica.
+    kura_log::prune_keeping(&copy, 201, 4096).unwrap();
+    assert!(first(&copy) > 201, "{}", first(&copy));
+    let unbounded = first(&copy);
+    prune(&copy).unwrap();
+    assert!(first(&copy) >= unbounded);
+    assert!(first(&copy) <= 501);
+    for d in [d, copy] {
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

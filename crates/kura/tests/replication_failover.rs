@@ -307,3 +307,105 @@ fn replicaof_at_run_time_turns_servers_around_and_refuses_nonsense() {
     primary.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The first record of the oldest log segment in `dir`.
+fn oldest_segment(dir: &Path) -> u64 {
+    let mut firsts: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            name.strip_suffix(".klog")?.parse().ok()
+        })
+        .collect();
+    firsts.sort_unstable();
+    firsts[0]
+}
+
+/// Writes at least `bytes` of 100-byte values, and on, slowly, until
+/// `snapshots` more snapshots were taken; returns the bytes of values
+/// written.
+fn write_and_snapshot(server: &Server, tag: &str, bytes: usize, snapshots: u64) -> usize {
+    let mut c = server.connect();
+    let before = stat(&mut c, "log_snapshots");
+    let value = "v".repeat(100);
+    let mut i = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while i * 100 < bytes || stat(&mut c, "log_snapshots") < before + snapshots {
+        assert!(Instant::now() < deadline, "no snapshots taken");
+        if i * 100 >= bytes {
+            // A snapshot begins only once the one before is done.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut req = Vec::new();
+        for _ in 0..50 {
+            req.extend_from_slice(
+                format!("set {tag}{i} 0 0 100 noreply\r\n{value}\r\n").as_bytes(),
+            );
+            i += 1;
+        }
+        req.extend_from_slice(b"mn\r\n");
+        ask(&mut c, &req, b"MN\r\n");
+    }
+    i * 100
+}
+
+#[test]
+fn a_connected_replica_keeps_the_log_it_needs_within_the_backlog_size() {
+    let dir = tempdir("fo-retain");
+    let primary = Server::start(
+        &dir,
+        &[
+            "--log-file-size",
+            "4k",
+            "--snapshot-log-size",
+            "16k",
+            "--repl-backlog-size",
+            "1m",
+        ],
+    );
+    write_and_snapshot(&primary, "a", 40_000, 2);
+    // A replica that asks from where the primary is now, then reads
+    // nothing and acknowledges nothing.
+    let mut c = primary.connect();
+    let history = stat_str(&mut c, "repl_history");
+    let at = stat(&mut c, "repl_written_seq");
+    let mut replica = primary.connect();
+    let line = ask(
+        &mut replica,
+        format!("replicate {history} {at}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert!(
+        line.starts_with(b"CONTINUE "),
+        "{}",
+        String::from_utf8_lossy(&line)
+    );
+    // Snapshots after it keep the segments it needs...
+    let wrote = write_and_snapshot(&primary, "b", 30_000, 2);
+    assert!(wrote < 500_000);
+    assert!(
+        oldest_segment(&dir) <= at + 1,
+        "the log starts at {}, the replica needs {}",
+        oldest_segment(&dir),
+        at + 1
+    );
+    // ...until they come to more than the backlog's size.
+    write_and_snapshot(&primary, "c", 1_500_000, 2);
+    assert!(oldest_segment(&dir) > at + 1);
+    drop(replica);
+    // Asked again from there, the primary resyncs it whole.
+    let mut again = primary.connect();
+    let line = ask(
+        &mut again,
+        format!("replicate {history} {at}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert!(
+        line.starts_with(b"FULLRESYNC "),
+        "{}",
+        String::from_utf8_lossy(&line)
+    );
+    drop((c, again));
+    primary.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}

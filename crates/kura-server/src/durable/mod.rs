@@ -83,6 +83,11 @@ pub struct LogStats {
     pub snapshots_skipped: AtomicU64,
     pub snapshot_seq: AtomicU64,
     pub snapshot_running: AtomicBool,
+    /// The oldest record a connected replica still needs (`u64::MAX`:
+    /// none), and the bytes of log segments kept for it at most beyond
+    /// what snapshots need (`--repl-backlog-size`).
+    pub retain_from: AtomicU64,
+    pub retain_bytes: AtomicU64,
 }
 
 /// A running durable mode.
@@ -199,6 +204,10 @@ impl Durable {
         store.attach(sink.clone());
         let (durable_tx, durable) = watch::channel(last);
         let stats = Arc::new(LogStats::default());
+        stats.retain_from.store(u64::MAX, Ordering::Relaxed);
+        stats
+            .retain_bytes
+            .store(config.backlog_bytes as u64, Ordering::Relaxed);
         stats.synced.store(last, Ordering::Relaxed);
         let on_failure = Arc::new(OnFailure::new());
         let backlog = Arc::new(Backlog::new(config.backlog_bytes, last));

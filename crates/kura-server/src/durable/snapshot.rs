@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::anyhow;
-use kura_log::{available_bytes, prune, MutationRef, SnapshotWriter};
+use kura_log::{available_bytes, prune_keeping, MutationRef, SnapshotWriter};
 use kura_store::Store;
 
 use super::sink::{LogSink, Msg};
@@ -89,7 +89,11 @@ pub(super) fn take_snapshot(
             ));
         }
         let (path, _) = w.finish()?;
-        let pruned = prune(dir)?;
+        let pruned = prune_keeping(
+            dir,
+            stats.retain_from.load(Ordering::Relaxed),
+            stats.retain_bytes.load(Ordering::Relaxed),
+        )?;
         stats.snapshots.fetch_add(1, Ordering::Relaxed);
         stats.snapshot_seq.store(seq, Ordering::Relaxed);
         tracing::info!(

@@ -87,6 +87,22 @@ pub(crate) async fn serve<S>(
     }
     counters.replicas.fetch_sub(1, Ordering::Relaxed);
     counters.streams.lock().retain(|s| !Arc::ptr_eq(s, &info));
+    retain(&source);
+}
+
+/// Tells the log which records the connected replicas still need: from
+/// the one after the lowest acknowledged (snapshots prune no segment that
+/// holds them, within `--repl-backlog-size`).
+fn retain(source: &Source<'_>) {
+    if let Some(d) = source.durable {
+        let streams = source.shared.replication.streams.lock();
+        let from = streams
+            .iter()
+            .map(|s| s.acked.load(Ordering::Relaxed) + 1)
+            .min()
+            .unwrap_or(u64::MAX);
+        d.stats.retain_from.store(from, Ordering::Relaxed);
+    }
 }
 
 /// How a replica that asked for the records after `after` of `theirs`
@@ -176,6 +192,9 @@ where
         full::full_resync(stream, source, ours).await? + 1
     };
     info.sent.store(next - 1, Ordering::Relaxed);
+    // Until it acknowledges more, it needs what follows its position.
+    info.acked.store(next - 1, Ordering::Relaxed);
+    retain(source);
     stream::follow(stream, source, info, next).await
 }
 

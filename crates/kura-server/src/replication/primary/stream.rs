@@ -112,6 +112,7 @@ where
                     if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
                         shared.replication.acked.fetch_max(n, Ordering::Relaxed);
                         info.acked.store(n, Ordering::Relaxed);
+                        super::retain(source);
                     }
                     line.drain(..=end);
                 }
