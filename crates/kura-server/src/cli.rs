@@ -207,6 +207,14 @@ pub struct ServerArgs {
     /// server without --data-dir has no other backlog
     #[arg(long = "repl-backlog-size", value_name = "bytes")]
     pub repl_backlog_size: Option<String>,
+    /// acknowledge a write only once this many replicas have it (each
+    /// under its own --fsync); 0 (default) does not wait
+    #[arg(long = "min-replicas-ack", value_name = "n")]
+    pub min_replicas_ack: Option<u32>,
+    /// with --min-replicas-ack: milliseconds a write waits for its replicas
+    /// before the client gets SERVER_ERROR (default 1000)
+    #[arg(long = "min-replicas-timeout", value_name = "ms")]
+    pub min_replicas_timeout: Option<u64>,
     /// with --data-dir: always (acknowledge a write once it is on disk,
     /// group commit), everysec (default; sync at most a second apart), no
     /// (leave it to the OS)
@@ -434,6 +442,12 @@ impl ServerArgs {
         }
         if let Some(v) = self.replica_of {
             c.replica_of = Some(v);
+        }
+        if let Some(v) = self.min_replicas_ack {
+            c.min_replicas_ack = v;
+        }
+        if let Some(v) = self.min_replicas_timeout {
+            c.min_replicas_timeout_ms = v;
         }
         if let Some(v) = self.replica_auth_file {
             c.replica_auth_file = Some(v);

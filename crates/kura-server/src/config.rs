@@ -140,6 +140,10 @@ pub struct ServerConfig {
     pub data_dir: Option<PathBuf>,
     /// Follow this primary (`--replica-of HOST:PORT`): a read-only replica.
     pub replica_of: Option<String>,
+    /// Replicas that must have a write before it is acknowledged
+    /// (`--min-replicas-ack`), and how long a write waits for them.
+    pub min_replicas_ack: u32,
+    pub min_replicas_timeout_ms: u64,
     /// A `user:password` file the replica authenticates to its primary
     /// with (memcached's ASCII authentication, when the primary has `-Y`).
     pub replica_auth_file: Option<PathBuf>,
@@ -246,6 +250,8 @@ impl Default for ServerConfig {
             tls: TlsConfig::default(),
             data_dir: None,
             replica_of: None,
+            min_replicas_ack: 0,
+            min_replicas_timeout_ms: 1000,
             replica_auth_file: None,
             repl_backlog_size: defaults::REPL_BACKLOG_SIZE,
             fsync: "everysec".to_string(),

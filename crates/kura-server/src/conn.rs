@@ -108,6 +108,8 @@ where
     // or written when the log has fallen behind (durable/lag.rs).
     let durable = shared.durable.as_deref();
     let mut unsettled = 0u64;
+    // With `--min-replicas-ack`, each write waits for its replicas.
+    let min_acks = shared.config.min_replicas_ack as usize;
     let mut wire = match shared.config.effective_protocol() {
         Protocol::Ascii => Some(Wire::Text),
         Protocol::Binary => Some(Wire::Binary),
@@ -177,6 +179,7 @@ where
             let refusing = session.no_room;
             let limits = if refusing { &no_room } else { &shared.limits };
             let family;
+            let mark = session.out.mark();
             let step = match wire {
                 Wire::Text if !session.authenticated => {
                     family = Family::Other;
@@ -241,7 +244,23 @@ where
                     (len, next)
                 }
             };
-            if durable.is_some() {
+            if min_acks > 0 {
+                // A write is acknowledged once its replicas have it: this
+                // request's reply waits, or is taken back for an error.
+                let seq = crate::durable::take_last_seq().max(crate::replication::take_last_seq());
+                let text = matches!(wire, Wire::Text);
+                // Meta's quiet mode still hears errors; classic noreply not.
+                let meta = matches!(
+                    family,
+                    Family::MetaGet | Family::MetaSet | Family::MetaDelete | Family::MetaArith
+                );
+                if seq > 0
+                    && !acknowledged(shared, durable, seq, &mut session.out, mark, (text, meta))
+                        .await
+                {
+                    return End::Io;
+                }
+            } else if durable.is_some() {
                 unsettled = unsettled.max(crate::durable::take_last_seq());
             }
             pos += len;
@@ -317,6 +336,46 @@ where
 /// Waits until the records this connection made are logged as the fsync
 /// policy and the log's bounds ask; false if they never will be (the log
 /// failed): the connection then closes without acknowledging them.
+/// With `--min-replicas-ack`: waits until record `seq` (the last a request
+/// made) is in the log and acknowledged by enough replicas; on a timeout the
+/// request's reply (since `mark`) becomes an error, or, for a classic
+/// request that had none (noreply), stays none (meta's quiet mode hears it); a binary request's connection is closed
+/// (its reply cannot be taken back into a status). False when the
+/// connection is to be closed.
+async fn acknowledged(
+    shared: &Shared,
+    durable: Option<&crate::durable::Durable>,
+    seq: u64,
+    out: &mut Output,
+    mark: (usize, usize),
+    (text, meta): (bool, bool),
+) -> bool {
+    if let Some(d) = durable {
+        if !d.settle(seq).await {
+            return false;
+        }
+    }
+    let n = shared.config.min_replicas_ack as usize;
+    let timeout = Duration::from_millis(shared.config.min_replicas_timeout_ms);
+    if shared.replication.wait_acks(seq, n, timeout).await {
+        return true;
+    }
+    if !text {
+        return false;
+    }
+    if out.mark() != mark || meta {
+        out.truncate(mark);
+        out.extend_from_slice(
+            format!(
+                "SERVER_ERROR not acknowledged by {n} replicas within {} ms (applied here)\r\n",
+                timeout.as_millis()
+            )
+            .as_bytes(),
+        );
+    }
+    true
+}
+
 async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64) -> bool {
     let Some(d) = durable.filter(|_| *unsettled > 0) else {
         return true;

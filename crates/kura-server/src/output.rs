@@ -105,6 +105,19 @@ impl Output {
         self.pending() == 0
     }
 
+    /// Where the output stands, for [`Output::truncate`].
+    pub fn mark(&self) -> (usize, usize) {
+        (self.bytes.len(), self.values.len())
+    }
+
+    /// Drops what was appended since `mark` (a reply taken back).
+    pub fn truncate(&mut self, mark: (usize, usize)) {
+        for (_, item) in self.values.drain(mark.1.min(self.values.len())..) {
+            self.value_bytes -= item.value().len();
+        }
+        self.bytes.truncate(mark.0);
+    }
+
     /// Drops everything pending (and the item handles).
     pub fn clear(&mut self) {
         self.bytes.clear();

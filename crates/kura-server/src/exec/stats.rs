@@ -252,6 +252,8 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
         None => backlog.map_or(0, |b| b.last()),
     };
     reply::stat(o, "repl_written_seq", last);
+    reply::stat(o, "repl_ack_waits", r.ack_waits.load(Relaxed));
+    reply::stat(o, "repl_ack_timeouts", r.ack_timeouts.load(Relaxed));
     reply::stat(o, "repl_backlog_bytes", backlog.map_or(0, |b| b.bytes()));
     // Each replica streaming from this server (a replica may have its own).
     for (i, s) in r.streams.lock().iter().enumerate() {

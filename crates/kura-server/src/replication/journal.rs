@@ -11,6 +11,7 @@
 //! not numbered: the replica thread puts the primary's records in the
 //! backlog as it applies them, so that it can have replicas of its own.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -31,12 +32,25 @@ struct MemSink {
     following: AtomicBool,
 }
 
+thread_local! {
+    /// The number of the last record this thread made (a connection
+    /// waits for its replicas under `--min-replicas-ack`).
+    static LAST_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The number of the last record made on this thread since the last call
+/// (0 if none).
+pub(crate) fn take_last_seq() -> u64 {
+    LAST_SEQ.with(|c| c.replace(0))
+}
+
 impl ChangeSink for MemSink {
     fn record(&self, change: Change<'_>) {
         if self.following.load(Ordering::Acquire) {
             return;
         }
-        self.backlog.append(&mutation(&change));
+        let seq = self.backlog.append(&mutation(&change));
+        LAST_SEQ.with(|c| c.set(seq));
     }
 }
 

@@ -23,6 +23,7 @@ use kura_log::History;
 use parking_lot::Mutex;
 
 pub use control::ReplicaOfError;
+pub(crate) use journal::take_last_seq;
 
 /// Replication's counters and, on a replica, its state, for `stats` and
 /// for refusing writes.
@@ -60,6 +61,12 @@ pub struct ReplicationState {
     /// The journal of a server without a data dir, once a replica
     /// connected.
     pub journal: OnceLock<journal::Journal>,
+    /// Told of every acknowledgement from a replica (writes that wait for
+    /// `--min-replicas-ack` listen).
+    pub acks: tokio::sync::Notify,
+    /// Writes that waited for their replicas, and those that timed out.
+    pub ack_waits: AtomicU64,
+    pub ack_timeouts: AtomicU64,
     /// The thread following the primary, and the server it works for.
     follower: Mutex<Option<replica::Follower>>,
     server: OnceLock<Weak<crate::shared::Shared>>,
@@ -109,6 +116,37 @@ impl ReplicationState {
             )
             .into_bytes(),
         )
+    }
+
+    /// Whether `n` replicas streaming from this server acknowledged record
+    /// `seq`.
+    pub fn acknowledged_by(&self, seq: u64, n: usize) -> bool {
+        let streams = self.streams.lock();
+        streams
+            .iter()
+            .filter(|s| s.acked.load(Ordering::Acquire) >= seq)
+            .count()
+            >= n
+    }
+
+    /// Waits until `n` replicas acknowledged record `seq`, `timeout` at
+    /// most; false if they did not in time.
+    pub async fn wait_acks(&self, seq: u64, n: usize, timeout: std::time::Duration) -> bool {
+        self.ack_waits.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.acks.notified();
+            tokio::pin!(notified);
+            // Registered before the check: an ack after it wakes us.
+            notified.as_mut().enable();
+            if self.acknowledged_by(seq, n) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.ack_timeouts.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
     }
 
     /// Records behind the primary, as its last heartbeat told.

@@ -111,7 +111,8 @@ where
                     let text = String::from_utf8_lossy(&line[..end]);
                     if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
                         shared.replication.acked.fetch_max(n, Ordering::Relaxed);
-                        info.acked.store(n, Ordering::Relaxed);
+                        info.acked.store(n, Ordering::Release);
+                        shared.replication.acks.notify_waiters();
                         super::retain(source);
                     }
                     line.drain(..=end);

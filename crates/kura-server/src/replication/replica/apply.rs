@@ -17,8 +17,9 @@ use super::super::wire::{self, Frame};
 use super::Cx;
 use crate::durable::apply;
 
-/// Acknowledgements go back at most this often.
-const ACK_EVERY: Duration = Duration::from_millis(100);
+/// How often a replica under `--fsync always` looks whether what it applied
+/// is on disk, to acknowledge it.
+const SYNC_POLL: Duration = Duration::from_millis(1);
 
 /// Reads through to `out`: the snapshot a durable replica keeps is the
 /// bytes it received.
@@ -107,7 +108,7 @@ impl Cx<'_> {
         let durable = shared.durable.as_deref();
         let mut applied = state.applied.load(Ordering::Relaxed);
         let mut acked = applied;
-        let mut last_ack = Instant::now();
+        let mut short_poll = false;
         let mut buf: Vec<u8> = Vec::new();
         let mut heard = Instant::now();
         let mut chunk = vec![0u8; 64 * 1024];
@@ -177,11 +178,18 @@ impl Cx<'_> {
                 d.wait_for_room(|| self.stopping());
             }
             // Under `--fsync always` a record is acknowledged once on disk.
+            // Acknowledged as soon as applied (a primary may hold a write's
+            // reply for it: --min-replicas-ack), once per read.
             let ackable = durable.map_or(applied, |d| d.acknowledgeable(applied));
-            if ackable != acked && last_ack.elapsed() >= ACK_EVERY {
+            if ackable != acked {
                 sock.write_all(format!("ack {ackable}\r\n").as_bytes())?;
                 acked = ackable;
-                last_ack = Instant::now();
+            }
+            // Records applied and not yet on disk: look again soon.
+            let waiting = ackable < applied;
+            if waiting != short_poll {
+                short_poll = waiting;
+                sock.set_read_timeout(Some(if waiting { SYNC_POLL } else { super::POLL }))?;
             }
         }
     }
