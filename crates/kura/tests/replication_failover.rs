@@ -326,25 +326,30 @@ fn oldest_segment(dir: &Path) -> u64 {
 /// written.
 fn write_and_snapshot(server: &Server, tag: &str, bytes: usize, snapshots: u64) -> usize {
     let mut c = server.connect();
-    let before = stat(&mut c, "log_snapshots");
     let value = "v".repeat(100);
     let mut i = 0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while i * 100 < bytes || stat(&mut c, "log_snapshots") < before + snapshots {
-        assert!(Instant::now() < deadline, "no snapshots taken");
-        if i * 100 >= bytes {
-            // A snapshot begins only once the one before is done.
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    let mut batch = |c: &mut std::net::TcpStream, i: &mut usize| {
         let mut req = Vec::new();
         for _ in 0..50 {
             req.extend_from_slice(
                 format!("set {tag}{i} 0 0 100 noreply\r\n{value}\r\n").as_bytes(),
             );
-            i += 1;
+            *i += 1;
         }
         req.extend_from_slice(b"mn\r\n");
-        ask(&mut c, &req, b"MN\r\n");
+        ask(c, &req, b"MN\r\n");
+    };
+    while i * 100 < bytes {
+        batch(&mut c, &mut i);
+    }
+    // Snapshots taken after all of it (each begins once the one before is
+    // done, so write on slowly).
+    let before = stat(&mut c, "log_snapshots");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat(&mut c, "log_snapshots") < before + snapshots {
+        assert!(Instant::now() < deadline, "no snapshots taken");
+        std::thread::sleep(Duration::from_millis(50));
+        batch(&mut c, &mut i);
     }
     i * 100
 }
