@@ -66,6 +66,12 @@ pub mod opcode {
     pub const SASL_STEP: u8 = 0x22;
     pub const GATK: u8 = 0x23;
     pub const GATKQ: u8 = 0x24;
+    /// kura's own: a replica asks to follow this server (the key is the
+    /// history it follows or `-`, the extras its last record, 8 bytes);
+    /// the connection then carries the replication stream, as after the
+    /// text command `replicate` (docs/replication.md). For servers that
+    /// speak binary only (SASL).
+    pub const REPLICATE: u8 = 0xe0;
 }
 
 /// Response status codes.
@@ -224,6 +230,11 @@ pub enum Command<'a> {
     SaslStep {
         mechanism: &'a [u8],
         data: &'a [u8],
+    },
+    /// kura's `replicate` ([`opcode::REPLICATE`]).
+    Replicate {
+        history: &'a [u8],
+        after: u64,
     },
 }
 
@@ -421,6 +432,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
             exptime: be32(&extras[16..]),
         }),
         STAT if ext == 0 && rest == 0 => whole(Command::Stat { group: key }),
+        REPLICATE if ext == 8 && nkey > 0 && rest == 0 => whole(Command::Replicate {
+            history: key,
+            after: be64(extras),
+        }),
         SET | ADD | REPLACE | APPEND | PREPEND => {
             let (mode, flags, exptime) = match op {
                 SET | ADD | REPLACE if ext == 8 && nkey > 0 => {
@@ -496,7 +511,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> BinFrame<'a> {
             })
         }
         VERSION | NOOP | QUIT | SASL_LIST_MECHS | FLUSH | GET | GETK | TOUCH | GAT | GATK
-        | DELETE | INCREMENT | DECREMENT | STAT | SASL_AUTH | SASL_STEP => invalid(),
+        | DELETE | INCREMENT | DECREMENT | STAT | SASL_AUTH | SASL_STEP | REPLICATE => invalid(),
         // An opcode memcached does not know: say so and skip its body.
         _ => error(
             Status::UnknownCommand,
@@ -641,6 +656,10 @@ impl BinRequest<'_> {
             Command::Stat { group } => (0, group, b""),
             Command::SaslAuth { mechanism, data } | Command::SaslStep { mechanism, data } => {
                 (0, mechanism, data)
+            }
+            Command::Replicate { history, after } => {
+                extras[..8].copy_from_slice(&after.to_be_bytes());
+                (8, history, b"")
             }
         };
         self.head(out, ext, key.len(), value.len());

@@ -202,6 +202,33 @@ pub struct ServerArgs {
     /// replica authenticates with (when the primary runs with -Y)
     #[arg(long = "replica-auth-file", value_name = "file")]
     pub replica_auth_file: Option<PathBuf>,
+    /// with --replica-of: authenticate with SASL PLAIN over the binary
+    /// protocol (a primary with -S), with the --replica-auth-file
+    /// credentials
+    #[arg(long = "replica-sasl")]
+    pub replica_sasl: bool,
+    /// with --replica-of: connect to the primary with TLS, checking its
+    /// certificate against this CA (PEM)
+    #[arg(long = "replica-tls-ca", value_name = "file")]
+    pub replica_tls_ca: Option<PathBuf>,
+    /// with --replica-tls-ca: the name the primary's certificate must carry
+    /// (default: the host of --replica-of)
+    #[arg(long = "replica-tls-name", value_name = "name")]
+    pub replica_tls_name: Option<String>,
+    /// with --replica-tls-ca: a client certificate chain and key (PEM) for
+    /// a primary that verifies its clients
+    #[arg(
+        long = "replica-tls-cert",
+        value_name = "file",
+        requires = "replica_tls_key"
+    )]
+    pub replica_tls_cert: Option<PathBuf>,
+    #[arg(
+        long = "replica-tls-key",
+        value_name = "file",
+        requires = "replica_tls_cert"
+    )]
+    pub replica_tls_key: Option<PathBuf>,
     /// bytes of the newest update-log records kept in memory for replicas
     /// to resume from, with an optional k, m or g suffix (default 16m); a
     /// server without --data-dir has no other backlog
@@ -451,6 +478,17 @@ impl ServerArgs {
         }
         if let Some(v) = self.replica_auth_file {
             c.replica_auth_file = Some(v);
+        }
+        c.replica_sasl |= self.replica_sasl;
+        if self.replica_tls_ca.is_some() {
+            c.replica_tls.ca = self.replica_tls_ca;
+        }
+        if self.replica_tls_name.is_some() {
+            c.replica_tls.name = self.replica_tls_name;
+        }
+        if self.replica_tls_cert.is_some() {
+            c.replica_tls.cert = self.replica_tls_cert;
+            c.replica_tls.key = self.replica_tls_key;
         }
         if let Some(v) = self.fsync {
             c.fsync = v;

@@ -147,6 +147,10 @@ pub struct ServerConfig {
     /// A `user:password` file the replica authenticates to its primary
     /// with (memcached's ASCII authentication, when the primary has `-Y`).
     pub replica_auth_file: Option<PathBuf>,
+    /// The replica authenticates with SASL PLAIN over binary (`--replica-sasl`).
+    pub replica_sasl: bool,
+    /// TLS to the primary (`--replica-tls-*`).
+    pub replica_tls: ReplicaTls,
     /// Bytes of the newest records kept in memory for replicas
     /// (`--repl-backlog-size`).
     pub repl_backlog_size: u64,
@@ -253,6 +257,8 @@ impl Default for ServerConfig {
             min_replicas_ack: 0,
             min_replicas_timeout_ms: 1000,
             replica_auth_file: None,
+            replica_sasl: false,
+            replica_tls: ReplicaTls::default(),
             repl_backlog_size: defaults::REPL_BACKLOG_SIZE,
             fsync: "everysec".to_string(),
             log_file_size: defaults::LOG_FILE_SIZE,
@@ -264,6 +270,20 @@ impl Default for ServerConfig {
             metrics_listen: None,
         }
     }
+}
+
+/// TLS from a replica to its primary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplicaTls {
+    /// The CA the primary's certificate is checked against; TLS is on
+    /// when it is set.
+    pub ca: Option<PathBuf>,
+    /// The name the certificate must carry (default: the primary's host).
+    pub name: Option<String>,
+    /// A client certificate chain and its key.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 /// A setting that cannot work, with memcached's wording where it has one.

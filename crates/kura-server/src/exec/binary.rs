@@ -193,6 +193,12 @@ fn run(s: &mut Session<'_>, r: &BinRequest<'_>) -> Next {
             }
         }
         Command::SaslAuth { mechanism, data } => return sasl_auth(s, r, mechanism, data),
+        Command::Replicate { history, after } => {
+            // The connection carries the stream from here on (its answer
+            // is the handshake line, as for the text command).
+            s.replicate = Some((history.to_vec(), *after));
+            return Next::Replicate;
+        }
         Command::SaslStep { .. } => {
             if !s.shared.config.sasl {
                 fail(s, r, Status::UnknownCommand);

@@ -5,7 +5,10 @@
 //! As in memcached, with `-Z` every TCP listener speaks TLS except those
 //! given as `-l notls:HOST[:PORT]`; Unix sockets and UDP stay plain.
 
+mod client;
 mod settings;
+
+pub use client::replica_config;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -67,7 +67,7 @@ impl Server {
         Server::spawn(port, &args)
     }
 
-    fn spawn(port: u16, extra: &[&str]) -> Server {
+    pub fn spawn(port: u16, extra: &[&str]) -> Server {
         let child = kura()
             .args(["server", "-p", &port.to_string(), "-t", "2"])
             .args(extra)

@@ -3,8 +3,7 @@
 //! snapshot is kept as the replica's own and each record is logged under
 //! the primary's number once the store holds it.
 
-use std::io::{BufRead, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufReader, Read, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -14,6 +13,7 @@ use kura_store::Change;
 
 use super::super::primary::unix_millis;
 use super::super::wire::{self, Frame};
+use super::link::Link;
 use super::Cx;
 use crate::durable::apply;
 
@@ -103,7 +103,7 @@ impl Cx<'_> {
 
     /// Applies the records that come until the stream breaks or the thread
     /// is told to stop.
-    pub(super) fn stream(&self, r: &mut impl BufRead, sock: &mut TcpStream) -> anyhow::Result<()> {
+    pub(super) fn stream(&self, r: &mut BufReader<Link>) -> anyhow::Result<()> {
         let (shared, state) = (self.shared, &self.shared.replication);
         let durable = shared.durable.as_deref();
         let mut applied = state.applied.load(Ordering::Relaxed);
@@ -182,14 +182,16 @@ impl Cx<'_> {
             // reply for it: --min-replicas-ack), once per read.
             let ackable = durable.map_or(applied, |d| d.acknowledgeable(applied));
             if ackable != acked {
-                sock.write_all(format!("ack {ackable}\r\n").as_bytes())?;
+                r.get_mut()
+                    .write_all(format!("ack {ackable}\r\n").as_bytes())?;
                 acked = ackable;
             }
             // Records applied and not yet on disk: look again soon.
             let waiting = ackable < applied;
             if waiting != short_poll {
                 short_poll = waiting;
-                sock.set_read_timeout(Some(if waiting { SYNC_POLL } else { super::POLL }))?;
+                let poll = if waiting { SYNC_POLL } else { super::POLL };
+                r.get_ref().tcp().set_read_timeout(Some(poll))?;
             }
         }
     }

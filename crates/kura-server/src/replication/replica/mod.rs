@@ -8,18 +8,19 @@
 //! the next attempt is usually a partial resync.
 
 mod apply;
+mod link;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::bail;
 
 use super::wire::Handshake;
 use crate::shared::Shared;
+use link::Link;
 
 /// The primary is taken for gone after this long without a byte (it sends
 /// a heartbeat every second).
@@ -156,22 +157,18 @@ impl Cx<'_> {
     /// One connection to the primary, until it breaks.
     fn follow(&self, whole: &mut bool) -> anyhow::Result<Ended> {
         let (primary, state) = (self.primary, &self.shared.replication);
-        let addr = primary
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {primary}"))?
-            .next()
-            .ok_or_else(|| anyhow!("{primary} resolves to nothing"))?;
-        let mut sock = TcpStream::connect_timeout(&addr, CONNECT)
-            .with_context(|| format!("cannot connect to {primary}"))?;
-        sock.set_read_timeout(Some(SILENCE))?;
-        sock.set_nodelay(true)?;
-        if let Some((user, pass)) = state.auth.as_ref().and_then(|c| c.first()) {
-            authenticate(&mut sock, user, pass)?;
+        let mut link = Link::connect(primary, state, CONNECT, SILENCE)?;
+        let creds = state.auth.as_ref().and_then(|c| c.first());
+        match creds {
+            Some((user, pass)) if state.sasl => link.sasl_auth(user, pass)?,
+            Some((user, pass)) => link.ascii_auth(user, pass)?,
+            None if state.sasl => bail!("--replica-sasl needs --replica-auth-file"),
+            None => {}
         }
         let (history, applied) = self.position(*whole);
         state.applied.store(applied, Ordering::Relaxed);
-        sock.write_all(format!("replicate {history} {applied}\r\n").as_bytes())?;
-        let mut r = BufReader::with_capacity(1 << 20, sock.try_clone()?);
+        link.ask(&history, applied, state.sasl)?;
+        let mut r = BufReader::with_capacity(1 << 20, link);
         let mut line = String::new();
         // An answer is one short line; a peer that sends more is no primary.
         (&mut r).take(512).read_line(&mut line)?;
@@ -208,13 +205,13 @@ impl Cx<'_> {
             Some(Handshake::Refused(why)) => bail!("the primary refused: {why}"),
             None => bail!("not a replication answer: {:?}", line.trim_end()),
         }
-        sock.set_read_timeout(Some(POLL))?;
+        r.get_ref().tcp().set_read_timeout(Some(POLL))?;
         state.link_up.store(true, Ordering::Relaxed);
         tracing::info!(
             "replicating from {primary} after record {}",
             state.applied.load(Ordering::Relaxed)
         );
-        self.stream(&mut r, &mut sock)?;
+        self.stream(&mut r)?;
         Ok(Ended::Stopped)
     }
 
@@ -259,29 +256,4 @@ impl Cx<'_> {
             }
         }
     }
-}
-
-/// memcached's ASCII authentication: `set` with `user password` as data.
-fn authenticate(sock: &mut TcpStream, user: &[u8], pass: &[u8]) -> anyhow::Result<()> {
-    let mut req = format!("set auth 0 0 {}\r\n", user.len() + 1 + pass.len()).into_bytes();
-    req.extend_from_slice(user);
-    req.push(b' ');
-    req.extend_from_slice(pass);
-    req.extend_from_slice(b"\r\n");
-    sock.write_all(&req)?;
-    let mut reply = Vec::new();
-    let mut b = [0u8; 1];
-    while !reply.ends_with(b"\r\n") && reply.len() < 256 {
-        if sock.read(&mut b)? == 0 {
-            bail!("the primary closed the connection during authentication");
-        }
-        reply.push(b[0]);
-    }
-    if reply != b"STORED\r\n" {
-        bail!(
-            "the primary refused our credentials: {}",
-            String::from_utf8_lossy(&reply).trim_end()
-        );
-    }
-    Ok(())
 }
