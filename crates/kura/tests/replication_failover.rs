@@ -328,7 +328,7 @@ fn write_and_snapshot(server: &Server, tag: &str, bytes: usize, snapshots: u64) 
     let mut c = server.connect();
     let value = "v".repeat(100);
     let mut i = 0;
-    let mut batch = |c: &mut std::net::TcpStream, i: &mut usize| {
+    let batch = |c: &mut std::net::TcpStream, i: &mut usize| {
         let mut req = Vec::new();
         for _ in 0..50 {
             req.extend_from_slice(
