@@ -503,7 +503,11 @@ fn a_log_that_cannot_be_written_refuses_writes_without_losing_acknowledged_write
         });
     }
     let child = cmd.spawn().unwrap();
-    let server = Server { child, port };
+    let server = Server {
+        child,
+        port,
+        host: "127.0.0.1".into(),
+    };
     let mut c = server.connect();
     let mut acked = 0;
     let mut refusal = String::new();
@@ -584,7 +588,11 @@ fn recovery_says_what_it_loaded() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let server = Server { child, port };
+    let server = Server {
+        child,
+        port,
+        host: "127.0.0.1".into(),
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr).lines() {

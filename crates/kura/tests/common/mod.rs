@@ -46,6 +46,9 @@ pub fn tempdir(name: &str) -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub port: u16,
+    /// The address it is reached at (loopback but for servers the tests
+    /// run in network namespaces of their own).
+    pub host: String,
 }
 
 impl Server {
@@ -75,7 +78,17 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut s = Server { child, port };
+        Server::adopt(child, "127.0.0.1", port)
+    }
+
+    /// A server started by the caller, reached at `host:port`, once it
+    /// answers.
+    pub fn adopt(child: Child, host: &str, port: u16) -> Server {
+        let mut s = Server {
+            child,
+            port,
+            host: host.to_string(),
+        };
         s.connect();
         // The answer must have come from this server, not from another
         // test's on a port the OS handed out twice.
@@ -90,7 +103,7 @@ impl Server {
     pub fn connect(&self) -> TcpStream {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match TcpStream::connect(("127.0.0.1", self.port)) {
+            match TcpStream::connect((self.host.as_str(), self.port)) {
                 Ok(s) => {
                     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                     return s;
