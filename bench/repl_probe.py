@@ -11,7 +11,7 @@
       (the same data for either system, for the full resync's timing).
   repl_probe.py synced PROTO PRIMARY_PORT REPLICA_PORT TIMEOUT
       waits until the replica has everything the primary wrote (kura:
-      repl_applied_seq reaches the primary's log_written_seq with the link
+      repl_applied_seq reaches the primary's repl_written_seq with the link
       up; redis: master_link_status up and no sync in progress, offsets
       equal); prints the seconds it took.
 """
@@ -121,7 +121,7 @@ def synced(proto, pport, rport, timeout):
         try:
             if proto == "memcached":
                 p, r = stats_mc(pport), stats_mc(rport)
-                if r.get("repl_link") == "up" and int(r["repl_applied_seq"]) >= int(p["log_written_seq"]):
+                if r.get("repl_link") == "up" and int(r["repl_applied_seq"]) >= int(p["repl_written_seq"]):
                     break
             else:
                 p, r = info_redis(pport), info_redis(rport)

@@ -8,7 +8,8 @@
 #
 #   bench/replication.sh
 #
-# kura: a primary with --data-dir (--fsync everysec) and in-memory replicas
+# kura: a primary (in memory by default, as Redis here; KURA_PRIMARY=durable
+# for --data-dir --fsync everysec) and in-memory replicas
 # (--replica-of), load from `kura bench -c 32 -t 2 --ratio 0:1 --value-size
 # 100 --keys 100000` (load (1): --ratio 9:1). Redis: redis-server with
 # neither RDB nor AOF (--save "" --appendonly no) and replicas
@@ -20,7 +21,9 @@
 # process's utime+stime over the run divided by the requests.
 #
 # Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, OUT (a new temporary dir),
-# PARTS="sets lag resync" (which parts to run).
+# PARTS="sets lag resync" (which parts to run), KURA_PRIMARY=memory (as
+# Redis without persistence: the primary's backlog is its only one) or
+# durable (--data-dir, --fsync everysec).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -28,6 +31,7 @@ DURATION=${DURATION:-5}
 ITEMS=${ITEMS:-1000000}
 OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
 PARTS=${PARTS:-"sets lag resync"}
+KURA_PRIMARY=${KURA_PRIMARY:-memory}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 cargo build --release -q -p kura
@@ -46,7 +50,9 @@ start_kura() {
   local n=$1 dir
   dir=$(mktemp -d "$OUT/kura-data.XXXXXX")
   P_PORT=$(free_port)
-  "$KURA" server -p "$P_PORT" -t 2 -m 1024 --data-dir "$dir" --snapshot-log-size 0 2>/dev/null &
+  local durable=()
+  if [ "$KURA_PRIMARY" = durable ]; then durable=(--data-dir "$dir" --snapshot-log-size 0); fi
+  "$KURA" server -p "$P_PORT" -t 2 -m 1024 "${durable[@]}" 2>/dev/null &
   P_PID=$!; PIDS+=("$P_PID"); wait_port "$P_PORT"
   R_PORTS=()
   for _ in $(seq "$n"); do
