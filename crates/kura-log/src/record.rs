@@ -7,10 +7,16 @@
 //! Delete   := klen:u16 key                  (also Evict, same fields)
 //! Touch    := exptime:u32 klen:u16 key
 //! Flush    := at:u32                        (0: now)
+//! TablePut := flags:u32 id:u64 nlen:u16 name vlen:u32 value
+//! TableDelete := id:u64 nlen:u16 name
 //! ```
 //! Integers are little endian; `exptime` is an absolute Unix time, 0 for
 //! never; `marks` has bit 0 for a stale entry (meta `I`) and bit 1 for a
-//! key sent in base64 (meta `b`).
+//! key sent in base64 (meta `b`). `TablePut` and `TableDelete` (kinds 6
+//! and 7) are the results of writes to a fixed-length table (`--table`):
+//! record `id` of table `name` now holds `value` with `flags`, or nothing.
+//! Logs without them read as before; a kura older than them takes a record
+//! of these kinds for damage.
 
 /// Bytes before a record's body: its length and CRC.
 pub const RECORD_HEADER_LEN: usize = 8;
@@ -26,6 +32,8 @@ const KIND_DELETE: u8 = 2;
 const KIND_TOUCH: u8 = 3;
 const KIND_FLUSH: u8 = 4;
 const KIND_EVICT: u8 = 5;
+const KIND_TABLE_PUT: u8 = 6;
+const KIND_TABLE_DELETE: u8 = 7;
 
 const MARK_STALE: u8 = 1;
 const MARK_BINARY_KEY: u8 = 2;
@@ -55,6 +63,17 @@ pub enum Mutation {
     /// `key` was evicted; replay removes it so a restart does not bring it
     /// back.
     Evict { key: Vec<u8> },
+    /// Record `id` of the fixed-length table `table` now holds `value`
+    /// with `flags` (every table write that leaves a record: the result,
+    /// so a rotate or an append is its new bytes).
+    TablePut {
+        table: Vec<u8>,
+        id: u64,
+        value: Vec<u8>,
+        flags: u32,
+    },
+    /// Record `id` of table `table` was deleted.
+    TableDelete { table: Vec<u8>, id: u64 },
 }
 
 /// A [`Mutation`] borrowing its bytes: what a writer encodes without
@@ -82,6 +101,16 @@ pub enum MutationRef<'a> {
     },
     Evict {
         key: &'a [u8],
+    },
+    TablePut {
+        table: &'a [u8],
+        id: u64,
+        value: &'a [u8],
+        flags: u32,
+    },
+    TableDelete {
+        table: &'a [u8],
+        id: u64,
     },
 }
 
@@ -113,6 +142,18 @@ impl Mutation {
             },
             Mutation::Flush { at } => MutationRef::Flush { at: *at },
             Mutation::Evict { key } => MutationRef::Evict { key },
+            Mutation::TablePut {
+                table,
+                id,
+                value,
+                flags,
+            } => MutationRef::TablePut {
+                table,
+                id: *id,
+                value,
+                flags: *flags,
+            },
+            Mutation::TableDelete { table, id } => MutationRef::TableDelete { table, id: *id },
         }
     }
 }
@@ -125,6 +166,8 @@ impl MutationRef<'_> {
             MutationRef::Delete { key } | MutationRef::Evict { key } => 2 + key.len(),
             MutationRef::Touch { key, .. } => 4 + 2 + key.len(),
             MutationRef::Flush { .. } => 4,
+            MutationRef::TablePut { table, value, .. } => 4 + 8 + 2 + table.len() + 4 + value.len(),
+            MutationRef::TableDelete { table, .. } => 8 + 2 + table.len(),
         };
         RECORD_HEADER_LEN + 8 + 1 + fields
     }
@@ -172,6 +215,24 @@ impl MutationRef<'_> {
             MutationRef::Flush { at } => {
                 out.push(KIND_FLUSH);
                 out.extend_from_slice(&at.to_le_bytes());
+            }
+            MutationRef::TablePut {
+                table,
+                id,
+                value,
+                flags,
+            } => {
+                out.push(KIND_TABLE_PUT);
+                out.extend_from_slice(&flags.to_le_bytes());
+                out.extend_from_slice(&id.to_le_bytes());
+                put_key(out, table);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            MutationRef::TableDelete { table, id } => {
+                out.push(KIND_TABLE_DELETE);
+                out.extend_from_slice(&id.to_le_bytes());
+                put_key(out, table);
             }
         }
         let body = &out[start + RECORD_HEADER_LEN..];
@@ -313,6 +374,25 @@ fn decode_body(body: &[u8]) -> Option<Record> {
             }
         }
         KIND_FLUSH => Mutation::Flush { at: c.u32()? },
+        KIND_TABLE_PUT => {
+            let flags = c.u32()?;
+            let id = c.u64()?;
+            let table = c.key()?;
+            let n = c.u32()? as usize;
+            Mutation::TablePut {
+                table,
+                id,
+                value: c.take(n)?.to_vec(),
+                flags,
+            }
+        }
+        KIND_TABLE_DELETE => {
+            let id = c.u64()?;
+            Mutation::TableDelete {
+                table: c.key()?,
+                id,
+            }
+        }
         _ => return None,
     };
     // Trailing bytes inside a CRC-valid body mean a format mismatch.
@@ -361,7 +441,94 @@ mod tests {
                     key: vec![0, 255, b' '],
                 },
             },
+            Record {
+                seq: 10,
+                mutation: Mutation::TablePut {
+                    table: b"footprints".to_vec(),
+                    id: u64::MAX,
+                    value: vec![0, 1, 2, 255, b'\r', b'\n'],
+                    flags: u32::MAX,
+                },
+            },
+            Record {
+                seq: 11,
+                mutation: Mutation::TablePut {
+                    table: b"t".to_vec(),
+                    id: 1,
+                    value: Vec::new(),
+                    flags: 0,
+                },
+            },
+            Record {
+                seq: 12,
+                mutation: Mutation::TableDelete {
+                    table: b"scores".to_vec(),
+                    id: 42,
+                },
+            },
         ]
+    }
+
+    /// The records of a log written before tables were logged: exactly the
+    /// bytes such a log holds, which must still read.
+    #[test]
+    fn records_of_older_logs_still_read() {
+        // seq 7, Delete of "ab", as written since the first version.
+        let body = [7, 0, 0, 0, 0, 0, 0, 0, KIND_DELETE, 2, 0, b'a', b'b'];
+        let mut b = Vec::new();
+        b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        b.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        b.extend_from_slice(&body);
+        let want = Record {
+            seq: 7,
+            mutation: Mutation::Delete {
+                key: b"ab".to_vec(),
+            },
+        };
+        assert_eq!(Record::decode(&b), Ok((want, b.len())));
+    }
+
+    #[test]
+    fn table_records_with_bad_bodies_are_refused() {
+        // A CRC-valid body whose fields do not add up is no record: a
+        // value length past the end, a name past the end, a byte too many.
+        let mut put = Vec::new();
+        Mutation::TablePut {
+            table: b"t".to_vec(),
+            id: 3,
+            value: b"abc".to_vec(),
+            flags: 0,
+        }
+        .as_ref()
+        .encode(1, &mut put);
+        let body = put[RECORD_HEADER_LEN..].to_vec();
+        let reseal = |body: &[u8]| {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            b.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+            b.extend_from_slice(body);
+            b
+        };
+        assert!(Record::decode(&reseal(&body)).is_ok());
+        let mut long_value = body.clone();
+        let vlen_at = 9 + 4 + 8 + 2 + 1;
+        long_value[vlen_at] = 4;
+        assert_eq!(
+            Record::decode(&reseal(&long_value)),
+            Err(DecodeError::BadBody)
+        );
+        let mut long_name = body.clone();
+        long_name[9 + 4 + 8] = 200;
+        assert_eq!(
+            Record::decode(&reseal(&long_name)),
+            Err(DecodeError::BadBody)
+        );
+        let mut extra = body.clone();
+        extra.push(0);
+        assert_eq!(Record::decode(&reseal(&extra)), Err(DecodeError::BadBody));
+        let mut unknown = body;
+        unknown[8] = 8;
+        assert_eq!(Record::decode(&reseal(&unknown)), Err(DecodeError::BadBody));
     }
 
     #[test]
@@ -384,15 +551,17 @@ mod tests {
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        let mut b = Vec::new();
-        samples()[0].encode(&mut b);
-        for i in 0..b.len() * 8 {
-            let mut c = b.clone();
-            c[i / 8] ^= 1 << (i % 8);
-            assert!(
-                Record::decode(&c).is_err(),
-                "bit {i} flipped went unnoticed"
-            );
+        for r in [&samples()[0], &samples()[5], &samples()[7]] {
+            let mut b = Vec::new();
+            r.encode(&mut b);
+            for i in 0..b.len() * 8 {
+                let mut c = b.clone();
+                c[i / 8] ^= 1 << (i % 8);
+                assert!(
+                    Record::decode(&c).is_err(),
+                    "{r:?}: bit {i} flipped went unnoticed"
+                );
+            }
         }
     }
 }

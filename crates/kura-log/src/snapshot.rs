@@ -4,7 +4,8 @@
 //! ```text
 //! file     := header record* trailer
 //! header   := "KURASNAP" version:u8 0:u8*7 seq:u64         (24 bytes)
-//! record   := a log record (see `record`), numbered `seq`: Set or Flush
+//! record   := a log record (see `record`), numbered `seq`: Set, Flush or
+//!             TablePut
 //! trailer  := "KSNAPEND" records:u64 crc:u32 0:u32         (24 bytes)
 //! ```
 //! `seq` is the last log record whose effect the snapshot is sure to hold;
@@ -182,7 +183,7 @@ impl SnapshotWriter {
         })
     }
 
-    /// Adds an entry (a Set) or a pending flush.
+    /// Adds an entry (a Set), a pending flush, or a table record.
     ///
     /// # Errors
     /// I/O errors.
@@ -345,9 +346,12 @@ fn scan_from(
         }
         if !matches!(
             record.mutation,
-            Mutation::Set { .. } | Mutation::Flush { .. }
+            Mutation::Set { .. } | Mutation::Flush { .. } | Mutation::TablePut { .. }
         ) {
-            return Err(damage(pos, "a snapshot holds only entries and flushes"));
+            return Err(damage(
+                pos,
+                "a snapshot holds only entries, flushes and table records",
+            ));
         }
         crc.update(&buf);
         each(record);

@@ -39,6 +39,16 @@ fn mutation(i: u64) -> Mutation {
             exptime: i as u32,
         },
         2 if i % 50 == 2 => Mutation::Flush { at: 0 },
+        3 if i % 11 == 3 => Mutation::TableDelete {
+            table: b"t".to_vec(),
+            id: i % 13 + 1,
+        },
+        4 if i % 7 == 4 => Mutation::TablePut {
+            table: b"t".to_vec(),
+            id: i % 13 + 1,
+            value: vec![b'0' + (i % 10) as u8; (i % 64) as usize],
+            flags: i as u32,
+        },
         _ => Mutation::Set {
             key: format!("k{}", i % 17).into_bytes(),
             value: vec![b'a' + (i % 26) as u8; (i % 300) as usize],

@@ -174,3 +174,40 @@ fn pruning_keeps_what_a_replica_needs_within_a_bound() {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+#[test]
+fn table_records_go_into_a_snapshot_and_come_back_but_a_table_delete_does_not() {
+    let d = dir("tables");
+    let put = Mutation::TablePut {
+        table: b"scores".to_vec(),
+        id: 9_000_000,
+        value: vec![7; 480],
+        flags: 3,
+    };
+    let mut w = SnapshotWriter::create(&d, 5).unwrap();
+    w.push(&entry(1).as_ref()).unwrap();
+    w.push(&put.as_ref()).unwrap();
+    let path = w.finish().unwrap().0;
+    let mut got = Vec::new();
+    assert_eq!(
+        read_snapshot(&path, |r| got.push(r.mutation)).unwrap(),
+        (5, 2)
+    );
+    assert_eq!(got, [entry(1), put]);
+    // A snapshot holds what is present: a deletion in one is damage.
+    let mut w = SnapshotWriter::create(&d, 6).unwrap();
+    w.push(
+        &Mutation::TableDelete {
+            table: b"scores".to_vec(),
+            id: 1,
+        }
+        .as_ref(),
+    )
+    .unwrap();
+    let path = w.finish().unwrap().0;
+    let mut handed = 0;
+    let r = read_snapshot(&path, |_| handed += 1);
+    assert!(matches!(r, Err(LogError::Snapshot(_))), "{r:?}");
+    assert_eq!(handed, 0);
+    let _ = std::fs::remove_dir_all(&d);
+}

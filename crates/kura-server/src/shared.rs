@@ -19,7 +19,7 @@ pub const VERSION: &str = "1.6.18";
 pub const KURA_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The fixed-length tables, by name.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Tables(Vec<(Box<[u8]>, Arc<kura_table::Table>)>);
 
 impl Tables {
@@ -38,6 +38,16 @@ impl Tables {
             .iter()
             .find(|(n, _)| **n == *name.as_bytes())
             .map(|(_, t)| t)
+    }
+
+    /// The table named `name`.
+    pub fn by_name(&self, name: &[u8]) -> Option<&kura_table::Table> {
+        self.0.iter().find(|(n, _)| **n == *name).map(|(_, t)| &**t)
+    }
+
+    /// Every table with its name, in the order declared.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &kura_table::Table)> {
+        self.0.iter().map(|(n, t)| (&**n, &**t))
     }
 
     /// The table a key `NAME:REST` belongs to, and `REST`; `None` for an

@@ -36,18 +36,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod edit;
 mod range;
 mod slots;
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use memmap2::{MmapMut, MmapOptions};
 
+pub use edit::Edit;
 pub use range::{End, RangeError, RangeSpec};
 pub use slots::Reader;
 use slots::{slot_crc, Layout, HEADER_LEN};
@@ -507,19 +509,7 @@ impl Table {
         max_len: usize,
         flags: u32,
     ) -> Result<usize, TableError> {
-        let keep = max_len.min(self.inner.layout.width as usize);
-        let mut len = 0;
-        self.update(id, |old| {
-            let (old, flags) = old.unwrap_or((&[], flags));
-            let mut v = Vec::with_capacity(old.len() + data.len());
-            v.extend_from_slice(old);
-            v.extend_from_slice(data);
-            let cut = v.len().saturating_sub(keep);
-            v.drain(..cut);
-            len = v.len();
-            Some((v, flags))
-        })?;
-        Ok(len)
+        self.rotate_then(id, data, max_len, flags, |_| {})
     }
 
     /// Changes record `id` under its stripe's lock (readers go on): `f` gets the current
@@ -534,43 +524,19 @@ impl Table {
         id: u64,
         f: impl FnOnce(Option<(&[u8], u32)>) -> Option<(Vec<u8>, u32)>,
     ) -> Result<bool, TableError> {
-        self.check_id(id)?;
-        let inner = &*self.inner;
-        let held = inner.stripes[(id as usize) & (STRIPES - 1)]
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut old = Vec::new();
-        let old_flags = inner.reader().read_locked(id, &mut old);
-        let new = f(old_flags.map(|fl| (&old[..], fl)));
-        if let Some((v, _)) = &new {
-            if v.len() > inner.layout.width as usize {
-                return Err(TableError::TooWide {
-                    len: v.len(),
-                    width: inner.layout.width,
-                });
-            }
-        }
-        let present = new.is_some();
-        inner
-            .reader()
-            .write_locked(id, new.as_ref().map(|(v, fl)| (&v[..], *fl)));
-        match (old_flags.is_some(), present) {
-            (false, true) => {
-                inner.count.fetch_add(1, Ordering::Relaxed);
-            }
-            (true, false) => {
-                inner.count.fetch_sub(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-        if present {
-            inner.low.fetch_min(id, Ordering::Relaxed);
-            inner.high.fetch_max(id, Ordering::Relaxed);
-        }
-        drop(held);
-        inner.wrote(id)?;
-        Ok(present)
+        let present = std::cell::Cell::new(false);
+        self.edit(
+            id,
+            |old| {
+                present.set(old.is_some());
+                match f(old) {
+                    Some((v, fl)) => Edit::Put(v, fl),
+                    None => Edit::Delete,
+                }
+            },
+            |new| present.set(new.is_some()),
+        )?;
+        Ok(present.get())
     }
 
     /// The smallest id present.

@@ -96,6 +96,16 @@ impl std::fmt::Display for RangeSpec {
 }
 
 impl RangeSpec {
+    /// `[min,max]`: every record present.
+    pub fn all() -> RangeSpec {
+        RangeSpec {
+            lo: End::Min,
+            lo_inclusive: true,
+            hi: End::Max,
+            hi_inclusive: true,
+        }
+    }
+
     /// The inclusive ids `lo..=hi` this range covers, given the smallest
     /// and largest ids present; `None` when it covers none.
     pub fn resolve(&self, min: Option<u64>, max: Option<u64>) -> Option<(u64, u64)> {

@@ -148,12 +148,19 @@ impl Durable {
             .recv()
             .map_err(|_| anyhow!("the update log stopped while cutting back"))??;
         store.replay(Change::Flush { at: 0 });
+        super::clear_tables(self.tables());
         let dir = &self.config.dir;
         let mut progress = Progress::new();
+        let mut into = super::tables::Replay::new(store, self.tables(), false);
         if base > 0 {
-            load_snapshot(store, &kura_log::snapshot_path(dir, base), &mut progress)?;
+            load_snapshot(
+                &mut into,
+                &kura_log::snapshot_path(dir, base),
+                &mut progress,
+            )?;
         }
-        let n = replay_log(dir, store, base, &mut progress)?;
+        let n = replay_log(dir, &mut into, base, &mut progress)?;
+        into.finish();
         tracing::warn!(
             "cut the log back to record {to}: rebuilt the store from record {base} and {n} records after it"
         );

@@ -25,6 +25,7 @@ mod reset;
 mod sink;
 mod snapshot;
 mod syncer;
+mod tables;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,6 +53,7 @@ use sink::{LogSink, Msg};
 use snapshot::take_snapshot;
 pub use snapshot::SnapshotBusy;
 use syncer::Synced;
+pub(crate) use tables::clear_tables;
 
 /// Settings of the durable mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,18 +118,26 @@ impl std::fmt::Debug for Durable {
 }
 
 impl Durable {
-    /// Recovers `store` from the data directory (newest usable snapshot,
-    /// then the log after it), attaches the log to it and starts the log
-    /// thread.
+    /// Takes the data directory's lock, opens the tables (`open_tables`),
+    /// recovers the store and the tables from the directory (newest usable
+    /// snapshot, then the log after it), attaches the log to them and
+    /// starts the log thread; returns it and the tables.
     ///
     /// # Errors
     /// The directory is in use or unreadable; the log is corrupt (the error
     /// names the file and offset); the log has a gap no snapshot covers.
-    pub fn open(config: DurableConfig, store: &Arc<Store>) -> anyhow::Result<Durable> {
+    pub fn open(
+        config: DurableConfig,
+        store: &Arc<Store>,
+        open_tables: impl FnOnce() -> anyhow::Result<crate::shared::Tables>,
+    ) -> anyhow::Result<(Durable, crate::shared::Tables)> {
         let dir = &config.dir;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create data dir {}", dir.display()))?;
         let lock = DirLock::take(dir)?;
+        // Opened under the lock: a table file in the data dir is this
+        // server's alone.
+        let tables = &open_tables()?;
         let history = kura_log::History::load_or_create(dir)?;
         for p in remove_partial_snapshots(dir)? {
             tracing::warn!("removed a half-written snapshot {}", p.display());
@@ -163,8 +173,9 @@ impl Durable {
         let started = Instant::now();
         let mut progress = Progress::new();
         let mut after = 0;
+        let mut into = tables::Replay::new(store, tables, true);
         if let Some(snap) = &report.usable {
-            let (seq, n) = load_snapshot(store, &snap.path, &mut progress)?;
+            let (seq, n) = load_snapshot(&mut into, &snap.path, &mut progress)?;
             tracing::info!("loaded {n} entries from snapshot at record {seq}");
             after = seq;
         }
@@ -176,7 +187,8 @@ impl Durable {
             },
             after,
         )?;
-        let replayed = replay_log(dir, store, after, &mut progress)?;
+        let replayed = replay_log(dir, &mut into, after, &mut progress)?;
+        let tables_unlogged = into.finish();
         let recovered = store.stats();
         tracing::info!(
             "recovered {} items from {} ({replayed} log records after the snapshot) in {:.1} s",
@@ -200,6 +212,7 @@ impl Durable {
             lag: lag.clone(),
             following: AtomicBool::new(false),
             diverged: AtomicBool::new(false),
+            tables: tables.clone(),
         });
         store.attach(sink.clone());
         let (durable_tx, durable) = watch::channel(last);
@@ -229,7 +242,7 @@ impl Durable {
                 backlog: backlog.clone(),
                 config: config.clone(),
                 tx: tx.clone(),
-                snapshot_now: evicted_in_recovery,
+                snapshot_now: evicted_in_recovery || tables_unlogged,
                 batched: 0,
                 since_snapshot: 0,
             };
@@ -237,7 +250,7 @@ impl Durable {
                 .name("kura-log".into())
                 .spawn(move || ctx.run())?
         };
-        Ok(Durable {
+        let durable = Durable {
             config,
             sink,
             durable,
@@ -250,7 +263,8 @@ impl Durable {
             stats,
             on_failure,
             _lock: lock,
-        })
+        };
+        Ok((durable, tables.clone()))
     }
 
     /// Sets what happens if the log cannot be written (the server stops).

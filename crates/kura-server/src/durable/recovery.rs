@@ -8,8 +8,15 @@ use std::path::Path;
 use kura_log::{read_snapshot, LogReader, Mutation};
 use kura_store::{Change, EntryRef, Item, Store};
 
-/// Applies a recovered record to the store.
-pub(crate) fn apply(store: &Store, m: &Mutation) {
+use super::tables::{Replay, TableMismatch};
+use crate::shared::Tables;
+
+/// Applies a recovered record to the store or, for a table record, to
+/// `tables` (tables.rs).
+///
+/// # Errors
+/// A table record this server cannot hold (nothing was changed).
+pub(crate) fn apply(store: &Store, tables: &Tables, m: &Mutation) -> Result<(), TableMismatch> {
     match m {
         Mutation::Set {
             key,
@@ -44,34 +51,38 @@ pub(crate) fn apply(store: &Store, m: &Mutation) {
         Mutation::Flush { at } => {
             store.replay(Change::Flush { at: *at });
         }
+        Mutation::TablePut { .. } | Mutation::TableDelete { .. } => {
+            return super::tables::apply_table(tables, m);
+        }
     }
+    Ok(())
 }
 
 /// Loads the snapshot at `path` into `store`; returns the record it was
 /// taken at and its entries.
 pub(super) fn load_snapshot(
-    store: &Store,
+    into: &mut Replay<'_>,
     path: &Path,
     progress: &mut Progress,
 ) -> anyhow::Result<(u64, u64)> {
     tracing::info!("loading snapshot {}", path.display());
     Ok(read_snapshot(path, |r| {
-        apply(store, &r.mutation);
+        into.apply(&r.mutation);
         progress.tick("snapshot entries");
     })?)
 }
 
-/// Replays the log of `dir` after record `after` into `store`; returns
-/// how many records it applied.
+/// Replays the log of `dir` after record `after` into the store and
+/// tables; returns how many records it applied.
 pub(super) fn replay_log(
     dir: &Path,
-    store: &Store,
+    into: &mut Replay<'_>,
     after: u64,
     progress: &mut Progress,
 ) -> anyhow::Result<u64> {
     let mut replayed = 0u64;
     for r in LogReader::from_seq(dir, after + 1)? {
-        apply(store, &r?.mutation);
+        into.apply(&r?.mutation);
         replayed += 1;
         progress.tick("log records");
     }

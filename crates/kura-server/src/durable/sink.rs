@@ -116,6 +116,25 @@ pub struct LogSink {
     /// when the server became a replica): what it holds is no longer the
     /// primary's history.
     pub(super) diverged: AtomicBool,
+    /// The fixed-length tables, whose writes are logged too (tables.rs).
+    pub(super) tables: crate::shared::Tables,
+}
+
+impl LogSink {
+    /// Numbers and logs a change made outside the store (a table write),
+    /// under the lock that orders it, as [`ChangeSink::record`] does.
+    pub(super) fn record_copy(&self, m: Mutation) {
+        if self.following.load(Ordering::Relaxed) {
+            self.diverged.store(true, Ordering::Relaxed);
+            return;
+        }
+        let seq = self.next.fetch_add(1, Ordering::AcqRel);
+        LAST_SEQ.with(|c| c.set(seq));
+        let owned = Owned::Copy(m);
+        let len = owned.as_mutation().encoded_len();
+        self.lag.owe(len);
+        let _ = self.tx.send(Msg::Record(seq, owned, len));
+    }
 }
 
 impl ChangeSink for LogSink {

@@ -46,7 +46,11 @@ pub(super) fn take_snapshot(
         // A snapshot needs about the size of the data: rather than fill
         // the disk the log needs, skip it (the log keeps everything).
         let held = store.stats();
-        let needed = (held.bytes + held.curr_items * SNAPSHOT_RECORD_OVERHEAD) / 10 * 11
+        let needed = (held.bytes
+            + held.curr_items * SNAPSHOT_RECORD_OVERHEAD
+            + super::tables::snapshot_bytes(&sink.tables))
+            / 10
+            * 11
             + SNAPSHOT_SPARE_BYTES;
         let free = available_bytes(dir)?;
         if free < needed {
@@ -75,6 +79,7 @@ pub(super) fn take_snapshot(
         if let Some(at) = store.pending_flush() {
             w.push(&MutationRef::Flush { at })?;
         }
+        n += super::tables::snapshot_tables(&sink.tables, &mut w)?;
         // The log up to `seq` must be on disk before the snapshot counts,
         // or a crash could leave a snapshot after a log with a hole.
         let (reply, synced) = mpsc::channel();

@@ -169,15 +169,17 @@ impl<'a> Session<'a> {
 
     /// Runs one request, appending its reply to `self.out`.
     pub fn execute(&mut self, req: &Request<'_>) -> Next {
-        if !self.shared.tables.is_empty() {
-            if let Some(next) = table::route(self, req) {
-                return next;
-            }
-        }
+        // Table writes too: a replica refuses them, and so does a server
+        // whose log cannot be written.
         let guarded = self.shared.durable.is_some() || self.shared.replication.is_replica();
         if guarded && req.changes_data() {
             if let Some(line) = self.refused_change() {
                 return self.refuse(req, &line);
+            }
+        }
+        if !self.shared.tables.is_empty() {
+            if let Some(next) = table::route(self, req) {
+                return next;
             }
         }
         match req {

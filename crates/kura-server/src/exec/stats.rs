@@ -231,6 +231,8 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
             );
             reply::stat(o, "repl_partial_resyncs", r.replica_partial.load(Relaxed));
             reply::stat(o, "repl_full_resyncs", r.replica_full.load(Relaxed));
+            let error = r.last_error.lock().clone();
+            reply::stat(o, "repl_last_error", error.as_deref().unwrap_or("-"));
         }
         None => {
             reply::stat(o, "repl_role", "primary");

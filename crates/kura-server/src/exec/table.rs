@@ -6,10 +6,14 @@
 //! returns `None` for requests that touch no table key, which then run as
 //! usual. A `get` mixing table keys and ordinary keys answers each from
 //! where it lives, in order.
+//!
+//! With `--data-dir`, every write that changes a record is logged as its
+//! result (durable/tables.rs), numbered under the record's lock
+//! ([`Table::edit`]'s hook); the connection then settles as for any write.
 
 use kura_proto::{reply, Data, MetaKey, Request, StoreMode};
 use kura_store::GetOptions;
-use kura_table::{RangeSpec, Table};
+use kura_table::{Edit, RangeSpec, Table};
 
 use super::{echo_flag, expiry, get, Next, Session};
 use crate::metrics::incr;
@@ -46,6 +50,25 @@ fn one_id(t: &Table, rest: &[u8]) -> Result<u64, &'static [u8]> {
         Some(Target::Id(id)) => Ok(id),
         Some(Target::Range(_)) => Err(NO_RANGE),
         None => Err(BAD_ID),
+    }
+}
+
+/// A record's new state, as the log hears of it.
+type New<'v> = Option<(&'v [u8], u32)>;
+
+/// The table `NAME` of a key `NAME:REST`, given `REST`.
+fn name_of<'k>(key: &'k [u8], rest: &[u8]) -> &'k [u8] {
+    &key[..key.len() - rest.len() - 1]
+}
+
+/// Logs a change of record `id` of table `name`, when the server has a data
+/// dir: called under the record's lock.
+fn logger<'s>(s: &Session<'s>, name: &'s [u8], id: u64) -> impl FnOnce(New<'_>) + 's {
+    let durable = s.shared.durable.as_deref();
+    move |new| {
+        if let Some(d) = durable {
+            d.log_table(name, id, new);
+        }
     }
 }
 
@@ -161,7 +184,14 @@ fn store(s: &mut Session<'_>, c: &kura_proto::Store<'_>) -> Next {
         Err(e) => e,
         Ok(_) if c.cas.is_some() => NO_CAS,
         Ok(_) if c.exptime != 0 => NO_EXPIRY,
-        Ok(id) => match apply(t, id, c.mode, value, c.flags) {
+        Ok(id) => match apply(
+            t,
+            id,
+            c.mode,
+            value,
+            c.flags,
+            logger(s, name_of(c.key, rest), id),
+        ) {
             Ok(true) => reply::STORED,
             Ok(false) => reply::NOT_STORED,
             Err(line) => line,
@@ -173,17 +203,19 @@ fn store(s: &mut Session<'_>, c: &kura_proto::Store<'_>) -> Next {
 
 /// Carries out a storage mode on record `id`: whether it stored, or the
 /// error line.
+/// `log` hears of the change, under the record's lock.
 fn apply(
     t: &Table,
     id: u64,
     mode: StoreMode,
     value: &[u8],
     flags: u32,
+    log: impl FnOnce(New<'_>),
 ) -> Result<bool, &'static [u8]> {
     let width = t.width() as usize;
     if let StoreMode::Rotate { max } = mode {
         return t
-            .rotate(id, value, max as usize, flags)
+            .rotate_then(id, value, max as usize, flags, log)
             .map(|_| true)
             .map_err(|_| BAD_ID);
     }
@@ -191,34 +223,39 @@ fn apply(
         return Err(reply::TOO_LARGE);
     }
     let mut stored = false;
-    let mut too_wide = false;
-    let r = t.update(id, |old| {
-        let new = match (mode, old) {
-            (StoreMode::Set, _) | (StoreMode::Add, None) | (StoreMode::Replace, Some(_)) => {
-                Some((value.to_vec(), flags))
+    let r = t.edit(
+        id,
+        |old| {
+            let new = match (mode, old) {
+                (StoreMode::Set, _) | (StoreMode::Add, None) | (StoreMode::Replace, Some(_)) => {
+                    Some((value.to_vec(), flags))
+                }
+                (StoreMode::Append, Some((v, f))) => Some(([v, value].concat(), f)),
+                (StoreMode::Prepend, Some((v, f))) => Some(([value, v].concat(), f)),
+                _ => None,
+            };
+            match new {
+                // memcached answers an append past the item size limit
+                // NOT_STORED.
+                Some((v, _)) if v.len() > width => Edit::Keep,
+                Some((v, f)) => {
+                    stored = true;
+                    Edit::Put(v, f)
+                }
+                None => Edit::Keep,
             }
-            (StoreMode::Append, Some((v, f))) => Some(([v, value].concat(), f)),
-            (StoreMode::Prepend, Some((v, f))) => Some(([value, v].concat(), f)),
-            _ => None,
-        };
-        match new {
-            Some((v, _)) if v.len() > width => {
-                too_wide = true;
-                old.map(|(v, f)| (v.to_vec(), f))
-            }
-            Some(n) => {
-                stored = true;
-                Some(n)
-            }
-            None => old.map(|(v, f)| (v.to_vec(), f)),
-        }
-    });
+        },
+        log,
+    );
     match r {
         Err(_) => Err(BAD_ID),
-        // memcached answers an append past the item size limit NOT_STORED.
-        Ok(_) if too_wide => Ok(false),
         Ok(_) => Ok(stored),
     }
+}
+
+/// Deletes record `id`: whether it was there (`log` hears of it).
+fn remove(t: &Table, id: u64, log: impl FnOnce(New<'_>)) -> bool {
+    matches!(t.edit(id, |_| Edit::Delete, log), Ok(true))
 }
 
 fn delete(s: &mut Session<'_>, key: &[u8], noreply: bool) {
@@ -227,12 +264,12 @@ fn delete(s: &mut Session<'_>, key: &[u8], noreply: bool) {
     };
     let line = match one_id(t, rest) {
         Err(e) => e,
-        Ok(id) => match t.delete(id) {
-            Ok(true) => {
+        Ok(id) => match remove(t, id, logger(s, name_of(key, rest), id)) {
+            true => {
                 incr(&s.stats.delete_hits);
                 reply::DELETED
             }
-            _ => {
+            false => {
                 incr(&s.stats.delete_misses);
                 reply::NOT_FOUND
             }
@@ -263,6 +300,14 @@ fn meta_record<'a>(
         Ok(id) => return Some((t, id)),
     }
     None
+}
+
+/// The table name of a meta request's key (a table key: checked before).
+fn meta_name<'k>(s: &Session<'_>, key: &'k MetaKey<'_>) -> &'k [u8] {
+    match s.shared.tables.route(&key.bytes) {
+        Some((_, rest)) => name_of(&key.bytes, rest),
+        None => &[],
+    }
 }
 
 fn meta_get(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags<'_>) {
@@ -324,7 +369,9 @@ fn meta_set(s: &mut Session<'_>, m: &kura_proto::MetaSet<'_>) -> Next {
         s.out.extend_from_slice(NO_EXPIRY);
         return Next::Continue;
     }
-    let code: &[u8] = match apply(t, id, m.mode, value, f.client_flags.unwrap_or(0)) {
+    let name = meta_name(s, &m.key);
+    let log = logger(s, name, id);
+    let code: &[u8] = match apply(t, id, m.mode, value, f.client_flags.unwrap_or(0), log) {
         Ok(true) if f.quiet => return Next::Continue,
         Ok(true) => b"HD",
         Ok(false) => b"NS",
@@ -342,10 +389,11 @@ fn meta_delete(s: &mut Session<'_>, key: &MetaKey<'_>, f: &kura_proto::MetaFlags
     let Some((t, id)) = meta_record(s, key, f, b"qkO") else {
         return;
     };
-    let code: &[u8] = match t.delete(id) {
-        Ok(true) if f.quiet => return,
-        Ok(true) => b"HD",
-        _ => b"NF",
+    let log = logger(s, meta_name(s, key), id);
+    let code: &[u8] = match remove(t, id, log) {
+        true if f.quiet => return,
+        true => b"HD",
+        false => b"NF",
     };
     super::meta_status(&mut s.out, code, f, key);
 }

@@ -51,6 +51,8 @@ pub struct ReplicationState {
     /// Resyncs this replica went through.
     pub replica_partial: AtomicU64,
     pub replica_full: AtomicU64,
+    /// Why the link to the primary last broke (one line), for `stats`.
+    pub last_error: Mutex<Option<String>>,
     /// The history of a server without a data dir (a durable server's is
     /// its data dir's).
     pub history: Mutex<Option<History>>,

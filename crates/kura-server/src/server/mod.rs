@@ -119,38 +119,16 @@ impl Server {
         };
         // Recovery comes last, once every listener is bound and every file
         // read: a server that cannot start should not have loaded the data.
-        let durable = config
-            .durable_config()
-            .map(|d| crate::durable::Durable::open(d, &store))
-            .transpose()?
-            .map(Arc::new);
-        let mut tables = crate::shared::Tables::default();
-        for spec in &config.tables {
-            let path = spec.path.clone().or_else(|| {
-                config
-                    .data_dir
-                    .as_ref()
-                    .map(|d| d.join(format!("{}.ktbl", spec.name)))
-            });
-            if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
-                std::fs::create_dir_all(dir).ok();
+        // (Tables are opened once the data dir is locked: their files may
+        // live in it.)
+        let (durable, tables) = match config.durable_config() {
+            Some(d) => {
+                let (d, tables) =
+                    crate::durable::Durable::open(d, &store, || open_tables(&config))?;
+                (Some(Arc::new(d)), tables)
             }
-            let durability = match config.fsync_policy()? {
-                kura_log::FsyncPolicy::Always => kura_table::Durability::Always,
-                kura_log::FsyncPolicy::EverySec => kura_table::Durability::EverySec,
-                kura_log::FsyncPolicy::No => kura_table::Durability::No,
-            };
-            let table = kura_table::Table::open(
-                path.as_deref(),
-                kura_table::TableOptions {
-                    width: spec.width,
-                    max: spec.max,
-                    durability,
-                },
-            )
-            .with_context(|| format!("table {}", spec.name))?;
-            tables.add(&spec.name, table);
-        }
+            None => (None, open_tables(&config)?),
+        };
         // Connections are taken only now that the data is loaded: a
         // health check that only connects does not call a loading server
         // up, and nothing queues behind a recovery that fails.
@@ -320,4 +298,36 @@ impl ServerHandle {
             d.close();
         }
     }
+}
+
+/// Opens the fixed-length tables (`--table`).
+fn open_tables(config: &ServerConfig) -> anyhow::Result<crate::shared::Tables> {
+    let mut tables = crate::shared::Tables::default();
+    for spec in &config.tables {
+        let path = spec.path.clone().or_else(|| {
+            config
+                .data_dir
+                .as_ref()
+                .map(|d| d.join(format!("{}.ktbl", spec.name)))
+        });
+        if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
+            std::fs::create_dir_all(dir).ok();
+        }
+        let durability = match config.fsync_policy()? {
+            kura_log::FsyncPolicy::Always => kura_table::Durability::Always,
+            kura_log::FsyncPolicy::EverySec => kura_table::Durability::EverySec,
+            kura_log::FsyncPolicy::No => kura_table::Durability::No,
+        };
+        let table = kura_table::Table::open(
+            path.as_deref(),
+            kura_table::TableOptions {
+                width: spec.width,
+                max: spec.max,
+                durability,
+            },
+        )
+        .with_context(|| format!("table {}", spec.name))?;
+        tables.add(&spec.name, table);
+    }
+    Ok(tables)
 }

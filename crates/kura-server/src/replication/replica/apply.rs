@@ -15,7 +15,7 @@ use super::super::primary::unix_millis;
 use super::super::wire::{self, Frame};
 use super::link::Link;
 use super::Cx;
-use crate::durable::apply;
+use crate::durable::{apply, clear_tables};
 
 /// How often a replica under `--fsync always` looks whether what it applied
 /// is on disk, to acknowledge it.
@@ -48,13 +48,26 @@ impl Cx<'_> {
     ) -> anyhow::Result<()> {
         let (shared, store) = (self.shared, &self.shared.store);
         let name = std::path::Path::new("the primary's snapshot");
-        let each = |rec: Record| apply(store, &rec.mutation);
+        // A table record this server cannot hold stops the resync (the
+        // records after it are not applied; the next attempt starts over).
+        let misfit = std::cell::RefCell::new(None);
+        let each = |rec: Record| {
+            if misfit.borrow().is_none() {
+                if let Err(e) = apply(store, &shared.tables, &rec.mutation) {
+                    *misfit.borrow_mut() = Some(e);
+                }
+            }
+        };
         let state = &shared.replication;
         let seq = match &shared.durable {
             None => {
                 store.replay(Change::Flush { at: 0 });
+                clear_tables(&shared.tables);
                 state.applied.store(0, Ordering::Relaxed);
                 let (seq, n) = read_snapshot_stream(r.take(bytes), bytes, name, each)?;
+                if let Some(e) = misfit.take() {
+                    bail!("in the primary's snapshot: {e}");
+                }
                 *state.history.lock() = Some(history);
                 if let Some(j) = state.journal.get() {
                     j.restart(seq);
@@ -65,6 +78,7 @@ impl Cx<'_> {
             Some(d) => {
                 let _hold = d.hold_snapshots()?;
                 store.replay(Change::Flush { at: 0 });
+                clear_tables(&shared.tables);
                 let tmp = kura_log::snapshot_tmp_path(d.dir(), at);
                 let file = std::fs::File::create(&tmp)?;
                 let mut tee = Tee {
@@ -78,6 +92,10 @@ impl Cx<'_> {
                         file.sync_all()?;
                         Ok((seq, n))
                     });
+                let got = got.and_then(|x| match misfit.take() {
+                    Some(e) => Err(anyhow!("in the primary's snapshot: {e}")),
+                    None => Ok(x),
+                });
                 let (seq, n) = match got {
                     Ok(x) if x.0 == at => x,
                     other => {
@@ -147,7 +165,10 @@ impl Cx<'_> {
                             if rec.seq != applied + 1 {
                                 bail!("record {} where {} was next", rec.seq, applied + 1);
                             }
-                            apply(&shared.store, &rec.mutation);
+                            // Never half-applied: a table record that does
+                            // not fit changes nothing and drops the link.
+                            apply(&shared.store, &shared.tables, &rec.mutation)
+                                .map_err(|e| anyhow!("record {}: {e}", rec.seq))?;
                             applied = rec.seq;
                             if let Some(d) = durable {
                                 d.append_replicated(rec)?;

@@ -110,6 +110,11 @@ impl Cx<'_> {
                     tracing::warn!(
                         "replication from {primary}: {e:#}; trying again in {backoff:?}"
                     );
+                    let line: String = format!("{e:#}")
+                        .chars()
+                        .map(|c| if c.is_control() { ' ' } else { c })
+                        .collect();
+                    *self.shared.replication.last_error.lock() = Some(line);
                 }
             }
             // A link that lived a while starts the backoff over.
