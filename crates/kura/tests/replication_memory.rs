@@ -181,3 +181,39 @@ fn a_replica_that_stops_reading_costs_the_primary_no_more_than_its_backlog() {
     drop(stuck);
     primary.stop();
 }
+
+#[test]
+fn tables_replicate_from_a_primary_without_a_data_dir() {
+    let table = "t:width=64:max=5000";
+    let primary = Server::start_in_memory(&["--table", table]);
+    let mut p = primary.connect();
+    // Some before any replica (they come in the full resync), some after.
+    for i in 1..=300 {
+        ask(
+            &mut p,
+            format!("set t:{i} {i} 0 4\r\nr{:03}\r\n", i % 1000).as_bytes(),
+            b"STORED\r\n",
+        );
+    }
+    let a = Server::start_in_memory(&["--replica-of", &addr(&primary), "--table", table]);
+    for i in 200..=500 {
+        ask(
+            &mut p,
+            format!("append t:{i} 0 0 2\r\n+a\r\n").as_bytes(),
+            b"\r\n",
+        );
+    }
+    for i in (1..=500).step_by(7) {
+        ask(&mut p, format!("delete t:{i}\r\n").as_bytes(), b"\r\n");
+    }
+    caught_up(&primary, &a);
+    let range = |s: &Server| ask(&mut s.connect(), b"get t:[min,max]\r\n", b"END\r\n");
+    let want = range(&primary);
+    assert!(want.len() > 2000, "{}", want.len());
+    assert_eq!(range(&a), want);
+    let refused = ask(&mut a.connect(), b"set t:1 0 0 1\r\nx\r\n", b"\r\n");
+    assert!(refused.starts_with(b"SERVER_ERROR this server is a read-only replica"));
+    drop(p);
+    a.stop();
+    primary.stop();
+}

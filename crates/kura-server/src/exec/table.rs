@@ -65,9 +65,12 @@ fn name_of<'k>(key: &'k [u8], rest: &[u8]) -> &'k [u8] {
 /// dir: called under the record's lock.
 fn logger<'s>(s: &Session<'s>, name: &'s [u8], id: u64) -> impl FnOnce(New<'_>) + 's {
     let durable = s.shared.durable.as_deref();
+    let journal = s.shared.replication.journal.get();
     move |new| {
         if let Some(d) = durable {
             d.log_table(name, id, new);
+        } else if let Some(j) = journal {
+            j.table(name, id, new);
         }
     }
 }

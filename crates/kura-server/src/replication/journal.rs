@@ -98,6 +98,25 @@ impl Journal {
         Journal { sink }
     }
 
+    /// Numbers a table write (its result: the record's bytes and flags, or
+    /// `None` when deleted); called under the record's lock.
+    pub fn table(&self, table: &[u8], id: u64, new: Option<(&[u8], u32)>) {
+        if self.sink.following.load(Ordering::Acquire) {
+            return;
+        }
+        let m = match new {
+            Some((value, flags)) => MutationRef::TablePut {
+                table,
+                id,
+                value,
+                flags,
+            },
+            None => MutationRef::TableDelete { table, id },
+        };
+        let seq = self.sink.backlog.append(&m);
+        LAST_SEQ.with(|c| c.set(seq));
+    }
+
     /// The backlog it feeds.
     pub fn backlog(&self) -> &Arc<Backlog> {
         &self.sink.backlog

@@ -89,16 +89,35 @@ where
     S: AsyncWrite + Unpin,
 {
     let store = source.shared.store.clone();
+    let tables = source.shared.tables.clone();
     let journal = &source.shared.replication.journal;
     let Some(next) = journal.get().map(|j| j.next_seq()) else {
         anyhow::bail!("no journal");
     };
     // Every change numbered up to `at` was made under a shard lock that is
     // released by the time the shard's handles are taken below.
-    let (at, shards, flush) = tokio::task::spawn_blocking(move || {
+    // The tables' records are copied (a table is not a store of handles).
+    let (at, shards, flush, mut enc, table_bytes) = tokio::task::spawn_blocking(move || {
         let at = next - 1;
+        let mut enc = SnapshotEncoder::new(at);
+        let mut table_bytes = Vec::new();
+        for (name, t) in tables.iter() {
+            t.range(
+                &kura_table::RangeSpec::all(),
+                usize::MAX,
+                |id, value, flags| {
+                    let m = MutationRef::TablePut {
+                        table: name,
+                        id,
+                        value,
+                        flags,
+                    };
+                    enc.push(&m, &mut table_bytes);
+                },
+            );
+        }
         let shards: Vec<_> = (0..store.shard_count()).map(|i| store.entries(i)).collect();
-        (at, shards, store.pending_flush())
+        (at, shards, store.pending_flush(), enc, table_bytes)
     })
     .await?;
     let flush = flush.map(|at| MutationRef::Flush { at });
@@ -108,11 +127,12 @@ where
         .map(|e| set(e).encoded_len() as u64)
         .chain(flush.iter().map(|f| f.encoded_len() as u64))
         .sum();
-    let bytes = records + SnapshotEncoder::OVERHEAD;
+    let bytes = records + table_bytes.len() as u64 + SnapshotEncoder::OVERHEAD;
     let line = Handshake::FullResync { history, at, bytes };
     stream.write_all(line.line().as_bytes()).await?;
-    let mut enc = SnapshotEncoder::new(at);
     stream.write_all(&enc.header()).await?;
+    stream.write_all(&table_bytes).await?;
+    drop(table_bytes);
     let mut out = Vec::with_capacity(CHUNK + 4096);
     for shard in shards {
         for e in &shard {
