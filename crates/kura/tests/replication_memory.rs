@@ -70,6 +70,8 @@ fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog
     let mut p = primary.connect();
     assert!(stat(&mut p, "repl_backlog_bytes") > 0);
     assert_eq!(stat(&mut p, "repl_replicas"), 2);
+    let line = common::stat_str(&mut p, "repl_replica_0");
+    assert!(line.contains(",lag_bytes=0"), "{line}");
 
     // A link that breaks and comes back goes on from the backlog.
     let mut ca = a.connect();

@@ -202,6 +202,9 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     wait_for(&replica, "repl_link", "down");
     let heard: f64 = stat_str(&mut r, "repl_last_heard_seconds").parse().unwrap();
     assert!(heard >= 5.0, "last heard {heard} s ago with the link cut");
+    // How stale it may be: since it last had all the primary had said.
+    let lag: f64 = stat_str(&mut r, "repl_lag_seconds").parse().unwrap();
+    assert!(lag >= 5.0, "lag {lag} s with the link cut");
     assert_eq!(stat(&mut r, "repl_applied_seq"), applied);
     assert!(common::get(&mut r, "k1").is_some() || common::get(&mut r, "k0").is_some());
     net.set_link(true);
@@ -213,6 +216,8 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     );
     assert_eq!(stat(&mut r, "repl_full_resyncs"), full);
     assert!(stat(&mut r, "repl_partial_resyncs") > partial);
+    let lag: f64 = stat_str(&mut r, "repl_lag_seconds").parse().unwrap();
+    assert!(lag < 5.0, "lag {lag} s once caught up");
     drop(r);
     replica.stop();
     primary.stop();

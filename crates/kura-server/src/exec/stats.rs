@@ -218,6 +218,7 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
             reply::stat(o, "repl_link", if up { "up" } else { "down" });
             reply::stat(o, "repl_applied_seq", r.applied.load(Relaxed));
             reply::stat(o, "repl_lag_records", r.lag_records());
+            reply::stat(o, "repl_lag_seconds", format!("{:.3}", r.lag_seconds()));
             let heard = r.heard_ms.load(Relaxed);
             let since = crate::replication::primary::unix_millis().saturating_sub(heard);
             reply::stat(
@@ -264,10 +265,16 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
             o,
             &format!("repl_replica_{i}"),
             format!(
-                "addr={},acked_seq={acked},sent_seq={},lag_records={}",
+                "addr={},acked_seq={acked},sent_seq={},lag_records={},lag_bytes={}",
                 s.peer,
                 s.sent.load(Relaxed),
-                last.saturating_sub(acked)
+                last.saturating_sub(acked),
+                backlog.map_or_else(
+                    || "-".to_string(),
+                    |b| b
+                        .bytes_after(acked)
+                        .map_or_else(|| "-".into(), |n| n.to_string())
+                )
             ),
         );
     }

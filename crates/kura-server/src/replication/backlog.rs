@@ -167,6 +167,40 @@ impl Backlog {
         self.last.send_replace(last);
     }
 
+    /// Bytes of the records held after record `seq` (`None` when the
+    /// backlog no longer holds them all).
+    pub fn bytes_after(&self, seq: u64) -> Option<u64> {
+        let ring = self.ring.lock();
+        if seq + 1 < ring.first {
+            return None;
+        }
+        let mut n = 0u64;
+        for c in &ring.chunks {
+            if c.last <= seq {
+                continue;
+            }
+            if c.first > seq {
+                n += c.bytes.len() as u64;
+            } else {
+                let mut at = 0;
+                for _ in c.first..=seq {
+                    at += record_len(&c.bytes[at..]);
+                }
+                n += (c.bytes.len() - at) as u64;
+            }
+        }
+        if ring.open_first > seq {
+            n += ring.open.len() as u64;
+        } else if !ring.open.is_empty() {
+            let mut at = 0;
+            for _ in ring.open_first..=seq {
+                at += record_len(&ring.open[at..]);
+            }
+            n += (ring.open.len() - at) as u64;
+        }
+        Some(n)
+    }
+
     /// The records from `next` on, about `max` bytes of them at most (at
     /// least one chunk's worth when any is there).
     pub fn read(&self, next: u64, max: usize) -> Read {
@@ -336,6 +370,11 @@ mod tests {
         assert!(matches!(b.read(11, 100), Read::Behind { .. }));
         let tail = seqs(b.read(1005, usize::MAX));
         assert_eq!(tail, (1005..=1010).collect::<Vec<_>>());
+        assert_eq!(b.bytes_after(1010), Some(0));
+        // Record 1010 is the delete of `key999`.
+        let one = MutationRef::Delete { key: b"key999" }.encoded_len() as u64;
+        assert_eq!(b.bytes_after(1009), Some(one));
+        assert_eq!(b.bytes_after(11), None);
         // Frames pushed after appended records go on from them.
         b.push(1011, 1011, records(1011, 1011));
         assert_eq!(seqs(b.read(1009, usize::MAX)), vec![1009, 1010, 1011]);

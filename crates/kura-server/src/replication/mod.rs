@@ -46,8 +46,10 @@ pub struct ReplicationState {
     /// last heartbeat said.
     pub applied: AtomicU64,
     pub primary_last: AtomicU64,
-    /// When the primary was last heard from (Unix ms).
+    /// When the primary was last heard from, and when this replica last
+    /// had everything the primary had said it wrote (Unix ms).
     pub heard_ms: AtomicU64,
+    pub caught_up_ms: AtomicU64,
     /// Resyncs this replica went through.
     pub replica_partial: AtomicU64,
     pub replica_full: AtomicU64,
@@ -155,6 +157,20 @@ impl ReplicationState {
                 return false;
             }
         }
+    }
+
+    /// Seconds since this replica last had everything its primary had
+    /// written (0 while it has): how stale what it serves may be.
+    pub fn lag_seconds(&self) -> f64 {
+        let up = self.link_up.load(Ordering::Relaxed);
+        if up && self.lag_records() == 0 {
+            return 0.0;
+        }
+        let since = self.caught_up_ms.load(Ordering::Relaxed);
+        if since == 0 {
+            return -1.0;
+        }
+        primary::unix_millis().saturating_sub(since) as f64 / 1000.0
     }
 
     /// Records behind the primary, as its last heartbeat told.

@@ -88,6 +88,14 @@ where
         }
         if sent {
             info.sent.store(next - 1, Ordering::Relaxed);
+            // Behind: the replica hears how far, so its lag is true under
+            // load too, not only when the stream is idle.
+            let written = source.written();
+            if written >= next {
+                let mut frame = Vec::with_capacity(17);
+                wire::heartbeat(&mut frame, written, unix_millis());
+                writer.write_all(&frame).await?;
+            }
             continue;
         }
         let file_grew = async {

@@ -194,6 +194,10 @@ impl Cx<'_> {
                 pos += len;
             }
             buf.drain(..pos);
+            // Caught up as of what was just heard (not as of a silence).
+            if n > 0 && applied >= state.primary_last.load(Ordering::Relaxed) {
+                state.caught_up_ms.store(unix_millis(), Ordering::Relaxed);
+            }
             if let Some(d) = durable {
                 // Read no faster than the log is written.
                 d.wait_for_room(|| self.stopping());
