@@ -134,6 +134,8 @@ fn a_replica_follows_over_tls_and_only_a_primary_it_trusts() {
     assert_eq!(link(&wrong), "down");
     assert_eq!(stat(&mut wrong.connect(), "repl_applied_seq"), 0);
     assert_eq!(get(&mut wrong.connect(), "k0"), None);
+    let why = stat_str(&mut wrong.connect(), "repl_last_error");
+    assert!(why.contains("certificate"), "{why}");
     for s in [wrong, good, primary] {
         s.stop();
     }
@@ -243,6 +245,8 @@ fn a_replica_authenticates_with_sasl_to_a_binary_only_primary() {
     }
     assert_eq!(link(&bad), "down");
     assert_eq!(stat(&mut bad.connect(), "repl_applied_seq"), 0);
+    let why = stat_str(&mut bad.connect(), "repl_last_error");
+    assert!(why.contains("refused our SASL credentials"), "{why}");
     drop(c);
     for s in [bad, good, primary] {
         s.stop();
