@@ -11,11 +11,19 @@ pub fn replica_of(primary: &Server) -> Server {
     Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{}", primary.port)])
 }
 
-/// Waits until `replica` has applied everything `primary` has written.
+/// Waits until `replica` has applied everything `primary` has numbered
+/// (acknowledged writes of a durable primary may be numbered before its
+/// log thread has written them: `log_next_seq` counts them).
 pub fn caught_up(primary: &Server, replica: &Server) {
     let mut p = primary.connect();
     let mut r = replica.connect();
-    let want = stat(&mut p, "repl_written_seq");
+    let stats = String::from_utf8(ask(&mut p, b"stats\r\n", b"END\r\n")).unwrap();
+    let numbered = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT log_next_seq "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .map_or(0, |n| n - 1);
+    let want = stat(&mut p, "repl_written_seq").max(numbered);
     let deadline = Instant::now() + Duration::from_secs(60);
     while stat(&mut r, "repl_applied_seq") < want {
         assert!(

@@ -37,7 +37,10 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let shared = source.shared;
-    let (mut reader, mut writer) = tokio::io::split(stream);
+    let (mut reader, writer) = tokio::io::split(stream);
+    // A frame's head, its chunks and the heartbeat after it leave in one
+    // write (a chunk larger than the buffer goes straight through).
+    let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
     // The replica's `ack` lines, as they come (a read is cancel safe: a
     // select branch that loses reads nothing).
     let mut line = Vec::new();
@@ -96,6 +99,7 @@ where
                 wire::heartbeat(&mut frame, written, unix_millis());
                 writer.write_all(&frame).await?;
             }
+            writer.flush().await?;
             continue;
         }
         let file_grew = async {
@@ -107,7 +111,12 @@ where
         tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
-            r = pushed.changed() => r?,
+            r = pushed.changed() => {
+                r?;
+                // Let the writers that woke this stream go on a moment, so
+                // that what they write leaves in one frame, not one each.
+                tokio::task::yield_now().await;
+            }
             r = file_grew => r?,
             r = reader.read(&mut chunk) => {
                 let n = r?;
@@ -133,6 +142,7 @@ where
                 let mut frame = Vec::with_capacity(17);
                 wire::heartbeat(&mut frame, source.written(), unix_millis());
                 writer.write_all(&frame).await?;
+                writer.flush().await?;
             }
         }
     }
