@@ -263,7 +263,7 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
             if r.status == Status::Noop {
                 true
             } else {
-                if r.status != Status::Error && !r.number::<u32>(b'O').is_some_and(|o| o < n) {
+                if r.status != Status::Error && r.number::<u32>(b'O').is_none_or(|o| o >= n) {
                     return Err(format!(
                         "a batch reply without an opaque of the batch: {:?}",
                         r.status
