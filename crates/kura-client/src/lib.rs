@@ -56,3 +56,7 @@ pub use kura_ring::Kind as RingKind;
 pub use lease::{FillOptions, Filled, Origin};
 pub use near::NearConfig;
 pub use ops::SetOptions;
+
+/// The guide (docs/client.md); its example runs as a doc test.
+#[doc = include_str!("../../../docs/client.md")]
+pub mod guide {}
