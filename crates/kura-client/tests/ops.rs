@@ -119,10 +119,11 @@ async fn bad_input(c: &Client) {
 async fn multi_ops(c: &Client, servers: &[String]) {
     let items: Vec<(String, Vec<u8>)> = (0..3000)
         .map(|i| {
-            let key = if i % 3 == 0 {
-                format!("ключ:{i}")
-            } else {
-                format!("user:{i}")
+            let key = match i % 7 {
+                0 => format!("ключ:{i}"),
+                // the longest keys the protocol allows, many to a text `gets` line
+                1 => format!("{i}:{}", "k".repeat(250)).chars().take(250).collect(),
+                _ => format!("user:{i}"),
             };
             (key, format!("value-{i}-").repeat(1 + i % 50).into_bytes())
         })
