@@ -20,8 +20,8 @@ WB=$TARGET/release/examples/writeback
 out=bench/results/$(date +%F)-client.txt
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
-start() { # start KIND: prints the port
-  local port
+# start KIND: starts a server on a free port, left in $port
+start() {
   port=$(free_port)
   if [[ $1 == kura ]]; then
     "$KURA" server -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
@@ -30,17 +30,20 @@ start() { # start KIND: prints the port
   fi
   pids+=($!)
   wait_port "$port" >/dev/null
-  echo "$port"
 }
-{
-  echo "# bench/client.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS"
-  echo "# $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); a shared, busy machine"
-  for kind in kura memcached; do
-    if [[ $kind == memcached ]] && ! command -v memcached >/dev/null; then
-      echo "memcached: not installed, skipped"
-      continue
-    fi
-    a=$(start "$kind"); b=$(start "$kind"); c=$(start "$kind")
-    "$WB" "127.0.0.1:$a,127.0.0.1:$b" "127.0.0.1:$a,127.0.0.1:$b,127.0.0.1:$c" "$ROUNDS" "$kind"
-  done
-} | tee "$out"
+echo "# bench/client.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS" >"$out"
+echo "# $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load average $(cut -d' ' -f1-3 /proc/loadavg): a shared, busy machine" >>"$out"
+for kind in kura memcached; do
+  if [[ $kind == memcached ]] && ! command -v memcached >/dev/null; then
+    echo "memcached: not installed, skipped" >>"$out"
+    continue
+  fi
+  start "$kind"; a=$port
+  start "$kind"; b=$port
+  start "$kind"; c=$port
+  "$WB" "127.0.0.1:$a,127.0.0.1:$b" "127.0.0.1:$a,127.0.0.1:$b,127.0.0.1:$c" "$ROUNDS" "$kind" >>"$out"
+  kill "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+  pids=()
+done
+cat "$out"
