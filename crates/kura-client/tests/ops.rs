@@ -122,7 +122,10 @@ async fn multi_ops(c: &Client, servers: &[String]) {
             let key = match i % 7 {
                 0 => format!("ключ:{i}"),
                 // the longest keys the protocol allows, many to a text `gets` line
-                1 => format!("{i}:{}", "k".repeat(250)).chars().take(250).collect(),
+                1 => format!("{i}:{}", "k".repeat(250))
+                    .chars()
+                    .take(250)
+                    .collect(),
                 _ => format!("user:{i}"),
             };
             (key, format!("value-{i}-").repeat(1 + i % 50).into_bytes())
