@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::key::{check_item, check_key};
 use crate::near::{NearCache, NearConfig};
 use crate::pool::ServerPool;
+use crate::reply::Reply;
 
 /// A ring of servers and their pools.
 pub(crate) struct Cluster {
@@ -284,20 +285,42 @@ impl Client {
         let cmd = self.for_route(cmd, route);
         let pool = self.pool(route);
         let mut buf = BytesMut::with_capacity(64 + cmd_len(&cmd));
-        let result = if self.inner.cfg.protocol.is_text() {
-            cmd.text(&mut buf);
-            let replies = pool.call(buf.freeze(), Expect::Text(1)).await;
-            replies.and_then(|r| cmd.read_text(&r, pool.addr()))
-        } else {
-            let o = self.next_opaque();
-            cmd.meta(&mut buf, o, false);
-            let replies = pool.call(buf.freeze(), Expect::Meta(o)).await;
-            replies.and_then(|r| match r.first() {
-                Some(r) => cmd.read_meta(r, pool.addr()),
-                None => Err(Error::protocol(pool.addr(), "no reply")),
-            })
+        let server = pool.addr();
+        let result = match self.inner.cfg.protocol {
+            Protocol::Text => {
+                cmd.text(&mut buf);
+                let replies = pool.call(buf.freeze(), Expect::Text(1)).await;
+                replies.and_then(|r| cmd.read_text(&r, server))
+            }
+            protocol => {
+                let o = self.next_opaque();
+                if protocol == Protocol::Binary {
+                    crate::binary::encode(&cmd, &mut buf, o, false);
+                } else {
+                    cmd.meta(&mut buf, o, false);
+                }
+                let replies = pool.call(buf.freeze(), Expect::Meta(o)).await;
+                replies.and_then(|r| match r.first() {
+                    Some(r) => read_one(protocol, &cmd, r, server),
+                    None => Err(Error::protocol(server, "no reply")),
+                })
+            }
         };
         result.or_else(|e| self.down_read(&cmd, e))
+    }
+}
+
+/// Reads a meta or binary reply to `cmd`.
+pub(crate) fn read_one(
+    protocol: Protocol,
+    cmd: &Cmd<'_>,
+    r: &Reply,
+    server: &str,
+) -> Result<Outcome> {
+    if protocol == Protocol::Binary {
+        crate::binary::read(cmd, r, server)
+    } else {
+        cmd.read_meta(r, server)
     }
 }
 

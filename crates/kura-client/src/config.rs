@@ -16,11 +16,19 @@ pub enum Protocol {
     /// (one `gets` for reads, acknowledged commands in order for writes),
     /// but leases ([`crate::Client::get_or_fill`]) are not available.
     Text,
+    /// memcached's binary protocol (deprecated by memcached, still spoken
+    /// by many servers): quiet opcodes in batches ended by `NOOP`, opaques
+    /// on every response; no leases.
+    Binary,
 }
 
 impl Protocol {
     pub(crate) fn is_text(self) -> bool {
         self == Protocol::Text
+    }
+
+    pub(crate) fn is_meta(self) -> bool {
+        self == Protocol::Meta
     }
 }
 

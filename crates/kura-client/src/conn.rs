@@ -25,6 +25,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use crate::binary;
+use crate::config::Protocol;
 use crate::error::{Error, Result};
 use crate::reply::{self, Reply, Status};
 
@@ -37,9 +39,9 @@ const WRITE_MAX: usize = 1024 * 1024;
 /// What replies a request expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expect {
-    /// One meta reply carrying `O<opaque>`.
+    /// One meta reply carrying `O<opaque>` (binary: the opaque field).
     Meta(u32),
-    /// Meta replies with opaques below `n`, ended by `MN`.
+    /// Meta replies with opaques below `n`, ended by `MN` (binary: `NOOP`).
     MetaBatch(u32),
     /// `n` text replies: each one line, or `VALUE`s ended by `END`.
     Text(u32),
@@ -98,12 +100,12 @@ impl Shared {
 pub(crate) struct Conn {
     jobs: mpsc::Sender<Job>,
     shared: Arc<Shared>,
-    text: bool,
+    protocol: Protocol,
 }
 
 impl Conn {
-    /// Wraps a connected socket; `text` picks the reply grammar.
-    pub fn start(stream: TcpStream, server: &str, text: bool) -> Conn {
+    /// Wraps a connected socket speaking `protocol`.
+    pub fn start(stream: TcpStream, server: &str, protocol: Protocol) -> Conn {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
         let (tx, rx) = mpsc::channel(4096);
@@ -114,12 +116,12 @@ impl Conn {
             tasks: OnceLock::new(),
         });
         let w = tokio::spawn(writer(wr, rx, shared.clone()));
-        let r = tokio::spawn(reader(rd, shared.clone(), text));
+        let r = tokio::spawn(reader(rd, shared.clone(), protocol));
         let _ = shared.tasks.set([w.abort_handle(), r.abort_handle()]);
         Conn {
             jobs: tx,
             shared,
-            text,
+            protocol,
         }
     }
 
@@ -127,8 +129,8 @@ impl Conn {
         self.shared.closed.load(Ordering::Acquire) || self.jobs.is_closed()
     }
 
-    pub fn is_text(&self) -> bool {
-        self.text
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
     /// Closes the connection, failing what is in flight with `err`.
@@ -206,7 +208,7 @@ async fn writer(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Job>, shared: Arc
     }
 }
 
-async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, text: bool) {
+async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, protocol: Protocol) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         match rd.read_buf(&mut buf).await {
@@ -222,10 +224,10 @@ async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, text: bool) {
             Err(e) => return shared.fail(Error::io(&shared.server, e)),
         }
         loop {
-            let framed = if text {
-                reply::text(&mut buf)
-            } else {
-                reply::meta(&mut buf)
+            let framed = match protocol {
+                Protocol::Meta => reply::meta(&mut buf),
+                Protocol::Text => reply::text(&mut buf),
+                Protocol::Binary => binary::frame(&mut buf),
             };
             let r = match framed {
                 Ok(Some(r)) => r,
@@ -250,10 +252,10 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
     };
     let complete = match p.expect {
         Expect::Meta(opaque) => {
-            if r.status != Status::Error && r.number::<u32>(b'O') != Some(opaque) {
+            if r.status != Status::Error && r.opaque_token() != Some(opaque) {
                 return Err(format!(
                     "reply with opaque {:?} to the request with O{opaque}",
-                    r.flag(b'O').map(String::from_utf8_lossy)
+                    r.opaque_token()
                 ));
             }
             p.got.push(r);
@@ -263,7 +265,7 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
             if r.status == Status::Noop {
                 true
             } else {
-                if r.status != Status::Error && r.number::<u32>(b'O').is_none_or(|o| o >= n) {
+                if r.status != Status::Error && r.opaque_token().is_none_or(|o| o >= n) {
                     return Err(format!(
                         "a batch reply without an opaque of the batch: {:?}",
                         r.status

@@ -64,7 +64,7 @@ impl From<u32> for FillOptions {
 
 impl Client {
     async fn meta_call(&self, key: &[u8], line: impl FnOnce(&mut BytesMut, u32)) -> Result<Reply> {
-        if self.inner.cfg.protocol.is_text() {
+        if !self.inner.cfg.protocol.is_meta() {
             return Err(Error::NeedsMeta("leases"));
         }
         check_key(key)?;

@@ -3,7 +3,8 @@
 //! - Keys are placed with [`kura_ring`], bit for bit as libmemcached,
 //!   Dalli, twemproxy or mcrouter place them, so the client joins an
 //!   existing cluster without moving keys.
-//! - memcached's meta protocol by default (text for servers without it);
+//! - memcached's meta protocol by default (text or binary for servers
+//!   without it);
 //!   a small pool of pipelined connections per server: concurrent requests
 //!   share a connection and leave in one write, and every reply is matched
 //!   to its request by its opaque token.
@@ -34,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+mod binary;
 mod client;
 mod cmd;
 mod config;

@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 use bytes::{BufMut, BytesMut};
 use futures_util::future::join_all;
 
-use crate::client::{cmd_len, Client, Route};
+use crate::client::{cmd_len, read_one, Client, Route};
 use crate::cmd::{text_value, Cmd, Mode, Outcome, StoreStatus, Value};
+use crate::config::Protocol;
 use crate::conn::Expect;
 use crate::error::{Error, Result};
 use crate::ops::SetOptions;
@@ -188,39 +189,56 @@ impl Client {
         let pool = self.pool(route);
         let size: usize = part.iter().map(|(_, c)| 48 + cmd_len(c)).sum();
         let mut buf = BytesMut::with_capacity(size + 8);
-        let text = self.inner.cfg.protocol.is_text();
-        let expect = if text {
-            Expect::Text(write_text(&mut buf, &part))
-        } else {
-            for (o, (_, cmd)) in part.iter().enumerate() {
-                cmd.meta(&mut buf, o as u32, true);
+        let protocol = self.inner.cfg.protocol;
+        let expect = match protocol {
+            Protocol::Text => Expect::Text(write_text(&mut buf, &part)),
+            Protocol::Meta => {
+                for (o, (_, cmd)) in part.iter().enumerate() {
+                    cmd.meta(&mut buf, o as u32, true);
+                }
+                buf.put_slice(b"mn\r\n");
+                Expect::MetaBatch(part.len() as u32)
             }
-            buf.put_slice(b"mn\r\n");
-            Expect::MetaBatch(part.len() as u32)
+            Protocol::Binary => {
+                for (o, (_, cmd)) in part.iter().enumerate() {
+                    crate::binary::encode(cmd, &mut buf, o as u32, true);
+                }
+                crate::binary::noop(&mut buf, part.len() as u32);
+                Expect::MetaBatch(part.len() as u32)
+            }
         };
         let replies = match pool.call(buf.freeze(), expect).await {
             Ok(r) => r,
             Err(e) => return part.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect(),
         };
-        let outcomes = if text {
+        let outcomes = if protocol.is_text() {
             read_text(&part, &replies, pool.addr())
         } else {
-            read_meta(&part, &replies, pool.addr())
+            read_quiet(protocol, &part, &replies, pool.addr())
         };
         part.iter().map(|(i, _)| *i).zip(outcomes).collect()
     }
 }
 
-/// The outcome of each command of a quiet meta batch: what its reply said,
+/// The outcome of each command of a quiet meta or binary batch: what its reply said,
 /// or the quiet default when it said nothing. An error line without an
 /// opaque cannot be placed, so it becomes the result of every command
 /// that got no reply of its own.
-fn read_meta(part: &[(usize, Cmd<'_>)], replies: &[Reply], server: &str) -> Vec<Result<Outcome>> {
+fn read_quiet(
+    protocol: Protocol,
+    part: &[(usize, Cmd<'_>)],
+    replies: &[Reply],
+    server: &str,
+) -> Vec<Result<Outcome>> {
     let mut got: Vec<Option<Result<Outcome>>> = vec![None; part.len()];
     let mut stray = None;
     for r in replies {
-        match r.number::<usize>(b'O').filter(|&o| o < part.len()) {
-            Some(o) => got[o] = Some(part[o].1.read_meta(r, server)),
+        match r
+            .opaque_token()
+            .map(|o| o as usize)
+            .filter(|&o| o < part.len())
+        {
+            Some(o) => got[o] = Some(read_one(protocol, &part[o].1, r, server)),
             None => stray = Some(Error::Server(r.error_text())),
         }
     }

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use rand::Rng;
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
-use crate::config::Config;
+use crate::config::{Config, Protocol};
 use crate::conn::{Conn, Expect};
 use crate::error::{Error, Result};
 use crate::reply::{Reply, Status};
@@ -60,7 +60,7 @@ impl ServerPool {
                 after,
             })?
             .map_err(|e| Error::io(&self.addr, e))?;
-        Ok(Conn::start(stream, &self.addr, self.cfg.protocol.is_text()))
+        Ok(Conn::start(stream, &self.addr, self.cfg.protocol))
     }
 
     /// A connection of the pool, connecting when its slot is empty or
@@ -134,12 +134,22 @@ impl ServerPool {
     /// One probe: connect and ask for a no-op.
     async fn probe_once(&self) -> Result<Conn> {
         let conn = self.connect().await?;
-        let (req, expect, want) = if conn.is_text() {
-            (&b"version\r\n"[..], Expect::Text(1), Status::Version)
-        } else {
-            (&b"mn\r\n"[..], Expect::MetaBatch(0), Status::Noop)
+        let mut req = BytesMut::new();
+        let (expect, want) = match conn.protocol() {
+            Protocol::Text => {
+                req.put_slice(b"version\r\n");
+                (Expect::Text(1), Status::Version)
+            }
+            Protocol::Meta => {
+                req.put_slice(b"mn\r\n");
+                (Expect::MetaBatch(0), Status::Noop)
+            }
+            Protocol::Binary => {
+                crate::binary::noop(&mut req, 0);
+                (Expect::MetaBatch(0), Status::Noop)
+            }
         };
-        let call = conn.call(Bytes::from_static(req), expect);
+        let call = conn.call(req.freeze(), expect);
         let replies = tokio::time::timeout(self.cfg.request_timeout, call)
             .await
             .map_err(|_| Error::Timeout {

@@ -46,9 +46,29 @@ pub(crate) struct Reply {
     /// flags, size and CAS; errors: the whole line.
     pub tokens: Bytes,
     pub value: Option<Bytes>,
+    /// Binary responses: the opaque, client flags and CAS of the header.
+    pub opaque: Option<u32>,
+    pub flags: Option<u32>,
+    pub cas: Option<u64>,
 }
 
 impl Reply {
+    pub(crate) fn new(status: Status, tokens: Bytes, value: Option<Bytes>) -> Reply {
+        Reply {
+            status,
+            tokens,
+            value,
+            opaque: None,
+            flags: None,
+            cas: None,
+        }
+    }
+
+    /// The opaque of a binary response or a meta reply's `O` flag.
+    pub fn opaque_token(&self) -> Option<u32> {
+        self.opaque.or_else(|| self.number(b'O'))
+    }
+
     /// The meta flag `f`'s token (without the letter), if present.
     pub fn flag(&self, f: u8) -> Option<&[u8]> {
         self.tokens
@@ -135,11 +155,7 @@ pub(crate) fn meta(buf: &mut BytesMut) -> Result<Option<Reply>, Malformed> {
     let len = l.len();
     if error_status(l) {
         let (tokens, _) = take(buf, len, None)?.unwrap_or_default();
-        return Ok(Some(Reply {
-            status: Status::Error,
-            tokens,
-            value: None,
-        }));
+        return Ok(Some(Reply::new(Status::Error, tokens, None)));
     }
     let (code, rest) = (&l[..len.min(2)], l.get(3..).unwrap_or_default());
     if len > 2 && l[2] != b' ' {
@@ -160,11 +176,7 @@ pub(crate) fn meta(buf: &mut BytesMut) -> Result<Option<Reply>, Malformed> {
             return Ok(None);
         };
         let tokens = line.slice(len.min(3)..);
-        return Ok(Some(Reply {
-            status,
-            tokens,
-            value: None,
-        }));
+        return Ok(Some(Reply::new(status, tokens, None)));
     }
     let (size, flags_at) = match rest.iter().position(|&b| b == b' ') {
         Some(n) => (&rest[..n], 3 + n + 1),
@@ -174,11 +186,11 @@ pub(crate) fn meta(buf: &mut BytesMut) -> Result<Option<Reply>, Malformed> {
     let Some((line, value)) = take(buf, len, Some(size))? else {
         return Ok(None);
     };
-    Ok(Some(Reply {
+    Ok(Some(Reply::new(
         status,
-        tokens: line.slice(flags_at.min(len)..),
+        line.slice(flags_at.min(len)..),
         value,
-    }))
+    )))
 }
 
 /// Frames one text reply: `VALUE` with its data, or one line (a number is
@@ -223,11 +235,7 @@ pub(crate) fn text(buf: &mut BytesMut) -> Result<Option<Reply>, Malformed> {
         (Status::Value, Some(_)) => (line.slice(6..), value),
         _ => (line, value),
     };
-    Ok(Some(Reply {
-        status,
-        tokens,
-        value,
-    }))
+    Ok(Some(Reply::new(status, tokens, value)))
 }
 
 #[cfg(test)]

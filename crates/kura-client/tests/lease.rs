@@ -110,14 +110,20 @@ async fn leases_on_memcached() {
 }
 
 #[tokio::test]
-async fn text_mode_has_no_leases() {
+async fn text_and_binary_have_no_leases() {
     let procs = servers(false, 1).unwrap();
-    let c = Client::builder(addrs(&procs))
-        .protocol(Protocol::Text)
-        .build()
-        .unwrap();
-    let r = c
-        .get_or_fill("k", 60, || async { Ok::<_, Error>(Bytes::new()) })
-        .await;
-    assert!(matches!(r, Err(Error::NeedsMeta(_))));
+    for protocol in [Protocol::Text, Protocol::Binary] {
+        let c = Client::builder(addrs(&procs))
+            .protocol(protocol)
+            .build()
+            .unwrap();
+        let r = c
+            .get_or_fill("k", 60, || async { Ok::<_, Error>(Bytes::new()) })
+            .await;
+        assert!(matches!(r, Err(Error::NeedsMeta(_))), "{protocol:?}");
+        assert!(matches!(
+            c.invalidate("k", 5).await,
+            Err(Error::NeedsMeta(_))
+        ));
+    }
 }

@@ -272,3 +272,13 @@ async fn chunks_large_batches() {
         assert_eq!(g.as_ref().unwrap().as_ref().unwrap().data, v.as_bytes());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kura_binary() {
+    suite(false, Protocol::Binary).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memcached_binary() {
+    suite(true, Protocol::Binary).await;
+}

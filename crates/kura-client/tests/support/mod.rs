@@ -49,6 +49,20 @@ pub fn kura_bin() -> PathBuf {
             .expect("target/<profile>");
         let target = profile_dir.parent().expect("target dir");
         let mut cmd = Command::new(env!("CARGO"));
+        // Without what `cargo test` put in this process's environment
+        // (package variables, the library path): build scripts that watch
+        // such variables would otherwise see a change and rebuild the
+        // server's dependencies at every run.
+        for (name, _) in std::env::vars_os() {
+            let name_str = name.to_string_lossy();
+            let keep = ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_INCREMENTAL"];
+            if (name_str.starts_with("CARGO_") && !keep.contains(&name_str.as_ref()))
+                || name_str == "LD_LIBRARY_PATH"
+                || name_str == "OUT_DIR"
+            {
+                cmd.env_remove(&name);
+            }
+        }
         cmd.args(["build", "-q", "-p", "kura", "--bin", "kura", "--target-dir"])
             .arg(target)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
