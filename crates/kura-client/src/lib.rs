@@ -17,7 +17,9 @@
 //!   with backoff; a down server's keys fail fast (or go to a gutter pool),
 //!   never silently to another server.
 //! - [`Client::get_or_fill`]: stampede protection with meta leases.
-//! - An optional near cache ([`NearConfig`]): kura-store in process.
+//! - An optional near cache ([`NearConfig`]): kura-store in process; in
+//!   front of Redis, [`RedisNear`] keeps it coherent with `CLIENT TRACKING`
+//!   (feature `redis`, on by default).
 //!
 //! docs/client.md has the guide and the example below at length.
 //!
@@ -47,6 +49,8 @@ mod multi;
 mod near;
 mod ops;
 mod pool;
+#[cfg(feature = "redis")]
+mod redis_near;
 mod reply;
 
 pub use client::{Client, ClientBuilder};
@@ -58,6 +62,8 @@ pub use kura_ring::Kind as RingKind;
 pub use lease::{FillOptions, Filled, Origin};
 pub use near::NearConfig;
 pub use ops::SetOptions;
+#[cfg(feature = "redis")]
+pub use redis_near::RedisNear;
 
 /// The guide (docs/client.md); its example runs as a doc test.
 #[doc = include_str!("../../../docs/client.md")]

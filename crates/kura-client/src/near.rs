@@ -87,4 +87,11 @@ impl NearCache {
         self.writes.fetch_add(1, Ordering::AcqRel);
         self.store.delete(key);
     }
+
+    /// Drops every entry (a lost invalidation stream, a flush).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub fn clear(&self) {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        self.store.flush(None);
+    }
 }

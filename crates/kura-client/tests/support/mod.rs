@@ -275,3 +275,35 @@ pub fn raw_get(addr: &str, key: &str) -> Option<Vec<u8>> {
         .ok()?;
     Some(out[head_end + 2..head_end + 2 + len].to_vec())
 }
+
+/// A `redis-server` on a free port without persistence, or None after
+/// printing why the test is skipped (a failure under CI).
+pub fn redis_server() -> Option<Proc> {
+    let bin = std::env::var_os("KURA_REDIS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/redis-server"));
+    if !bin.exists() {
+        assert!(
+            !required(),
+            "redis-server is not installed at {} and CI requires it (.ci/run installs Debian's)",
+            bin.display()
+        );
+        println!("skipped: redis-server is not installed (apt-get install redis-server)");
+        return None;
+    }
+    for _ in 0..5 {
+        let port = free_port();
+        let child = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        if let Some(p) = await_listen(child, port, "redis-server") {
+            return Some(p);
+        }
+    }
+    panic!("redis-server failed to start 5 times");
+}
