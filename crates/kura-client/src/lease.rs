@@ -16,6 +16,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::client::{Client, Route};
 use crate::cmd::{Cmd, Mode, Value};
+use crate::config::DownPolicy;
 use crate::conn::Expect;
 use crate::error::{Error, Result};
 use crate::key::check_key;
@@ -91,6 +92,9 @@ impl Client {
     /// for its value. A caller that waited in vain computes the value
     /// itself and does not store it. Meta protocol only.
     ///
+    /// Under [`DownPolicy::Miss`], a down server's key is computed and
+    /// not stored.
+    ///
     /// # Errors
     /// The fill function's error ([`Error::Server`] with its text), or
     /// as [`Client::get`].
@@ -111,17 +115,27 @@ impl Client {
         let deadline = tokio::time::Instant::now() + self.inner.cfg.lease_wait;
         let mut delay = Duration::from_millis(5);
         loop {
-            let r = self
-                .meta_call(key, |b, o| {
-                    b.put_slice(b"mg ");
-                    b.put_slice(key);
-                    b.put_slice(format!(" v f c N{lease_ttl}").as_bytes());
-                    if opts.recache > 0 {
-                        b.put_slice(format!(" R{}", opts.recache).as_bytes());
-                    }
-                    b.put_slice(format!(" O{o}\r\n").as_bytes());
-                })
-                .await?;
+            let r = self.meta_call(key, |b, o| {
+                b.put_slice(b"mg ");
+                b.put_slice(key);
+                b.put_slice(format!(" v f c N{lease_ttl}").as_bytes());
+                if opts.recache > 0 {
+                    b.put_slice(format!(" R{}", opts.recache).as_bytes());
+                }
+                b.put_slice(format!(" O{o}\r\n").as_bytes());
+            });
+            let r = match r.await {
+                Ok(r) => r,
+                // Under the miss policy a down server's key is computed,
+                // as for any miss, and not stored.
+                Err(Error::ServerDown(_)) if self.inner.cfg.down_policy == DownPolicy::Miss => {
+                    let data = fill()
+                        .await
+                        .map_err(|e| Error::Server(format!("fill: {e}")))?;
+                    return Ok(filled(data, opts.set.flags, Origin::Filled));
+                }
+                Err(e) => return Err(e),
+            };
             let value = Value {
                 data: r.value.clone().unwrap_or_default(),
                 flags: r.number(b'f').unwrap_or(0),

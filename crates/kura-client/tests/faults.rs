@@ -295,3 +295,27 @@ async fn the_gutter_takes_a_down_servers_keys_with_a_short_ttl() {
         .expect(&line);
     assert!((1..=5).contains(&ttl), "{line}");
 }
+
+#[tokio::test]
+async fn get_or_fill_computes_a_down_servers_key_under_the_miss_policy() {
+    let mut a = kura();
+    let c = Client::builder([a.addr()])
+        .down_policy(DownPolicy::Miss)
+        .configure(|c| {
+            c.failure_limit = 1;
+            c.probe_backoff_min = Duration::from_secs(30);
+        })
+        .build()
+        .unwrap();
+    a.kill();
+    assert!(c.get("k").await.is_err(), "the first failure is an error");
+    assert!(c.is_down(0));
+    let f = c
+        .get_or_fill("k", 60, || async {
+            Ok::<_, Error>(bytes::Bytes::from_static(b"computed"))
+        })
+        .await
+        .expect("computed while the server is down");
+    assert_eq!(&f.value.data[..], b"computed");
+    assert_eq!(f.origin, kura_client::Origin::Filled);
+}
