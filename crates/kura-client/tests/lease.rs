@@ -1,7 +1,8 @@
 //! Stampede protection against kura and memcached: of many concurrent
 //! callers of `get_or_fill` on a missing key only one computes; after
 //! `invalidate`, one caller recomputes while another is served the stale
-//! value; text mode refuses leases.
+//! value; an item about to expire is recomputed early by one reader
+//! (recache); text and binary modes refuse leases.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kura_client::{Client, Error, Origin, Protocol};
+use kura_client::{Client, Error, FillOptions, Origin, Protocol};
 use support::{addrs, servers};
 
 async fn one_fill_for_many_callers(c: &Client) {
@@ -76,6 +77,43 @@ async fn stale_while_recomputing(c: &Client) {
     assert_eq!(&c.get("page").await.unwrap().unwrap().data[..], b"new");
 }
 
+/// An item about to expire hands one reader the win token early (meta
+/// `R`): it recomputes while the others are served the current value.
+async fn recache_before_expiry(c: &Client) {
+    c.set("soon", "current", 5).await.unwrap();
+    let opts = FillOptions {
+        set: 600.into(),
+        recache: 30,
+    };
+    let (release, wait) = tokio::sync::oneshot::channel::<()>();
+    let (filling, started) = tokio::sync::oneshot::channel::<()>();
+    let winner = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.get_or_fill("soon", opts, || async {
+                let _ = filling.send(());
+                let _ = wait.await;
+                Ok::<_, Error>(Bytes::from_static(b"renewed"))
+            })
+            .await
+        })
+    };
+    started
+        .await
+        .expect("the first reader wins the recache token");
+    let other = c
+        .get_or_fill("soon", opts, || async {
+            Err::<Bytes, _>("only one recomputes")
+        })
+        .await
+        .unwrap();
+    assert_eq!(other.origin, Origin::Hit);
+    assert_eq!(&other.value.data[..], b"current");
+    let _ = release.send(());
+    assert_eq!(winner.await.unwrap().unwrap().origin, Origin::Filled);
+    assert_eq!(&c.get("soon").await.unwrap().unwrap().data[..], b"renewed");
+}
+
 async fn fill_errors_are_returned(c: &Client) {
     let r = c
         .get_or_fill("broken", 60, || async { Err::<Bytes, _>("database down") })
@@ -96,6 +134,7 @@ async fn suite(memcached: bool) {
         .unwrap();
     one_fill_for_many_callers(&c).await;
     stale_while_recomputing(&c).await;
+    recache_before_expiry(&c).await;
     fill_errors_are_returned(&c).await;
 }
 
