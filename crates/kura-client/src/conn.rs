@@ -1,0 +1,293 @@
+//! One pipelined connection to a server: a writer task and a reader task
+//! over the two halves of the socket, and the queue of requests written
+//! but not yet answered between them.
+//!
+//! Requests from any number of tasks go into a channel; the writer takes
+//! every request queued at that moment, appends them to one buffer, puts
+//! them on the pending queue (before writing, so the reader always finds
+//! the request a reply belongs to) and writes the buffer with one call.
+//! The reader frames replies in order and hands each request its own:
+//! a meta reply must carry the request's opaque (`O`) token, a quiet
+//! batch's replies a token of the batch, up to its `MN`. Anything else
+//! (bytes that are not a reply, a wrong token, a reply nobody asked for,
+//! EOF) closes the connection and fails every request on it: a reply never
+//! reaches the wrong request. Reading and writing are separate tasks so a
+//! large batch can be written while its replies are already arriving.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use crate::binary;
+use crate::config::Protocol;
+use crate::error::{Error, Result};
+use crate::reply::{self, Reply, Status};
+
+/// Requests below this size are copied into the writer's buffer; larger
+/// ones are written from their own buffer.
+const COALESCE_MAX: usize = 64 * 1024;
+/// The writer stops gathering queued requests past this many bytes.
+const WRITE_MAX: usize = 1024 * 1024;
+
+/// What replies a request expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// One meta reply carrying `O<opaque>` (binary: the opaque field).
+    Meta(u32),
+    /// Meta replies with opaques below `n`, ended by `MN` (binary: `NOOP`).
+    MetaBatch(u32),
+    /// `n` text replies: each one line, or `VALUE`s ended by `END`.
+    Text(u32),
+}
+
+/// A request on its way to the writer.
+struct Job {
+    bytes: Bytes,
+    expect: Expect,
+    reply: oneshot::Sender<Result<Vec<Reply>>>,
+}
+
+/// A request written and waiting for its replies.
+struct Pending {
+    expect: Expect,
+    got: Vec<Reply>,
+    /// Text: replies complete so far.
+    done: u32,
+    reply: oneshot::Sender<Result<Vec<Reply>>>,
+}
+
+struct Shared {
+    server: String,
+    pending: Mutex<VecDeque<Pending>>,
+    closed: AtomicBool,
+    tasks: OnceLock<[AbortHandle; 2]>,
+}
+
+impl Shared {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Closes the connection: every request on it gets `err`.
+    fn fail(&self, err: Error) {
+        let drained: Vec<Pending> = {
+            let mut q = self.queue();
+            self.closed.store(true, Ordering::Release);
+            q.drain(..).collect()
+        };
+        if !drained.is_empty() {
+            tracing::debug!(server = %self.server, %err, "connection closed");
+        }
+        for p in drained {
+            let _ = p.reply.send(Err(err.clone()));
+        }
+        if let Some(tasks) = self.tasks.get() {
+            for t in tasks {
+                t.abort();
+            }
+        }
+    }
+}
+
+/// A connection shared by many requests.
+pub(crate) struct Conn {
+    jobs: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    protocol: Protocol,
+}
+
+impl Conn {
+    /// Wraps a connected socket speaking `protocol`.
+    pub fn start(stream: TcpStream, server: &str, protocol: Protocol) -> Conn {
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let (tx, rx) = mpsc::channel(4096);
+        let shared = Arc::new(Shared {
+            server: server.to_string(),
+            pending: Mutex::new(VecDeque::new()),
+            closed: AtomicBool::new(false),
+            tasks: OnceLock::new(),
+        });
+        let w = tokio::spawn(writer(wr, rx, shared.clone()));
+        let r = tokio::spawn(reader(rd, shared.clone(), protocol));
+        let _ = shared.tasks.set([w.abort_handle(), r.abort_handle()]);
+        Conn {
+            jobs: tx,
+            shared,
+            protocol,
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire) || self.jobs.is_closed()
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Closes the connection, failing what is in flight with `err`.
+    pub fn close(&self, err: Error) {
+        self.shared.fail(err);
+    }
+
+    /// Sends `bytes` and waits for the replies `expect` describes.
+    ///
+    /// # Errors
+    /// The connection fails or closes before the replies are complete.
+    pub async fn call(&self, bytes: Bytes, expect: Expect) -> Result<Vec<Reply>> {
+        let closed = || Error::ConnectionClosed(self.shared.server.clone());
+        let (tx, rx) = oneshot::channel();
+        let job = Job {
+            bytes,
+            expect,
+            reply: tx,
+        };
+        self.jobs.send(job).await.map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())?
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared
+            .fail(Error::ConnectionClosed(self.shared.server.clone()));
+    }
+}
+
+async fn writer(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Job>, shared: Arc<Shared>) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut big: Vec<Bytes> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        let mut size = 0;
+        {
+            let mut q = shared.queue();
+            while let Some(job) = next.take() {
+                if shared.closed.load(Ordering::Acquire) {
+                    let err = Error::ConnectionClosed(shared.server.clone());
+                    let _ = job.reply.send(Err(err));
+                } else {
+                    size += job.bytes.len();
+                    if job.bytes.len() < COALESCE_MAX && big.is_empty() {
+                        buf.extend_from_slice(&job.bytes);
+                    } else {
+                        if !buf.is_empty() {
+                            big.push(buf.split().freeze());
+                        }
+                        big.push(job.bytes);
+                    }
+                    q.push_back(Pending {
+                        expect: job.expect,
+                        got: Vec::new(),
+                        done: 0,
+                        reply: job.reply,
+                    });
+                }
+                if size < WRITE_MAX {
+                    next = rx.try_recv().ok();
+                }
+            }
+        }
+        if !buf.is_empty() {
+            big.push(buf.split().freeze());
+        }
+        for chunk in big.drain(..) {
+            if let Err(e) = wr.write_all(&chunk).await {
+                shared.fail(Error::io(&shared.server, e));
+                return;
+            }
+        }
+    }
+}
+
+async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, protocol: Protocol) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => {
+                let what = if buf.is_empty() {
+                    Error::ConnectionClosed(shared.server.clone())
+                } else {
+                    Error::protocol(&shared.server, "connection closed inside a reply")
+                };
+                return shared.fail(what);
+            }
+            Ok(_) => {}
+            Err(e) => return shared.fail(Error::io(&shared.server, e)),
+        }
+        loop {
+            let framed = match protocol {
+                Protocol::Meta => reply::meta(&mut buf),
+                Protocol::Text => reply::text(&mut buf),
+                Protocol::Binary => binary::frame(&mut buf),
+            };
+            let r = match framed {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(what) => return shared.fail(Error::protocol(&shared.server, what)),
+            };
+            if let Err(what) = deliver(&shared, r) {
+                return shared.fail(Error::protocol(&shared.server, what));
+            }
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+    }
+}
+
+/// Gives `r` to the oldest pending request; Err when it cannot be its.
+fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
+    let mut q = shared.queue();
+    let Some(p) = q.front_mut() else {
+        return Err(format!("a reply nobody asked for: {:?}", r.status));
+    };
+    let complete = match p.expect {
+        Expect::Meta(opaque) => {
+            if r.status != Status::Error && r.opaque_token() != Some(opaque) {
+                return Err(format!(
+                    "reply with opaque {:?} to the request with O{opaque}",
+                    r.opaque_token()
+                ));
+            }
+            p.got.push(r);
+            true
+        }
+        Expect::MetaBatch(n) => {
+            if r.status == Status::Noop {
+                true
+            } else {
+                if r.status != Status::Error && r.opaque_token().is_none_or(|o| o >= n) {
+                    return Err(format!(
+                        "a batch reply without an opaque of the batch: {:?}",
+                        r.status
+                    ));
+                }
+                p.got.push(r);
+                false
+            }
+        }
+        Expect::Text(n) => {
+            let ends = r.status != Status::Value || r.tokens.is_empty();
+            p.got.push(r);
+            if ends {
+                p.done += 1;
+            }
+            p.done >= n
+        }
+    };
+    if complete {
+        if let Some(p) = q.pop_front() {
+            let _ = p.reply.send(Ok(p.got));
+        }
+    }
+    Ok(())
+}

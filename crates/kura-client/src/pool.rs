@@ -1,0 +1,185 @@
+//! One server: a small pool of pipelined connections (made on first use
+//! and replaced when one closes), the connect and request timeouts, and
+//! the server's health. After `failure_limit` consecutive failures the
+//! server is marked down: its requests fail at once, without touching the
+//! network, while a probe task retries it with exponential backoff and
+//! jitter and marks it up when it answers again.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use rand::Rng;
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+use crate::config::{Config, Protocol};
+use crate::conn::{Conn, Expect};
+use crate::error::{Error, Result};
+use crate::reply::{Reply, Status};
+
+/// A server and its connections.
+pub(crate) struct ServerPool {
+    addr: String,
+    slots: Vec<Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+    failures: AtomicU32,
+    down: AtomicBool,
+    cfg: Arc<Config>,
+}
+
+impl ServerPool {
+    pub fn new(addr: String, cfg: Arc<Config>) -> Arc<ServerPool> {
+        let n = cfg.connections_per_server.max(1);
+        Arc::new(ServerPool {
+            addr,
+            slots: (0..n).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            failures: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+            cfg,
+        })
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Whether the server is marked down.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    async fn connect(&self) -> Result<Conn> {
+        let after = self.cfg.connect_timeout;
+        let stream = tokio::time::timeout(after, TcpStream::connect(&self.addr))
+            .await
+            .map_err(|_| Error::ConnectTimeout {
+                server: self.addr.clone(),
+                after,
+            })?
+            .map_err(|e| Error::io(&self.addr, e))?;
+        Ok(Conn::start(stream, &self.addr, self.cfg.protocol))
+    }
+
+    /// A connection of the pool, connecting when its slot is empty or
+    /// its connection closed.
+    async fn conn(&self) -> Result<Arc<Conn>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = self.slots[i].lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(self.connect().await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends one request (a single command or a whole batch) and waits for
+    /// its replies, within the request timeout.
+    ///
+    /// # Errors
+    /// [`Error::ServerDown`] at once when the server is marked down;
+    /// otherwise a connect, timeout, I/O or protocol error (each counts
+    /// towards marking the server down).
+    pub async fn call(self: &Arc<Self>, bytes: Bytes, expect: Expect) -> Result<Vec<Reply>> {
+        if self.is_down() {
+            return Err(Error::ServerDown(self.addr.clone()));
+        }
+        let result = match self.conn().await {
+            Ok(conn) => {
+                let after = self.cfg.request_timeout;
+                match tokio::time::timeout(after, conn.call(bytes, expect)).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        let e = Error::Timeout {
+                            server: self.addr.clone(),
+                            after,
+                        };
+                        // Nothing else may get this connection's late replies.
+                        conn.close(e.clone());
+                        Err(e)
+                    }
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match &result {
+            Ok(_) => self.failures.store(0, Ordering::Relaxed),
+            Err(e) if e.is_server_failure() => self.failed(),
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn failed(self: &Arc<Self>) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.cfg.failure_limit && !self.down.swap(true, Ordering::AcqRel) {
+            tracing::warn!(server = %self.addr, failures = n, "server marked down");
+            tokio::spawn(probe(Arc::downgrade(self)));
+        }
+    }
+
+    /// Marks the server up after a probe answered.
+    fn revive(&self, conn: Conn) {
+        if let Ok(mut slot) = self.slots[0].try_lock() {
+            *slot = Some(Arc::new(conn));
+        }
+        self.failures.store(0, Ordering::Relaxed);
+        self.down.store(false, Ordering::Release);
+        tracing::info!(server = %self.addr, "server up again");
+    }
+
+    /// One probe: connect and ask for a no-op.
+    async fn probe_once(&self) -> Result<Conn> {
+        let conn = self.connect().await?;
+        let mut req = BytesMut::new();
+        let (expect, want) = match conn.protocol() {
+            Protocol::Text => {
+                req.put_slice(b"version\r\n");
+                (Expect::Text(1), Status::Version)
+            }
+            Protocol::Meta => {
+                req.put_slice(b"mn\r\n");
+                (Expect::MetaBatch(0), Status::Noop)
+            }
+            Protocol::Binary => {
+                crate::binary::noop(&mut req, 0);
+                (Expect::MetaBatch(0), Status::Noop)
+            }
+        };
+        let call = conn.call(req.freeze(), expect);
+        let replies = tokio::time::timeout(self.cfg.request_timeout, call)
+            .await
+            .map_err(|_| Error::Timeout {
+                server: self.addr.clone(),
+                after: self.cfg.request_timeout,
+            })??;
+        // A batch of nothing collects no replies; `version` collects one.
+        if replies.iter().all(|r| r.status == want) {
+            Ok(conn)
+        } else {
+            Err(Error::protocol(&self.addr, "unexpected probe reply"))
+        }
+    }
+}
+
+/// Retries a down server with exponential backoff and jitter until it
+/// answers (or the client is dropped).
+async fn probe(pool: Weak<ServerPool>) {
+    let Some(cfg) = pool.upgrade().map(|p| p.cfg.clone()) else {
+        return;
+    };
+    let mut backoff = cfg.probe_backoff_min;
+    loop {
+        let jitter = rand::thread_rng().gen_range(0.0..0.5);
+        tokio::time::sleep(backoff.mul_f64(1.0 + jitter)).await;
+        let Some(p) = pool.upgrade() else { return };
+        match p.probe_once().await {
+            Ok(conn) => return p.revive(conn),
+            Err(e) => tracing::debug!(server = %p.addr, %e, "probe failed"),
+        }
+        backoff = (backoff * 2).min(cfg.probe_backoff_max.max(Duration::from_millis(1)));
+    }
+}
