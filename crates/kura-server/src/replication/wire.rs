@@ -20,8 +20,10 @@
 //! Then frames, each a kind byte and a body: `R`, a 4-byte length and
 //! whole log records as the log holds them (length, CRC, number: the
 //! replica checks every one); `H`, a heartbeat every second with the last
-//! record the primary has written and its clock in milliseconds. The
-//! replica writes `ack <record>` lines back as it applies.
+//! record the primary has written and its clock in milliseconds; `A`,
+//! asking for an acknowledgement at once (a write waits for it). The
+//! replica writes `ack <record>` lines back as it applies: at once when
+//! asked, else at most ten a second.
 
 use kura_log::History;
 
@@ -120,6 +122,15 @@ pub enum Frame<'a> {
     Records(&'a [u8]),
     /// The primary's last written record and its clock (ms).
     Heartbeat { last: u64, millis: u64 },
+    /// Acknowledge what you have now: a write waits for it
+    /// (`--min-replicas-ack`). Otherwise a replica acknowledges at most
+    /// ten times a second.
+    AckNow,
+}
+
+/// Appends the request for an acknowledgement at once.
+pub fn ack_now(out: &mut Vec<u8>) {
+    out.push(b'A');
 }
 
 /// Appends a frame of records.
@@ -176,6 +187,7 @@ pub fn frame(b: &[u8]) -> Result<Option<(Frame<'_>, usize)>, StreamError> {
             let millis = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
             (Frame::Heartbeat { last, millis }, 17)
         })),
+        b'A' => Ok(Some((Frame::AckNow, 1))),
         other => Err(StreamError::Kind(other)),
     }
 }
@@ -249,6 +261,7 @@ mod tests {
                 millis: 99
             }
         );
+        assert_eq!(frame(b"A"), Ok(Some((Frame::AckNow, 1))));
         assert_eq!(frame(b"X"), Err(StreamError::Kind(b'X')));
         let mut huge = vec![b'R'];
         huge.extend_from_slice(&u32::MAX.to_le_bytes());

@@ -49,6 +49,8 @@ where
     let mut written = source.durable.map(|d| d.lag().watch_written());
     let mut stop = shared.watch();
     let mut tail: Option<LogTail> = None;
+    // Writes wait for replicas' acknowledgements: ask for them at once.
+    let wants_acks = shared.config.min_replicas_ack > 0;
     let mut head = Vec::with_capacity(5);
     loop {
         // Whatever is pushed or written after this is seen by `changed`.
@@ -94,11 +96,14 @@ where
             // Behind: the replica hears how far, so its lag is true under
             // load too, not only when the stream is idle.
             let written = source.written();
+            let mut frame = Vec::with_capacity(18);
             if written >= next {
-                let mut frame = Vec::with_capacity(17);
                 wire::heartbeat(&mut frame, written, unix_millis());
-                writer.write_all(&frame).await?;
             }
+            if wants_acks {
+                wire::ack_now(&mut frame);
+            }
+            writer.write_all(&frame).await?;
             writer.flush().await?;
             continue;
         }

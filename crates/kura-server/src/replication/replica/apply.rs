@@ -17,6 +17,9 @@ use super::link::Link;
 use super::Cx;
 use crate::durable::{apply, clear_tables};
 
+/// Acknowledgements nobody waits for go back at most this often.
+const ACK_EVERY: Duration = Duration::from_millis(100);
+
 /// How often a replica under `--fsync always` looks whether what it applied
 /// is on disk, to acknowledge it.
 const SYNC_POLL: Duration = Duration::from_millis(1);
@@ -127,6 +130,9 @@ impl Cx<'_> {
         let mut applied = state.applied.load(Ordering::Relaxed);
         let mut acked = applied;
         let mut short_poll = false;
+        // The primary asked for an acknowledgement at once (a write waits).
+        let mut ack_now = false;
+        let mut last_ack = Instant::now();
         let mut buf: Vec<u8> = Vec::new();
         let mut heard = Instant::now();
         let mut chunk = vec![0u8; 64 * 1024];
@@ -185,6 +191,7 @@ impl Cx<'_> {
                             j.replicated(first, applied, all);
                         }
                     }
+                    Frame::AckNow => ack_now = true,
                     Frame::Heartbeat { last, .. } => {
                         state
                             .primary_last
@@ -203,16 +210,19 @@ impl Cx<'_> {
                 d.wait_for_room(|| self.stopping());
             }
             // Under `--fsync always` a record is acknowledged once on disk.
-            // Acknowledged as soon as applied (a primary may hold a write's
-            // reply for it: --min-replicas-ack), once per read.
+            // At once when the primary asked (a write's reply waits for it:
+            // --min-replicas-ack), else at most ten times a second.
             let ackable = durable.map_or(applied, |d| d.acknowledgeable(applied));
-            if ackable != acked {
+            if ackable != acked && (ack_now || last_ack.elapsed() >= ACK_EVERY) {
                 r.get_mut()
                     .write_all(format!("ack {ackable}\r\n").as_bytes())?;
                 acked = ackable;
+                last_ack = Instant::now();
+                ack_now = ackable < applied;
             }
-            // Records applied and not yet on disk: look again soon.
-            let waiting = ackable < applied;
+            // Records applied and not yet on disk, or an acknowledgement
+            // due: look again soon.
+            let waiting = ackable < applied || (ackable != acked);
             if waiting != short_poll {
                 short_poll = waiting;
                 let poll = if waiting { SYNC_POLL } else { super::POLL };
