@@ -1,0 +1,421 @@
+//! Fetching through a flight: the request's side (join or lead the flight for the key, wait
+//! for the head, serve from it, fall back on a stale copy when the backend fails) and the
+//! fetch task (one conditional or plain GET to the backend, a 304 merged into the stored
+//! object, the response judged storable or not, its body streamed to the readers and stored).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{AGE, CONTENT_LENGTH};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
+
+use super::proxy::{serve_stored, Peer, Proxy};
+use super::respond;
+use crate::backend::strip_hop_by_hop;
+use crate::body::Body;
+use crate::cache::object::Object;
+use crate::coalesce::{Head, Join, Outcome, Producer, ReadHead, ReaderBody};
+use crate::rules::cache_control::RequestDirectives;
+use crate::rules::freshness::Freshness;
+use crate::rules::stale::{decide, Backend as BackendState, Decision};
+use crate::rules::storable::{storable, NotStorable};
+use crate::rules::targeted::ResponseControl;
+use crate::rules::validation::conditional::{has_validators, make_conditional};
+use crate::rules::validation::update::{select_for_update, update_headers};
+use crate::rules::vary::Vary;
+use crate::rules::{headers, RequestHead, ResponseHead};
+use crate::stats::CacheOutcome;
+
+/// What the fetch task needs of the request that started it.
+#[derive(Clone)]
+struct Origin {
+    uri: Uri,
+    headers: HeaderMap,
+    peer: Peer,
+}
+
+/// Fetches the object for `parts` (key `key`; `stale`: the stored copy being revalidated or
+/// replaced), joining a flight for the key when `coalesce`.
+pub async fn fetch(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    key: Vec<u8>,
+    stale: Option<Object>,
+    peer: Peer,
+    coalesce: bool,
+) -> (Response<Body>, CacheOutcome) {
+    let (flight, leader) = if coalesce {
+        match proxy.flights.join(&key) {
+            Join::Leader(flight) => (flight, true),
+            Join::Waiter(flight) => (flight, false),
+        }
+    } else {
+        (proxy.flights.solo(), true)
+    };
+    // Subscribe before the fetch can produce anything.
+    let reader = flight.reader();
+    if leader {
+        let origin = Origin {
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            peer,
+        };
+        let producer = Producer::new(proxy.flights.clone(), flight);
+        tokio::spawn(run(
+            proxy.clone(),
+            producer,
+            key.clone(),
+            origin,
+            stale.clone(),
+        ));
+    }
+    let Some(reader) = reader else {
+        // The flight no longer holds the body's start: fetch alone.
+        return Box::pin(fetch(proxy, parts, key, stale, peer, false)).await;
+    };
+    let now = || SystemTime::now();
+    let head = match reader.head().await {
+        ReadHead::Failed(error) => {
+            if let Some(served) = stale_on_error(proxy, parts, &stale, peer).await {
+                return served;
+            }
+            return (respond::synth(error.status(), false), CacheOutcome::Synth);
+        }
+        ReadHead::Ready(head) => head,
+    };
+    if is_server_error(head.status) {
+        if let Some(served) = stale_on_error(proxy, parts, &stale, peer).await {
+            return served;
+        }
+    }
+    let outcome = if leader {
+        CacheOutcome::Miss
+    } else {
+        CacheOutcome::Coalesced
+    };
+    match &head.outcome {
+        Outcome::Revalidated(object) => {
+            serve_stored(proxy, parts, (**object).clone(), peer, outcome, now()).await
+        }
+        Outcome::Private if !leader => {
+            drop(reader);
+            Box::pin(fetch(proxy, parts, key, stale, peer, false)).await
+        }
+        Outcome::Private => {
+            let body = if parts.method == Method::HEAD {
+                Body::Empty
+            } else {
+                Body::Flight(ReaderBody(reader))
+            };
+            let mut response = Response::new(body);
+            *response.status_mut() = head.status;
+            *response.headers_mut() = head.headers.clone();
+            (response, CacheOutcome::Pass)
+        }
+        Outcome::Shared => {
+            if !leader && !vary_matches(&head.headers, &parts.headers, &head_secondary(&head)) {
+                drop(reader);
+                return Box::pin(fetch(proxy, parts, key, stale, peer, false)).await;
+            }
+            let request = RequestHead::from(parts);
+            let stored = ResponseHead {
+                status: head.status,
+                headers: &head.headers,
+            };
+            use crate::rules::validation::client::{answer, not_modified_headers, ClientAnswer};
+            match answer(request, stored, now()) {
+                ClientAnswer::NotModified => {
+                    let mut response = Response::new(Body::Empty);
+                    *response.status_mut() = StatusCode::NOT_MODIFIED;
+                    *response.headers_mut() = not_modified_headers(&head.headers);
+                    (response, outcome)
+                }
+                ClientAnswer::Full | ClientAnswer::Forward => {
+                    let body = if crate::rules::serve::sends_body(&parts.method, head.status) {
+                        Body::Flight(ReaderBody(reader))
+                    } else {
+                        Body::Empty
+                    };
+                    let mut response = Response::new(body);
+                    *response.status_mut() = head.status;
+                    *response.headers_mut() = head.headers.clone();
+                    (response, outcome)
+                }
+            }
+        }
+    }
+}
+
+/// The secondary key the flight's response was stored under is carried in its head as the
+/// fields `Vary` names; a waiter compares its own request's values with the leader's.
+fn head_secondary(head: &Head) -> HeaderMap {
+    head.leader_vary.clone()
+}
+
+fn vary_matches(response: &HeaderMap, request: &HeaderMap, leader: &HeaderMap) -> bool {
+    let vary = Vary::from_headers(response);
+    match (vary.secondary_key(request), vary.secondary_key(leader)) {
+        (Some(mine), Some(theirs)) => mine == theirs,
+        _ => false,
+    }
+}
+
+fn is_server_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+/// Serves the stale copy when the backend failed and the rules allow it.
+async fn stale_on_error(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    stale: &Option<Object>,
+    peer: Peer,
+) -> Option<(Response<Body>, CacheOutcome)> {
+    let object = stale.as_ref()?;
+    let now = SystemTime::now();
+    let directives = RequestDirectives::from_headers(&parts.headers);
+    let decision = decide(
+        &proxy.config.policy,
+        &object.freshness,
+        has_validators(&object.headers),
+        &directives,
+        BackendState::Failed,
+        now,
+    );
+    match decision {
+        Decision::StaleOnError | Decision::Fresh => {
+            Some(serve_stored(proxy, parts, object.clone(), peer, CacheOutcome::Stale, now).await)
+        }
+        Decision::GatewayTimeout => Some((
+            respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
+            CacheOutcome::Synth,
+        )),
+        _ => None,
+    }
+}
+
+/// Starts a background refresh of `object` unless a fetch for the key is under way.
+pub fn refresh(proxy: &Arc<Proxy>, parts: &Parts, key: &[u8], object: &Object) {
+    if proxy.flights.busy(key) {
+        return;
+    }
+    if let Join::Leader(flight) = proxy.flights.join(key) {
+        proxy
+            .stats
+            .background_refreshes
+            .fetch_add(1, Ordering::Relaxed);
+        let origin = Origin {
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            peer: Peer {
+                addr: None,
+                scheme: "http",
+            },
+        };
+        let producer = Producer::new(proxy.flights.clone(), flight);
+        tokio::spawn(run(
+            proxy.clone(),
+            producer,
+            key.to_vec(),
+            origin,
+            Some(object.clone()),
+        ));
+    }
+}
+
+/// The fetch task.
+async fn run(
+    proxy: Arc<Proxy>,
+    producer: Producer,
+    key: Vec<u8>,
+    origin: Origin,
+    stale: Option<Object>,
+) {
+    let backend = &proxy.backend;
+    let mut headers =
+        backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
+    let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
+    let conditional = make_conditional(&mut headers, &stored);
+    headers.remove(http::header::RANGE);
+    let mut request = Request::new(Body::Empty);
+    *request.uri_mut() = backend.uri(origin.uri.path_and_query());
+    *request.headers_mut() = headers;
+    proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
+    let request_time = SystemTime::now();
+    let response = match backend.send(request).await {
+        Ok(response) => response,
+        Err(error) => {
+            producer.fail(error);
+            return;
+        }
+    };
+    let response_time = SystemTime::now();
+    let (mut parts, body) = response.into_parts();
+    let policy = &proxy.config.policy;
+    let leader_vary = origin.headers.clone();
+    if parts.status == StatusCode::NOT_MODIFIED && conditional {
+        if let Some(object) = stale
+            .as_ref()
+            .filter(|o| !select_for_update(&parts.headers, &[&o.headers]).is_empty())
+            .cloned()
+        {
+            let mut merged = object.headers.clone();
+            update_headers(policy, &mut merged, &parts.headers, response_time);
+            let head = ResponseHead {
+                status: object.status,
+                headers: &merged,
+            };
+            let control = ResponseControl::from_headers(&policy.targeted_fields, &merged);
+            let freshness = Freshness::new(policy, head, &control, request_time, response_time);
+            let request = RequestHead {
+                method: &Method::GET,
+                uri: &origin.uri,
+                headers: &origin.headers,
+            };
+            if storable(policy, request, head, &control).is_ok()
+                && proxy.cache.insert(
+                    policy,
+                    proxy.config.keep,
+                    &key,
+                    &origin.headers,
+                    object.status,
+                    &freshness,
+                    &merged,
+                    &object.body,
+                )
+            {
+                proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+            }
+            proxy.stats.revalidated.fetch_add(1, Ordering::Relaxed);
+            let updated = Object {
+                status: object.status,
+                freshness,
+                secondary: object.secondary,
+                headers: merged,
+                body: object.body,
+            };
+            producer.head(Head {
+                status: updated.status,
+                headers: HeaderMap::new(),
+                leader_vary,
+                outcome: Outcome::Revalidated(Box::new(updated)),
+            });
+            producer.finish(true);
+            return;
+        }
+    }
+    let request = RequestHead {
+        method: &Method::GET,
+        uri: &origin.uri,
+        headers: &origin.headers,
+    };
+    let control = ResponseControl::from_headers(&policy.targeted_fields, &parts.headers);
+    let too_large = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > proxy.config.max_object);
+    let plan = storable(policy, request, ResponseHead::from(&parts), &control);
+    let mut store = None;
+    if let (Ok(plan), false) = (&plan, too_large) {
+        let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
+        strip_hop_by_hop(&mut kept);
+        let head = ResponseHead {
+            status: parts.status,
+            headers: &kept,
+        };
+        let freshness = Freshness::new(policy, head, &control, request_time, response_time);
+        if freshness.worth_storing(has_validators(&kept)) {
+            store = Some((kept, freshness));
+        }
+    }
+    let hit_for_miss = store.is_none()
+        && stale.is_none()
+        && !is_server_error(parts.status)
+        && plan != Err(NotStorable::RequestNoStore);
+    if hit_for_miss {
+        proxy.cache.hit_for_miss(&key, proxy.config.hit_for_miss);
+    }
+    let (send_headers, outcome) = match &store {
+        Some((kept, freshness)) => {
+            let mut sent = kept.clone();
+            let age = freshness.current_age(SystemTime::now());
+            sent.insert(AGE, HeaderValue::from(age.as_secs()));
+            (sent, Outcome::Shared)
+        }
+        None => {
+            strip_hop_by_hop(&mut parts.headers);
+            (parts.headers.clone(), Outcome::Private)
+        }
+    };
+    producer.head(Head {
+        status: parts.status,
+        headers: send_headers,
+        leader_vary,
+        outcome,
+    });
+    let complete = stream_body(&proxy, &producer, body).await;
+    let whole = producer.finish(complete);
+    if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
+        let body = concat(chunks);
+        kept.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if proxy.cache.insert(
+            policy,
+            proxy.config.keep,
+            &key,
+            &origin.headers,
+            parts.status,
+            &freshness,
+            &kept,
+            &body,
+        ) {
+            proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Streams the backend's body into the flight; true when it arrived whole.
+async fn stream_body(proxy: &Proxy, producer: &Producer, mut body: hyper::body::Incoming) -> bool {
+    let timeout = proxy.backend.between_bytes_timeout();
+    loop {
+        match tokio::time::timeout(timeout, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() {
+                        producer.push(data).await;
+                    }
+                }
+                if !producer.wanted() {
+                    return false;
+                }
+            }
+            Ok(None) => return true,
+            Ok(Some(Err(error))) => {
+                tracing::debug!("backend body: {error}");
+                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            Err(_) => {
+                tracing::debug!("backend body: timed out");
+                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+    }
+}
+
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.into_iter().next().unwrap_or_default();
+    }
+    let mut out = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for chunk in chunks {
+        out.extend_from_slice(&chunk);
+    }
+    Bytes::from(out)
+}

@@ -1,0 +1,232 @@
+//! The server: listeners (plain HTTP/1.1, TLS with HTTP/2 or HTTP/1.1 by ALPN), one hyper
+//! connection per client with keep-alive, the admin listener (`/stats`, `/metrics`), the
+//! health probe task, and shutdown.
+
+mod admin;
+mod fetch;
+mod pass;
+pub mod proxy;
+mod respond;
+mod tls;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::access_log::AccessLog;
+use crate::backend::{health, Backend};
+use crate::cache::Cache;
+use crate::coalesce::Flights;
+use crate::config::Config;
+use crate::stats::Stats;
+use proxy::{Peer, Proxy};
+
+/// Time a client has to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running proxy: its bound addresses, and a handle to stop it.
+pub struct Server {
+    /// Plain HTTP addresses, in the order of the configuration.
+    pub http: Vec<SocketAddr>,
+    /// TLS addresses.
+    pub https: Vec<SocketAddr>,
+    /// The admin address.
+    pub admin: Option<SocketAddr>,
+    /// The proxy's shared state.
+    pub proxy: Arc<Proxy>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Server {
+    /// Binds every listener of `config` and starts serving on the current tokio runtime.
+    ///
+    /// # Errors
+    /// A listener cannot be bound, a certificate or the access log cannot be read.
+    pub async fn start(config: Config) -> Result<Server, StartError> {
+        let log = match &config.access_log {
+            Some(path) => Some(AccessLog::open(path)?),
+            None => None,
+        };
+        let backend = Arc::new(Backend::new(&config));
+        let shards = kura_store::default_shards(config.threads);
+        let proxy = Arc::new(Proxy {
+            cache: Cache::new(config.memory, shards),
+            flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
+            backend: backend.clone(),
+            stats: Stats::default(),
+            log,
+            config,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut http = Vec::new();
+        for addr in &proxy.config.listen {
+            let listener = TcpListener::bind(addr).await?;
+            http.push(listener.local_addr()?);
+            tasks.spawn(accept(proxy.clone(), listener, None, stopped.clone()));
+        }
+        let mut https = Vec::new();
+        for tls in &proxy.config.tls {
+            let acceptor = tls::acceptor(&tls.cert, &tls.key)?;
+            let listener = TcpListener::bind(tls.listen).await?;
+            https.push(listener.local_addr()?);
+            tasks.spawn(accept(
+                proxy.clone(),
+                listener,
+                Some(acceptor),
+                stopped.clone(),
+            ));
+        }
+        let admin = match proxy.config.admin_listen {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr).await?;
+                let bound = listener.local_addr()?;
+                tasks.spawn(admin::serve(proxy.clone(), listener, stopped.clone()));
+                Some(bound)
+            }
+            None => None,
+        };
+        if let Some(probe) = proxy.config.probe.clone() {
+            let mut stopped = stopped.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = health::run(backend, probe) => {}
+                    _ = stopped.changed() => {}
+                }
+            });
+        }
+        Ok(Server {
+            http,
+            https,
+            admin,
+            proxy,
+            stop,
+            tasks,
+        })
+    }
+
+    /// Stops accepting, lets connections finish their requests, and returns when they have.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A socket or file.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// TLS settings.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+async fn accept(
+    proxy: Arc<Proxy>,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let (stream, addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!("accept: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let proxy = proxy.clone();
+        let tls = tls.clone();
+        let stopped = stopped.clone();
+        connections.spawn(async move {
+            match tls {
+                None => {
+                    let peer = Peer {
+                        addr: Some(addr),
+                        scheme: "http",
+                    };
+                    serve(proxy, TokioIo::new(stream), peer, false, stopped).await;
+                }
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
+                    let Ok(Ok(stream)) = handshake.await else {
+                        return;
+                    };
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                    let peer = Peer {
+                        addr: Some(addr),
+                        scheme: "https",
+                    };
+                    serve(proxy, TokioIo::new(stream), peer, h2, stopped).await;
+                }
+            }
+        });
+        // Reap finished connections so the set does not grow.
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+async fn serve<I>(
+    proxy: Arc<Proxy>,
+    io: I,
+    peer: Peer,
+    h2: bool,
+    mut stopped: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let max_header = proxy.config.max_header;
+    let service = service_fn(move |request| {
+        let proxy = proxy.clone();
+        async move { Ok::<_, std::convert::Infallible>(proxy::handle(proxy, request, peer).await) }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if h2 {
+        builder = builder.http2_only();
+        builder
+            .http2()
+            .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
+            .max_concurrent_streams(256);
+    } else {
+        builder = builder.http1_only();
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(max_header)
+            .keep_alive(true);
+    }
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!("connection: {error}");
+            }
+        }
+        _ = stopped.changed() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
