@@ -50,6 +50,10 @@ pub struct HttpArgs {
     pub stale_if_error: Option<u64>,
 }
 
+/// Seconds an object with validators is kept past its last permitted use, to be revalidated
+/// with a conditional request rather than fetched whole.
+pub const DEFAULT_KEEP: u64 = 10;
+
 /// A TLS listener: address, certificate chain and private key (PEM).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct TlsListener {
@@ -304,7 +308,7 @@ impl Config {
             access_log: args.access_log.clone().or(file.access_log),
             threads,
             policy,
-            keep: secs(file.keep.unwrap_or(0)),
+            keep: secs(file.keep.unwrap_or(DEFAULT_KEEP)),
             hit_for_miss: secs(file.hit_for_miss.unwrap_or(120)),
             max_object: file
                 .max_object_mb

@@ -216,7 +216,7 @@ fn store_ttl(
     }
     let mut ttl = freshness.remaining(now).saturating_add(stale_use);
     if crate::rules::validation::conditional::has_validators(headers) {
-        ttl = ttl.saturating_add(keep.max(Duration::from_secs(1)));
+        ttl = ttl.saturating_add(keep);
     }
     (!ttl.is_zero()).then_some(ttl)
 }
