@@ -30,6 +30,9 @@ const VARIANT_SUFFIX: usize = 2 + 8 + 8;
 pub const PRIMARY_MAX: usize = KEY_MAX - VARIANT_SUFFIX;
 
 /// What the store holds for a request.
+// Returned once per request and matched at once: boxing the object would cost an allocation
+// on every hit for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Lookup {
     /// A stored response whose secondary key matches.
