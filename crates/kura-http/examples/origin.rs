@@ -42,7 +42,9 @@ fn main() {
             std::process::exit(0);
         });
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let count = count.clone();
             tokio::spawn(async move {

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -200,33 +199,40 @@ async fn serve<I>(
         let proxy = proxy.clone();
         async move { Ok::<_, std::convert::Infallible>(proxy::handle(proxy, request, peer).await) }
     });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The request head is bounded by max_header_size (431 past it); the write buffer is left
+    // to hyper, which sends bodies by vectored writes without copying them.
+    macro_rules! drive {
+        ($connection:expr) => {{
+            let connection = $connection;
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!("connection: {error}");
+                    }
+                }
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        }};
+    }
     if h2 {
-        builder = builder.http2_only();
-        builder
-            .http2()
-            .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
-            .max_concurrent_streams(256);
+        drive!(
+            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
+                .max_concurrent_streams(256)
+                .serve_connection(io, service)
+        );
     } else {
-        builder = builder.http1_only();
-        builder
-            .http1()
+        drive!(hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT)
-            .max_buf_size(max_header)
-            .keep_alive(true);
-    }
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => {
-            if let Err(error) = result {
-                tracing::debug!("connection: {error}");
-            }
-        }
-        _ = stopped.changed() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
+            .max_header_size(max_header)
+            .writev(true)
+            .keep_alive(true)
+            .serve_connection(io, service));
     }
 }
