@@ -71,6 +71,7 @@ pub struct TlsListener {
 struct FileConfig {
     backend: Option<String>,
     listen: Option<Vec<SocketAddr>>,
+    listen_unix: Option<Vec<PathBuf>>,
     tls: Option<Vec<TlsListener>>,
     memory_mb: Option<usize>,
     admin_listen: Option<SocketAddr>,
@@ -123,6 +124,8 @@ pub struct Config {
     pub backend: Uri,
     /// Plain HTTP listeners.
     pub listen: Vec<SocketAddr>,
+    /// Unix-socket listeners (plain HTTP/1.1).
+    pub listen_unix: Vec<PathBuf>,
     /// TLS listeners (HTTP/2 and HTTP/1.1 by ALPN).
     pub tls: Vec<TlsListener>,
     /// Cache memory in bytes.
@@ -238,7 +241,8 @@ impl Config {
             listen = file.listen.unwrap_or_default();
         }
         let tls = file.tls.unwrap_or_default();
-        if listen.is_empty() && tls.is_empty() {
+        let listen_unix = file.listen_unix.unwrap_or_default();
+        if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() {
             listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
         }
         let mut policy = CachePolicy::default();
@@ -302,6 +306,7 @@ impl Config {
         Ok(Config {
             backend: parse_backend(&backend)?,
             listen,
+            listen_unix,
             tls,
             memory,
             admin_listen: args.admin_listen.or(file.admin_listen),

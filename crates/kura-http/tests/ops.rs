@@ -152,3 +152,40 @@ async fn tls_with_http2() {
     server.shutdown().await;
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_socket_listener() {
+    let backend = Backend::start(NO_DELAY, |_| {
+        reply(200, &[("cache-control", "max-age=100")], "local")
+    })
+    .await;
+    let dir = temp_dir("unix");
+    let socket = dir.join("kura-http.sock");
+    let server = proxy(
+        backend.addr,
+        &format!("listen_unix = [{:?}]", socket.to_str().unwrap()),
+    )
+    .await;
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let request = http::Request::get("/u")
+            .header("host", "example")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            "local"
+        );
+    }
+    assert_eq!(outcomes, ["miss", "hit"]);
+    server.shutdown().await;
+    assert!(!socket.exists(), "the socket file is removed at shutdown");
+    std::fs::remove_dir_all(dir).ok();
+}

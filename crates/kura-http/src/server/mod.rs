@@ -73,6 +73,15 @@ impl Server {
             http.push(listener.local_addr()?);
             tasks.spawn(accept(proxy.clone(), listener, None, stopped.clone()));
         }
+        for path in &proxy.config.listen_unix {
+            let listener = tokio::net::UnixListener::bind(path)?;
+            tasks.spawn(accept_unix(
+                proxy.clone(),
+                listener,
+                path.clone(),
+                stopped.clone(),
+            ));
+        }
         let mut https = Vec::new();
         for tls in &proxy.config.tls {
             let acceptor = tls::acceptor(&tls.cert, &tls.key)?;
@@ -182,6 +191,44 @@ async fn accept(
         // Reap finished connections so the set does not grow.
         while connections.try_join_next().is_some() {}
     }
+    while connections.join_next().await.is_some() {}
+}
+
+async fn accept_unix(
+    proxy: Arc<Proxy>,
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!("accept: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let peer = Peer {
+            addr: None,
+            scheme: "http",
+        };
+        connections.spawn(serve(
+            proxy.clone(),
+            TokioIo::new(stream),
+            peer,
+            false,
+            stopped.clone(),
+        ));
+        while connections.try_join_next().is_some() {}
+    }
+    // The socket file is ours: a restart can bind it again.
+    let _ = std::fs::remove_file(&path);
     while connections.join_next().await.is_some() {}
 }
 
