@@ -374,3 +374,69 @@ async fn cdn_cache_control_targets_the_proxy() {
     assert_eq!(get(&c, plain.http[0], "/t").await.cache(), "pass");
     plain.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_and_heuristics_only_where_allowed() {
+    let ten_days_ago =
+        httpdate::fmt_http_date(std::time::SystemTime::now() - Duration::from_secs(864_000));
+    let in_an_hour =
+        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3600));
+    let backend = Backend::start(NO_DELAY, move |seen| match seen.uri.path() {
+        "/expires" => reply(200, &[("expires", &in_an_hour)], "e"),
+        "/expired" => reply(200, &[("expires", "Thu, 01 Jan 1970 00:00:00 GMT")], "x"),
+        // 10% of ten days: a heuristic lifetime of a day.
+        "/modified" => reply(200, &[("last-modified", &ten_days_ago)], "m"),
+        // 302 is not heuristically cacheable (RFC 9110 §15.4.3): not stored without freshness.
+        "/redirect" => reply(302, &[("location", "/elsewhere")], ""),
+        "/public-redirect" => reply(
+            302,
+            &[("location", "/elsewhere"), ("cache-control", "public")],
+            "",
+        ),
+        _ => reply(404, &[], "missing"),
+    })
+    .await;
+    let server = proxy(backend.addr, "").await;
+    let (addr, c) = (server.http[0], client());
+    for (path, second) in [
+        ("/expires", "hit"),
+        ("/expired", "pass"),
+        ("/modified", "hit"),
+        ("/redirect", "pass"),
+        ("/public-redirect", "hit"),
+        ("/not-found", "hit"),
+    ] {
+        get(&c, addr, path).await;
+        assert_eq!(get(&c, addr, path).await.cache(), second, "{path}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cache_responses_are_revalidated_on_every_use() {
+    let backend = Backend::start(NO_DELAY, |seen| {
+        if seen.headers.contains_key("if-none-match") {
+            reply(304, &[("etag", "\"n\"")], "")
+        } else {
+            reply(
+                200,
+                &[("cache-control", "no-cache"), ("etag", "\"n\"")],
+                "validated",
+            )
+        }
+    })
+    .await;
+    let server = proxy(backend.addr, "").await;
+    let (addr, c) = (server.http[0], client());
+    assert_eq!(get(&c, addr, "/n").await.body, "validated");
+    for round in 2..4 {
+        let got = get(&c, addr, "/n").await;
+        assert_eq!(
+            (got.status.as_u16(), &got.body[..]),
+            (200, &b"validated"[..])
+        );
+        assert_eq!(backend.count(), round);
+        assert_eq!(backend.last().headers["if-none-match"], "\"n\"");
+    }
+    server.shutdown().await;
+}
