@@ -89,6 +89,7 @@ struct FileConfig {
     max_in_flight_mb: Option<usize>,
     max_header_kb: Option<usize>,
     max_url_bytes: Option<usize>,
+    max_connections: Option<usize>,
     connect_timeout: Option<f64>,
     first_byte_timeout: Option<f64>,
     between_bytes_timeout: Option<f64>,
@@ -150,6 +151,8 @@ pub struct Config {
     pub max_header: usize,
     /// Longest request target.
     pub max_url: usize,
+    /// Client connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Time until the backend's response head.
@@ -325,6 +328,7 @@ impl Config {
                 .map_or(32 << 10, |kb| kb << 10)
                 .max(8 << 10),
             max_url: file.max_url_bytes.unwrap_or(8 << 10),
+            max_connections: file.max_connections.unwrap_or(10_000).max(1),
             connect_timeout: secs_f(file.connect_timeout.unwrap_or(3.5), "connect_timeout")?,
             first_byte_timeout: secs_f(
                 file.first_byte_timeout.unwrap_or(60.0),

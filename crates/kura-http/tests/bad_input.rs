@@ -174,3 +174,30 @@ async fn a_body_cut_short_is_not_stored() {
     assert_eq!(stats(&server).await["stored"], 0);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_wait_for_a_free_one() {
+    let backend = Backend::start(NO_DELAY, |_| reply(200, &[], "ok")).await;
+    let server = proxy(backend.addr, "max_connections = 2").await;
+    let addr = server.http[0];
+    let first = TcpStream::connect(addr).await.unwrap();
+    let _second = TcpStream::connect(addr).await.unwrap();
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    third
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    // Not served while two connections are open (the check cannot pass wrongly: a served
+    // request would answer within the wait).
+    let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut byte)).await;
+    assert!(early.is_err(), "served past max_connections");
+    drop(first);
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), third.read_to_end(&mut out))
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out).contains("200 OK"));
+    server.shutdown().await;
+}

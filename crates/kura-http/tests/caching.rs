@@ -43,6 +43,7 @@ async fn miss_then_hit_with_age() {
     let seen = backend.last();
     assert_eq!(seen.headers["host"], addr.to_string());
     assert_eq!(seen.headers["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(seen.headers["via"], "1.1 kura");
     let stats = stats(&server).await;
     assert_eq!(stats["requests"]["hit"], 1);
     assert_eq!(stats["requests"]["miss"], 2);

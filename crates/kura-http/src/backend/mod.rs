@@ -7,7 +7,7 @@ pub mod health;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use http::header::{CONNECTION, HOST};
+use http::header::{CONNECTION, HOST, VIA};
 use http::uri::{PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
@@ -107,6 +107,14 @@ impl Backend {
         strip_hop_by_hop(&mut out);
         if let Some(host) = host {
             out.insert(HOST, host.clone());
+        }
+        // RFC 9110 §7.6.3: a gateway MUST send Via in the requests it forwards.
+        let via = match out.get(VIA).and_then(|v| v.to_str().ok()) {
+            Some(before) => format!("{before}, 1.1 kura"),
+            None => "1.1 kura".to_owned(),
+        };
+        if let Ok(via) = HeaderValue::try_from(via) {
+            out.insert(VIA, via);
         }
         if let Some(ip) = client {
             let forwarded = HeaderName::from_static("x-forwarded-for");

@@ -17,7 +17,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
@@ -66,12 +66,19 @@ impl Server {
             config,
         });
         let (stop, stopped) = watch::channel(false);
+        let permits = Arc::new(Semaphore::new(proxy.config.max_connections));
         let mut tasks = JoinSet::new();
         let mut http = Vec::new();
         for addr in &proxy.config.listen {
             let listener = TcpListener::bind(addr).await?;
             http.push(listener.local_addr()?);
-            tasks.spawn(accept(proxy.clone(), listener, None, stopped.clone()));
+            tasks.spawn(accept(
+                proxy.clone(),
+                listener,
+                None,
+                permits.clone(),
+                stopped.clone(),
+            ));
         }
         for path in &proxy.config.listen_unix {
             let listener = tokio::net::UnixListener::bind(path)?;
@@ -79,6 +86,7 @@ impl Server {
                 proxy.clone(),
                 listener,
                 path.clone(),
+                permits.clone(),
                 stopped.clone(),
             ));
         }
@@ -91,6 +99,7 @@ impl Server {
                 proxy.clone(),
                 listener,
                 Some(acceptor),
+                permits.clone(),
                 stopped.clone(),
             ));
         }
@@ -144,10 +153,14 @@ async fn accept(
     proxy: Arc<Proxy>,
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    permits: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
     loop {
+        let Some(permit) = permit(&permits, &mut stopped).await else {
+            break;
+        };
         let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -165,6 +178,7 @@ async fn accept(
         let tls = tls.clone();
         let stopped = stopped.clone();
         connections.spawn(async move {
+            let _permit = permit;
             match tls {
                 None => {
                     let peer = Peer {
@@ -194,14 +208,29 @@ async fn accept(
     while connections.join_next().await.is_some() {}
 }
 
+/// A connection permit (`max_connections`), or `None` once the server stops.
+async fn permit(
+    permits: &Arc<Semaphore>,
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    tokio::select! {
+        permit = permits.clone().acquire_owned() => permit.ok(),
+        _ = stopped.changed() => None,
+    }
+}
+
 async fn accept_unix(
     proxy: Arc<Proxy>,
     listener: tokio::net::UnixListener,
     path: std::path::PathBuf,
+    permits: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
     loop {
+        let Some(permit) = permit(&permits, &mut stopped).await else {
+            break;
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -218,13 +247,17 @@ async fn accept_unix(
             addr: None,
             scheme: "http",
         };
-        connections.spawn(serve(
+        let serving = serve(
             proxy.clone(),
             TokioIo::new(stream),
             peer,
             false,
             stopped.clone(),
-        ));
+        );
+        connections.spawn(async move {
+            let _permit = permit;
+            serving.await;
+        });
         while connections.try_join_next().is_some() {}
     }
     // The socket file is ours: a restart can bind it again.
