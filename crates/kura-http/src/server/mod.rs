@@ -57,6 +57,10 @@ impl Server {
         };
         let backend = Arc::new(Backend::new(&config));
         let shards = kura_store::default_shards(config.threads);
+        // Each shard holds its share of the memory: an object larger than a quarter of it
+        // would evict most of the shard to fit.
+        let mut config = config;
+        config.max_object = config.max_object.min(config.memory / shards / 4);
         let proxy = Arc::new(Proxy {
             cache: Cache::new(config.memory, shards),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
