@@ -442,3 +442,21 @@ async fn no_cache_responses_are_revalidated_on_every_use() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_if_cached_never_asks_the_backend() {
+    let backend = Backend::start(NO_DELAY, |_| {
+        reply(200, &[("cache-control", "max-age=100")], "x")
+    })
+    .await;
+    let server = proxy(backend.addr, "").await;
+    let (addr, c) = (server.http[0], client());
+    let only = [("cache-control", "only-if-cached")];
+    assert_eq!(send(&c, addr, "GET", "/o", &only).await.status, 504);
+    assert_eq!(backend.count(), 0);
+    get(&c, addr, "/o").await;
+    let cached = send(&c, addr, "GET", "/o", &only).await;
+    assert_eq!((cached.status.as_u16(), cached.cache()), (200, "hit"));
+    assert_eq!(backend.count(), 1);
+    server.shutdown().await;
+}

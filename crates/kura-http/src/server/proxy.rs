@@ -131,7 +131,17 @@ async fn route(
     };
     drop(body);
     let now = SystemTime::now();
-    match proxy.cache.lookup(&key, &parts.headers) {
+    let lookup = proxy.cache.lookup(&key, &parts.headers);
+    if !matches!(lookup, Lookup::Hit(_))
+        && RequestDirectives::from_headers(&parts.headers).only_if_cached
+    {
+        // RFC 9111 §5.2.1.7: nothing stored, and the backend may not be asked.
+        return (
+            respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
+            CacheOutcome::Synth,
+        );
+    }
+    match lookup {
         Lookup::Hit(object) => on_hit(proxy, parts, key, object, peer, now).await,
         Lookup::Miss => fetch::fetch(proxy, parts, key, None, peer, true).await,
         Lookup::HitForMiss => fetch::fetch(proxy, parts, key, None, peer, false).await,
