@@ -64,6 +64,12 @@ async fn malformed_requests_get_4xx_and_close() {
     )
     .await;
     assert_eq!(status(&bad_te), "400");
+    let connect = raw(
+        addr,
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status(&connect), "405");
     assert_eq!(backend.count(), 0, "nothing malformed reached the backend");
     assert!(stats(&server).await["bad_requests"].as_u64().unwrap() >= 3);
     server.shutdown().await;

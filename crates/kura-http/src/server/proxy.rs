@@ -110,6 +110,13 @@ async fn route(
     body: Incoming,
     peer: Peer,
 ) -> (Response<Body>, CacheOutcome) {
+    if parts.method == Method::CONNECT {
+        // A reverse proxy opens no tunnels.
+        return (
+            respond::synth(StatusCode::METHOD_NOT_ALLOWED, false),
+            CacheOutcome::Synth,
+        );
+    }
     if let Some(status) = malformed(&proxy.config, parts) {
         proxy
             .stats
