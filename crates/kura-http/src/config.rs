@@ -387,6 +387,19 @@ mod tests {
         assert_eq!(probe.threshold, 3);
     }
 
+    /// The example in docs/http.md is a valid file, with every key this version reads.
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../../docs/http.md");
+        let start = doc.find("```toml\n").expect("a TOML example") + 8;
+        let end = start + doc[start..].find("```").expect("its end");
+        let config = Config::from_toml(&doc[start..end]).unwrap();
+        assert_eq!(config.tls.len(), 1);
+        assert_eq!(config.listen_unix.len(), 1);
+        assert_eq!(config.max_connections, 10_000);
+        assert_eq!(config.probe.unwrap().path, "/health");
+    }
+
     #[test]
     fn bad_settings_are_refused() {
         for text in [
