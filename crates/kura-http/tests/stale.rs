@@ -92,7 +92,8 @@ async fn backend_errors_are_replaced_by_stale_objects() {
     let f = failing.clone();
     let backend = Backend::start(NO_DELAY, move |seen| {
         if f.load(Ordering::SeqCst) == 1 {
-            return reply(503, &[], "down");
+            // Even a cacheable error page does not replace the stored object.
+            return reply(503, &[("cache-control", "max-age=60")], "down");
         }
         match seen.uri.path() {
             "/strict" => reply(
@@ -128,7 +129,11 @@ async fn backend_errors_are_replaced_by_stale_objects() {
     assert_eq!(strict.status, 504);
     // The error page itself was not stored over the object.
     failing.store(0, Ordering::SeqCst);
-    assert_eq!(get(&c, addr, "/page").await.status, 200);
+    let recovered = get(&c, addr, "/page").await;
+    assert_eq!(
+        (recovered.status.as_u16(), &recovered.body[..]),
+        (200, &b"page"[..])
+    );
     server.shutdown().await;
 }
 

@@ -321,8 +321,11 @@ async fn run(
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|len| len > proxy.config.max_object);
     let plan = storable(policy, request, ResponseHead::from(&parts), &control);
+    // An error answer never replaces a stored object: that object is what stale-if-error
+    // serves while the backend fails.
+    let keeps_stale = stale.is_some() && is_server_error(parts.status);
     let mut store = None;
-    if let (Ok(plan), false) = (&plan, too_large) {
+    if let (Ok(plan), false, false) = (&plan, too_large, keeps_stale) {
         let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
         strip_hop_by_hop(&mut kept);
         let head = ResponseHead {
