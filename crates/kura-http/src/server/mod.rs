@@ -4,6 +4,7 @@
 
 mod admin;
 mod fetch;
+mod framing;
 mod pass;
 pub mod proxy;
 mod respond;
@@ -26,6 +27,7 @@ use crate::cache::Cache;
 use crate::coalesce::Flights;
 use crate::config::Config;
 use crate::stats::Stats;
+use framing::Guard;
 use proxy::{Peer, Proxy};
 
 /// Time a client has to send a request head.
@@ -65,7 +67,7 @@ impl Server {
             cache: Cache::new(config.memory, shards),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
             backend: backend.clone(),
-            stats: Stats::default(),
+            stats: Arc::new(Stats::default()),
             log,
             config,
         });
@@ -189,7 +191,8 @@ async fn accept(
                         addr: Some(addr),
                         scheme: "http",
                     };
-                    serve(proxy, TokioIo::new(stream), peer, false, stopped).await;
+                    let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+                    serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
                 }
                 Some(acceptor) => {
                     let handshake =
@@ -202,7 +205,13 @@ async fn accept(
                         addr: Some(addr),
                         scheme: "https",
                     };
-                    serve(proxy, TokioIo::new(stream), peer, h2, stopped).await;
+                    if h2 {
+                        serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
+                    } else {
+                        let guarded =
+                            Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+                        serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+                    }
                 }
             }
         });
@@ -251,9 +260,10 @@ async fn accept_unix(
             addr: None,
             scheme: "http",
         };
+        let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
         let serving = serve(
             proxy.clone(),
-            TokioIo::new(stream),
+            TokioIo::new(guarded),
             peer,
             false,
             stopped.clone(),

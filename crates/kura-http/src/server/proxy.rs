@@ -35,7 +35,7 @@ pub struct Proxy {
     /// The backend.
     pub backend: Arc<Backend>,
     /// Counters.
-    pub stats: Stats,
+    pub stats: Arc<Stats>,
     /// Access log, when on.
     pub log: Option<AccessLog>,
 }
