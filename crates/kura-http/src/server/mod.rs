@@ -4,6 +4,7 @@
 
 mod admin;
 mod fetch;
+mod fill;
 mod framing;
 mod pass;
 pub mod proxy;
