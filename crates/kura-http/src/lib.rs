@@ -1,9 +1,50 @@
 //! kura's HTTP cache.
 //!
-//! For now this crate holds only [`rules`]: RFC 9111's rules for a shared cache (what may be
-//! stored, for how long, when a stored response may be served, how it is validated and
-//! invalidated) as pure functions over the `http` crate's types. It knows nothing of sockets,
-//! storage or clocks: every time it needs is passed in. The caching reverse proxy (`kura http`,
-//! issue 20) will be built on top of it; docs/http.md describes the rules' decisions.
+//! [`rules`] holds RFC 9111's rules for a shared cache as pure functions over the `http`
+//! crate's types (no sockets, storage or clocks). The rest is `kura http`, a caching reverse
+//! proxy built on them: [`server`] (hyper, keep-alive, TLS with HTTP/2), [`cache`] (objects in
+//! kura-store), [`coalesce`] (one backend fetch feeding every waiting client, streamed),
+//! [`backend`] (pooled client, timeouts, health probes), [`config`] (flags and TOML),
+//! [`stats`] and [`access_log`]. docs/http.md describes what it does.
 
+pub mod access_log;
+pub mod backend;
+pub mod body;
+pub mod cache;
+pub mod coalesce;
+pub mod config;
 pub mod rules;
+pub mod server;
+pub mod stats;
+
+pub use config::{Config, HttpArgs};
+pub use server::{Server, StartError};
+
+/// Runs `kura http` with `config` until SIGINT or SIGTERM.
+///
+/// # Errors
+/// The server cannot start.
+pub fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads)
+        .thread_name("kura-http")
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let server = Server::start(config).await?;
+        for addr in &server.http {
+            tracing::info!("listening on http://{addr}");
+        }
+        for addr in &server.https {
+            tracing::info!("listening on https://{addr}");
+        }
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        server.shutdown().await;
+        Ok(())
+    })
+}

@@ -1,7 +1,8 @@
 //! `kura`: the command-line entry point. `kura server` runs the
 //! memcached-compatible server; `kura bench` loads a server and measures it;
 //! `kura log` checks and repairs an update-log directory; `kura ring`
-//! prints which server of a cluster holds each key.
+//! prints which server of a cluster holds each key; `kura http` runs the
+//! caching reverse proxy (kura-http).
 
 mod log;
 mod process;
@@ -32,6 +33,18 @@ enum Command {
     Log(log::LogCommand),
     /// Print the server of each key read from stdin, as a client places it.
     Ring(ring::RingArgs),
+    /// Run the caching HTTP reverse proxy (RFC 9111) in front of a backend.
+    Http(Box<HttpCommand>),
+}
+
+/// `kura http`'s flags, with the verbosity the other commands have.
+#[derive(clap::Args)]
+struct HttpCommand {
+    #[command(flatten)]
+    args: kura_http::HttpArgs,
+    /// Log more (-v info, -vv debug, -vvv trace).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 fn main() {
@@ -40,6 +53,7 @@ fn main() {
         Command::Server(args) => run_server(*args),
         Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
+        Command::Http(cmd) => run_http(*cmd),
         Command::Ring(args) => ring::run(
             &args,
             std::io::stdin().lock(),
@@ -62,6 +76,12 @@ fn run_bench(args: &kura_bench::BenchArgs) -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+fn run_http(cmd: HttpCommand) -> anyhow::Result<()> {
+    init_logging(cmd.verbose.max(1));
+    let config = kura_http::Config::load(&cmd.args)?;
+    kura_http::run(config).map_err(|e| anyhow::anyhow!(e))
 }
 
 fn init_logging(verbosity: u8) {

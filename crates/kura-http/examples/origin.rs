@@ -1,0 +1,72 @@
+//! A benchmark origin for bench/http.sh: `origin PORT DELAY_MS`. `GET /SIZE/anything` answers
+//! SIZE bytes (`1k`, `100k`, or a number) with `Cache-Control: max-age=3600`, after DELAY_MS
+//! milliseconds; it counts requests and prints the count on SIGTERM's way out (stderr).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+fn size(path: &str) -> usize {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    match first.strip_suffix('k') {
+        Some(k) => k.parse::<usize>().unwrap_or(1) * 1024,
+        None => first.parse().unwrap_or(1024),
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let port: u16 = args.next().and_then(|p| p.parse().ok()).unwrap_or(8080);
+    let delay = Duration::from_millis(args.next().and_then(|d| d.parse().ok()).unwrap_or(0));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let count = Arc::new(AtomicU64::new(0));
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.expect("bind");
+        let counted = count.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("origin: {} requests", counted.load(Ordering::Relaxed));
+            std::process::exit(0);
+        });
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let count = count.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    async move {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        let body = Bytes::from(vec![b'x'; size(request.uri().path())]);
+                        let response = Response::builder()
+                            .header("cache-control", "max-age=3600")
+                            .header("content-type", "application/octet-stream")
+                            .body(Full::new(body))
+                            .expect("a response");
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}

@@ -1,0 +1,152 @@
+//! The backend: one HTTP/1.1 origin behind a pooled keep-alive client (hyper-util's), the
+//! request sent to it (hop-by-hop fields removed, `X-Forwarded-For` added), timeouts, the
+//! classification of failures, and its health ([`health`]).
+
+pub mod health;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use http::header::{CONNECTION, HOST, VIA};
+use http::uri::{PathAndQuery, Scheme};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::body::Body;
+use crate::coalesce::FetchError;
+use crate::config::Config;
+use crate::rules::headers::connection_listed;
+
+/// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded in either direction.
+pub const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+];
+
+/// Removes the hop-by-hop fields of `headers`, those its `Connection` names included.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in connection_listed(headers) {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// The backend and the client that talks to it.
+pub struct Backend {
+    client: Client<HttpConnector, Body>,
+    scheme: Scheme,
+    authority: http::uri::Authority,
+    first_byte_timeout: Duration,
+    between_bytes_timeout: Duration,
+    /// The backend's health.
+    pub health: health::Health,
+}
+
+impl Backend {
+    /// The backend of `config`.
+    pub fn new(config: &Config) -> Backend {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(config.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(256)
+            .build(connector);
+        let scheme = config.backend.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authority = config
+            .backend
+            .authority()
+            .cloned()
+            .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
+        Backend {
+            client,
+            scheme,
+            authority,
+            first_byte_timeout: config.first_byte_timeout,
+            between_bytes_timeout: config.between_bytes_timeout,
+            health: health::Health::new(),
+        }
+    }
+
+    /// The time allowed between two reads of a response body.
+    pub fn between_bytes_timeout(&self) -> Duration {
+        self.between_bytes_timeout
+    }
+
+    /// The backend's URI for a client's request target.
+    pub fn uri(&self, path: Option<&PathAndQuery>) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(
+            path.cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+        );
+        Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+    }
+
+    /// The header fields to forward for a client request with `headers` from `client`.
+    pub fn forward_headers(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+        host: Option<&HeaderValue>,
+    ) -> HeaderMap {
+        let mut out = headers.clone();
+        strip_hop_by_hop(&mut out);
+        if let Some(host) = host {
+            out.insert(HOST, host.clone());
+        }
+        // RFC 9110 §7.6.3: a gateway MUST send Via in the requests it forwards.
+        let via = match out.get(VIA).and_then(|v| v.to_str().ok()) {
+            Some(before) => format!("{before}, 1.1 kura"),
+            None => "1.1 kura".to_owned(),
+        };
+        if let Ok(via) = HeaderValue::try_from(via) {
+            out.insert(VIA, via);
+        }
+        if let Some(ip) = client {
+            let forwarded = HeaderName::from_static("x-forwarded-for");
+            let value = match out.get(&forwarded).and_then(|v| v.to_str().ok()) {
+                Some(before) => format!("{before}, {ip}"),
+                None => ip.to_string(),
+            };
+            if let Ok(value) = HeaderValue::try_from(value) {
+                out.insert(forwarded, value);
+            }
+        }
+        out
+    }
+
+    /// Sends `request`, waiting at most the first-byte timeout for the response head.
+    ///
+    /// # Errors
+    /// [`FetchError`] when the backend cannot be reached, times out or answers garbage.
+    pub async fn send(&self, mut request: Request<Body>) -> Result<Response<Incoming>, FetchError> {
+        request.headers_mut().remove(CONNECTION);
+        let sent =
+            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+        let result = match sent {
+            Err(_) => Err(FetchError::Timeout),
+            Ok(Err(error)) if error.is_connect() => Err(FetchError::Unreachable),
+            Ok(Err(error)) => {
+                tracing::debug!("backend error: {error:?}");
+                Err(FetchError::Garbage)
+            }
+            Ok(Ok(response)) => Ok(response),
+        };
+        self.health.record(result.is_ok());
+        result
+    }
+}

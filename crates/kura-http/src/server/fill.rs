@@ -1,0 +1,229 @@
+//! The fetch task of a flight: one conditional or plain GET to the backend, a 304 merged into
+//! the stored object, the response judged storable or not, its body streamed to the readers
+//! and stored once complete.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{AGE, CONTENT_LENGTH};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::BodyExt;
+
+use super::fetch::is_server_error;
+use super::proxy::{Peer, Proxy};
+use crate::backend::strip_hop_by_hop;
+use crate::body::Body;
+use crate::cache::object::Object;
+use crate::coalesce::{Head, Outcome, Producer};
+use crate::rules::freshness::Freshness;
+use crate::rules::storable::{storable, NotStorable};
+use crate::rules::targeted::ResponseControl;
+use crate::rules::validation::conditional::{has_validators, make_conditional};
+use crate::rules::validation::update::{select_for_update, update_headers};
+use crate::rules::{headers, RequestHead, ResponseHead};
+
+/// What the fetch task needs of the request that started it.
+#[derive(Clone)]
+pub(super) struct Origin {
+    pub(super) uri: Uri,
+    pub(super) headers: HeaderMap,
+    pub(super) peer: Peer,
+}
+
+/// The fetch task.
+pub(super) async fn run(
+    proxy: Arc<Proxy>,
+    producer: Producer,
+    key: Vec<u8>,
+    origin: Origin,
+    stale: Option<Object>,
+) {
+    let backend = &proxy.backend;
+    let mut headers =
+        backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
+    let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
+    let conditional = make_conditional(&mut headers, &stored);
+    headers.remove(http::header::RANGE);
+    let mut request = Request::new(Body::Empty);
+    *request.uri_mut() = backend.uri(origin.uri.path_and_query());
+    *request.headers_mut() = headers;
+    proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
+    let request_time = SystemTime::now();
+    let response = match backend.send(request).await {
+        Ok(response) => response,
+        Err(error) => {
+            producer.fail(error);
+            return;
+        }
+    };
+    let response_time = SystemTime::now();
+    let (mut parts, body) = response.into_parts();
+    let policy = &proxy.config.policy;
+    let leader_vary = origin.headers.clone();
+    if parts.status == StatusCode::NOT_MODIFIED && conditional {
+        if let Some(object) = stale
+            .as_ref()
+            .filter(|o| !select_for_update(&parts.headers, &[&o.headers]).is_empty())
+            .cloned()
+        {
+            let mut merged = object.headers.clone();
+            update_headers(policy, &mut merged, &parts.headers, response_time);
+            let head = ResponseHead {
+                status: object.status,
+                headers: &merged,
+            };
+            let control = ResponseControl::from_headers(&policy.targeted_fields, &merged);
+            let freshness = Freshness::new(policy, head, &control, request_time, response_time);
+            let request = RequestHead {
+                method: &Method::GET,
+                uri: &origin.uri,
+                headers: &origin.headers,
+            };
+            if storable(policy, request, head, &control).is_ok()
+                && proxy.cache.insert(
+                    policy,
+                    proxy.config.keep,
+                    &key,
+                    &origin.headers,
+                    object.status,
+                    &freshness,
+                    &merged,
+                    &object.body,
+                )
+            {
+                proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+            }
+            proxy.stats.revalidated.fetch_add(1, Ordering::Relaxed);
+            let updated = Object {
+                status: object.status,
+                freshness,
+                secondary: object.secondary,
+                headers: merged,
+                body: object.body,
+            };
+            producer.head(Head {
+                status: updated.status,
+                headers: HeaderMap::new(),
+                leader_vary,
+                outcome: Outcome::Revalidated(Box::new(updated)),
+            });
+            producer.finish(true);
+            return;
+        }
+    }
+    let request = RequestHead {
+        method: &Method::GET,
+        uri: &origin.uri,
+        headers: &origin.headers,
+    };
+    let control = ResponseControl::from_headers(&policy.targeted_fields, &parts.headers);
+    let too_large = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > proxy.config.max_object);
+    let plan = storable(policy, request, ResponseHead::from(&parts), &control);
+    // An error answer never replaces a stored object: that object is what stale-if-error
+    // serves while the backend fails.
+    let keeps_stale = stale.is_some() && is_server_error(parts.status);
+    let mut store = None;
+    if let (Ok(plan), false, false) = (&plan, too_large, keeps_stale) {
+        let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
+        strip_hop_by_hop(&mut kept);
+        let head = ResponseHead {
+            status: parts.status,
+            headers: &kept,
+        };
+        let freshness = Freshness::new(policy, head, &control, request_time, response_time);
+        if freshness.worth_storing(has_validators(&kept)) {
+            store = Some((kept, freshness));
+        }
+    }
+    let hit_for_miss = store.is_none()
+        && stale.is_none()
+        && !is_server_error(parts.status)
+        && plan != Err(NotStorable::RequestNoStore);
+    if hit_for_miss {
+        proxy.cache.hit_for_miss(&key, proxy.config.hit_for_miss);
+    }
+    let (send_headers, outcome) = match &store {
+        Some((kept, freshness)) => {
+            let mut sent = kept.clone();
+            let age = freshness.current_age(SystemTime::now());
+            sent.insert(AGE, HeaderValue::from(age.as_secs()));
+            (sent, Outcome::Shared)
+        }
+        None => {
+            strip_hop_by_hop(&mut parts.headers);
+            (parts.headers.clone(), Outcome::Private)
+        }
+    };
+    producer.head(Head {
+        status: parts.status,
+        headers: send_headers,
+        leader_vary,
+        outcome,
+    });
+    let complete = stream_body(&proxy, &producer, body).await;
+    let whole = producer.finish(complete);
+    if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
+        let body = concat(chunks);
+        kept.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if proxy.cache.insert(
+            policy,
+            proxy.config.keep,
+            &key,
+            &origin.headers,
+            parts.status,
+            &freshness,
+            &kept,
+            &body,
+        ) {
+            proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Streams the backend's body into the flight; true when it arrived whole.
+async fn stream_body(proxy: &Proxy, producer: &Producer, mut body: hyper::body::Incoming) -> bool {
+    let timeout = proxy.backend.between_bytes_timeout();
+    loop {
+        match tokio::time::timeout(timeout, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() {
+                        producer.push(data).await;
+                    }
+                }
+                if !producer.wanted() {
+                    return false;
+                }
+            }
+            Ok(None) => return true,
+            Ok(Some(Err(error))) => {
+                tracing::debug!("backend body: {error}");
+                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            Err(_) => {
+                tracing::debug!("backend body: timed out");
+                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+    }
+}
+
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.into_iter().next().unwrap_or_default();
+    }
+    let mut out = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for chunk in chunks {
+        out.extend_from_slice(&chunk);
+    }
+    Bytes::from(out)
+}

@@ -1,0 +1,333 @@
+//! The server: listeners (plain HTTP/1.1, TLS with HTTP/2 or HTTP/1.1 by ALPN), one hyper
+//! connection per client with keep-alive, the admin listener (`/stats`, `/metrics`), the
+//! health probe task, and shutdown.
+
+mod admin;
+mod fetch;
+mod fill;
+mod framing;
+mod pass;
+pub mod proxy;
+mod respond;
+mod tls;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::access_log::AccessLog;
+use crate::backend::{health, Backend};
+use crate::cache::Cache;
+use crate::coalesce::Flights;
+use crate::config::Config;
+use crate::stats::Stats;
+use framing::Guard;
+use proxy::{Peer, Proxy};
+
+/// Time a client has to send a request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running proxy: its bound addresses, and a handle to stop it.
+pub struct Server {
+    /// Plain HTTP addresses, in the order of the configuration.
+    pub http: Vec<SocketAddr>,
+    /// TLS addresses.
+    pub https: Vec<SocketAddr>,
+    /// The admin address.
+    pub admin: Option<SocketAddr>,
+    /// The proxy's shared state.
+    pub proxy: Arc<Proxy>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Server {
+    /// Binds every listener of `config` and starts serving on the current tokio runtime.
+    ///
+    /// # Errors
+    /// A listener cannot be bound, a certificate or the access log cannot be read.
+    pub async fn start(config: Config) -> Result<Server, StartError> {
+        let log = match &config.access_log {
+            Some(path) => Some(AccessLog::open(path)?),
+            None => None,
+        };
+        let backend = Arc::new(Backend::new(&config));
+        let shards = kura_store::default_shards(config.threads);
+        // Each shard holds its share of the memory: an object larger than a quarter of it
+        // would evict most of the shard to fit.
+        let mut config = config;
+        config.max_object = config.max_object.min(config.memory / shards / 4);
+        let proxy = Arc::new(Proxy {
+            cache: Cache::new(config.memory, shards),
+            flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
+            backend: backend.clone(),
+            stats: Arc::new(Stats::default()),
+            log,
+            config,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let permits = Arc::new(Semaphore::new(proxy.config.max_connections));
+        let mut tasks = JoinSet::new();
+        let mut http = Vec::new();
+        for addr in &proxy.config.listen {
+            let listener = TcpListener::bind(addr).await?;
+            http.push(listener.local_addr()?);
+            tasks.spawn(accept(
+                proxy.clone(),
+                listener,
+                None,
+                permits.clone(),
+                stopped.clone(),
+            ));
+        }
+        for path in &proxy.config.listen_unix {
+            let listener = tokio::net::UnixListener::bind(path)?;
+            tasks.spawn(accept_unix(
+                proxy.clone(),
+                listener,
+                path.clone(),
+                permits.clone(),
+                stopped.clone(),
+            ));
+        }
+        let mut https = Vec::new();
+        for tls in &proxy.config.tls {
+            let acceptor = tls::acceptor(&tls.cert, &tls.key)?;
+            let listener = TcpListener::bind(tls.listen).await?;
+            https.push(listener.local_addr()?);
+            tasks.spawn(accept(
+                proxy.clone(),
+                listener,
+                Some(acceptor),
+                permits.clone(),
+                stopped.clone(),
+            ));
+        }
+        let admin = match proxy.config.admin_listen {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr).await?;
+                let bound = listener.local_addr()?;
+                tasks.spawn(admin::serve(proxy.clone(), listener, stopped.clone()));
+                Some(bound)
+            }
+            None => None,
+        };
+        if let Some(probe) = proxy.config.probe.clone() {
+            let mut stopped = stopped.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = health::run(backend, probe) => {}
+                    _ = stopped.changed() => {}
+                }
+            });
+        }
+        Ok(Server {
+            http,
+            https,
+            admin,
+            proxy,
+            stop,
+            tasks,
+        })
+    }
+
+    /// Stops accepting, lets connections finish their requests, and returns when they have.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A socket or file.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// TLS settings.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+async fn accept(
+    proxy: Arc<Proxy>,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    permits: Arc<Semaphore>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Some(permit) = permit(&permits, &mut stopped).await else {
+            break;
+        };
+        let (stream, addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!("accept: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let proxy = proxy.clone();
+        let tls = tls.clone();
+        let stopped = stopped.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            match tls {
+                None => {
+                    let peer = Peer {
+                        addr: Some(addr),
+                        scheme: "http",
+                    };
+                    let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+                    serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+                }
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
+                    let Ok(Ok(stream)) = handshake.await else {
+                        return;
+                    };
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                    let peer = Peer {
+                        addr: Some(addr),
+                        scheme: "https",
+                    };
+                    if h2 {
+                        serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
+                    } else {
+                        let guarded =
+                            Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+                        serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+                    }
+                }
+            }
+        });
+        // Reap finished connections so the set does not grow.
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// A connection permit (`max_connections`), or `None` once the server stops.
+async fn permit(
+    permits: &Arc<Semaphore>,
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    tokio::select! {
+        permit = permits.clone().acquire_owned() => permit.ok(),
+        _ = stopped.changed() => None,
+    }
+}
+
+async fn accept_unix(
+    proxy: Arc<Proxy>,
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    permits: Arc<Semaphore>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Some(permit) = permit(&permits, &mut stopped).await else {
+            break;
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!("accept: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let peer = Peer {
+            addr: None,
+            scheme: "http",
+        };
+        let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+        let serving = serve(
+            proxy.clone(),
+            TokioIo::new(guarded),
+            peer,
+            false,
+            stopped.clone(),
+        );
+        connections.spawn(async move {
+            let _permit = permit;
+            serving.await;
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    // The socket file is ours: a restart can bind it again.
+    let _ = std::fs::remove_file(&path);
+    while connections.join_next().await.is_some() {}
+}
+
+async fn serve<I>(
+    proxy: Arc<Proxy>,
+    io: I,
+    peer: Peer,
+    h2: bool,
+    mut stopped: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let max_header = proxy.config.max_header;
+    let service = service_fn(move |request| {
+        let proxy = proxy.clone();
+        async move { Ok::<_, std::convert::Infallible>(proxy::handle(proxy, request, peer).await) }
+    });
+    // The request head is bounded by max_header_size (431 past it); the write buffer is left
+    // to hyper, which sends bodies by vectored writes without copying them.
+    macro_rules! drive {
+        ($connection:expr) => {{
+            let connection = $connection;
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!("connection: {error}");
+                    }
+                }
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        }};
+    }
+    if h2 {
+        drive!(
+            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_header_list_size(u32::try_from(max_header).unwrap_or(u32::MAX))
+                .max_concurrent_streams(256)
+                .serve_connection(io, service)
+        );
+    } else {
+        drive!(hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_header_size(max_header)
+            .writev(true)
+            .keep_alive(true)
+            .serve_connection(io, service));
+    }
+}

@@ -1,0 +1,62 @@
+//! Passing a request to the backend untouched by the cache: methods other than GET and HEAD,
+//! requests with `Authorization` (as Varnish), URLs too long for a key, client preconditions
+//! meant for the origin. The bodies stream both ways through hyper (bounded by its buffers).
+//! After an unsafe method that succeeded, the target URI and the `Location` and
+//! `Content-Location` URIs on the same host are invalidated (RFC 9111 §4.4).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::{Request, Response};
+
+use super::proxy::{primary_key, Peer, Proxy};
+use super::respond;
+use crate::backend::strip_hop_by_hop;
+use crate::body::Body;
+use crate::rules::{invalidation, RequestHead};
+use crate::stats::CacheOutcome;
+
+/// Sends the request to the backend and its response back.
+pub async fn pass(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    body: Body,
+    peer: Peer,
+) -> (Response<Body>, CacheOutcome) {
+    let backend = &proxy.backend;
+    let mut request = Request::new(body);
+    *request.method_mut() = parts.method.clone();
+    *request.uri_mut() = backend.uri(parts.uri.path_and_query());
+    *request.headers_mut() =
+        backend.forward_headers(&parts.headers, peer.addr.map(|a| a.ip()), None);
+    proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
+    let response = match backend.send(request).await {
+        Ok(response) => response,
+        Err(error) => return (respond::synth(error.status(), false), CacheOutcome::Synth),
+    };
+    let (mut head, body) = response.into_parts();
+    if !invalidation::is_safe(&parts.method) {
+        invalidate(proxy, parts, peer, &head);
+    }
+    strip_hop_by_hop(&mut head.headers);
+    (
+        Response::from_parts(head, Body::Incoming(body)),
+        CacheOutcome::Pass,
+    )
+}
+
+fn invalidate(proxy: &Proxy, parts: &Parts, peer: Peer, response: &http::response::Parts) {
+    let Some(target) = invalidation::target_uri(RequestHead::from(parts), peer.scheme) else {
+        return;
+    };
+    let uris =
+        invalidation::invalidated(&parts.method, &target, response.status, &response.headers);
+    for uri in uris {
+        let mut key_parts = Request::new(()).into_parts().0;
+        key_parts.uri = uri;
+        if let Some(key) = primary_key(&key_parts, peer.scheme) {
+            proxy.cache.invalidate(&key);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! What the proxy does with one request: check it, look it up, serve it from the cache
+//! (fresh, stale while refreshing, stale on error), fetch it through a flight (coalesced),
+//! or pass it to the backend; then count it and log it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+use hyper::body::Incoming;
+
+use super::{fetch, pass, respond};
+use crate::access_log::{AccessLog, Entry};
+use crate::backend::Backend;
+use crate::body::Body;
+use crate::cache::{Cache, Lookup, PRIMARY_MAX};
+use crate::coalesce::Flights;
+use crate::config::Config;
+use crate::rules::cache_control::RequestDirectives;
+use crate::rules::stale::{decide, Backend as BackendState, Decision};
+use crate::rules::validation::conditional::has_validators;
+use crate::rules::{invalidation, RequestHead};
+use crate::stats::{CacheOutcome, Stats};
+
+/// Everything a request needs, shared by all connections.
+pub struct Proxy {
+    /// Settings.
+    pub config: Config,
+    /// Stored objects.
+    pub cache: Cache,
+    /// Fetches in progress.
+    pub flights: Arc<Flights>,
+    /// The backend.
+    pub backend: Arc<Backend>,
+    /// Counters.
+    pub stats: Arc<Stats>,
+    /// Access log, when on.
+    pub log: Option<AccessLog>,
+}
+
+/// The connection a request came on.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    /// Client address (none on a Unix socket).
+    pub addr: Option<SocketAddr>,
+    /// `"http"` or `"https"`.
+    pub scheme: &'static str,
+}
+
+/// Handles one request: the hyper service of every client connection.
+pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let (mut response, outcome) = route(&proxy, &parts, body, peer).await;
+    proxy.stats.count(outcome);
+    response.headers_mut().insert(
+        HeaderName::from_static("x-cache"),
+        HeaderValue::from_static(outcome.name()),
+    );
+    if let Some(log) = &proxy.log {
+        let bytes = response
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        log.log(&Entry {
+            peer: peer.addr,
+            method: &parts.method,
+            uri: &parts.uri,
+            version: parts.version,
+            headers: &parts.headers,
+            status: response.status(),
+            bytes,
+            outcome,
+            elapsed: started.elapsed(),
+        });
+    }
+    response
+}
+
+/// Why a request is refused before anything else (RFC 9112 §3.2, §3.3; RFC 9110 §7.2).
+fn malformed(config: &Config, parts: &Parts) -> Option<StatusCode> {
+    if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > config.max_url {
+        return Some(StatusCode::URI_TOO_LONG);
+    }
+    let hosts = parts.headers.get_all(HOST).iter().count();
+    if hosts > 1 {
+        return Some(StatusCode::BAD_REQUEST);
+    }
+    if parts.version == Version::HTTP_11 && hosts == 0 && parts.uri.authority().is_none() {
+        return Some(StatusCode::BAD_REQUEST);
+    }
+    if parts.uri.path_and_query().is_none() && parts.method != Method::OPTIONS {
+        return Some(StatusCode::BAD_REQUEST);
+    }
+    None
+}
+
+/// The primary cache key of a request: its absolute URI, normalised.
+pub fn primary_key(parts: &Parts, scheme: &str) -> Option<Vec<u8>> {
+    let target = invalidation::target_uri(RequestHead::from(parts), scheme)?;
+    Some(invalidation::normalise(&target).to_string().into_bytes())
+}
+
+async fn route(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    body: Incoming,
+    peer: Peer,
+) -> (Response<Body>, CacheOutcome) {
+    if parts.method == Method::CONNECT {
+        // A reverse proxy opens no tunnels.
+        return (
+            respond::synth(StatusCode::METHOD_NOT_ALLOWED, false),
+            CacheOutcome::Synth,
+        );
+    }
+    if let Some(status) = malformed(&proxy.config, parts) {
+        proxy
+            .stats
+            .bad_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return (respond::synth(status, true), CacheOutcome::Synth);
+    }
+    let key = primary_key(parts, peer.scheme);
+    let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
+    let key = match key {
+        Some(key)
+            if cacheable_method
+                && key.len() <= PRIMARY_MAX
+                && !parts.headers.contains_key(AUTHORIZATION) =>
+        {
+            key
+        }
+        _ => return pass::pass(proxy, parts, Body::Incoming(body), peer).await,
+    };
+    drop(body);
+    let now = SystemTime::now();
+    let lookup = proxy.cache.lookup(&key, &parts.headers);
+    if !matches!(lookup, Lookup::Hit(_))
+        && RequestDirectives::from_headers(&parts.headers).only_if_cached
+    {
+        // RFC 9111 §5.2.1.7: nothing stored, and the backend may not be asked.
+        return (
+            respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
+            CacheOutcome::Synth,
+        );
+    }
+    match lookup {
+        Lookup::Hit(object) => on_hit(proxy, parts, key, object, peer, now).await,
+        Lookup::Miss => fetch::fetch(proxy, parts, key, None, peer, true).await,
+        Lookup::HitForMiss => fetch::fetch(proxy, parts, key, None, peer, false).await,
+    }
+}
+
+async fn on_hit(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    key: Vec<u8>,
+    object: crate::cache::object::Object,
+    peer: Peer,
+    now: SystemTime,
+) -> (Response<Body>, CacheOutcome) {
+    let policy = &proxy.config.policy;
+    let directives = RequestDirectives::from_headers(&parts.headers);
+    let validators = has_validators(&object.headers);
+    let decide_with = |state| {
+        decide(
+            policy,
+            &object.freshness,
+            validators,
+            &directives,
+            state,
+            now,
+        )
+    };
+    let decision = decide_with(BackendState::Available);
+    if !proxy.backend.health.is_healthy()
+        && matches!(
+            decision,
+            Decision::Revalidate | Decision::Fetch | Decision::StaleWhileRevalidate
+        )
+    {
+        // The probes say the backend is down: serve what may be served on error at once.
+        match decide_with(BackendState::Failed) {
+            Decision::StaleOnError | Decision::Fresh => {
+                return serve_stored(proxy, parts, object, peer, CacheOutcome::Stale, now).await;
+            }
+            _ => {}
+        }
+    }
+    match decision {
+        Decision::Fresh => serve_stored(proxy, parts, object, peer, CacheOutcome::Hit, now).await,
+        Decision::StaleWhileRevalidate | Decision::StaleOnError => {
+            if !directives.only_if_cached {
+                fetch::refresh(proxy, parts, &key, &object);
+            }
+            serve_stored(proxy, parts, object, peer, CacheOutcome::Stale, now).await
+        }
+        Decision::Revalidate | Decision::Fetch => {
+            fetch::fetch(proxy, parts, key, Some(object), peer, true).await
+        }
+        Decision::GatewayTimeout => (
+            respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
+            CacheOutcome::Synth,
+        ),
+    }
+}
+
+/// Serves a stored object, or forwards the request when its preconditions are the origin's.
+pub async fn serve_stored(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    object: crate::cache::object::Object,
+    peer: Peer,
+    outcome: CacheOutcome,
+    now: SystemTime,
+) -> (Response<Body>, CacheOutcome) {
+    match respond::object(RequestHead::from(parts), &object, now) {
+        Some(response) => (response, outcome),
+        None => pass::pass(proxy, parts, Body::Empty, peer).await,
+    }
+}

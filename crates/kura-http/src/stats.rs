@@ -1,0 +1,241 @@
+//! Counters of `kura http` and the two pages that show them: `/stats` (JSON) and `/metrics`
+//! (Prometheus text format 0.0.4, names with the `kura_http_` prefix, as `kura server`'s own
+//! additions carry `kura_`).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::backend::Backend;
+use crate::cache::Cache;
+use crate::coalesce::Flights;
+
+/// How a request was answered, for the counters and the access log (varnishncsa's
+/// `%{Varnish:hitmiss}x` has hit and miss; kura says more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Served fresh from the cache.
+    Hit,
+    /// Fetched from the backend and stored (or stored copy revalidated).
+    Miss,
+    /// Sent to the backend and not stored (uncacheable, unsafe method, hit-for-miss).
+    Pass,
+    /// Served stale (grace, stale-while-revalidate, stale-if-error, sick backend).
+    Stale,
+    /// Waited for another request's fetch and was served from it.
+    Coalesced,
+    /// Answered by the proxy itself (bad request, backend failure, 504).
+    Synth,
+}
+
+impl CacheOutcome {
+    /// Every outcome, in the order of the counters.
+    pub const ALL: [CacheOutcome; 6] = [
+        CacheOutcome::Hit,
+        CacheOutcome::Miss,
+        CacheOutcome::Pass,
+        CacheOutcome::Stale,
+        CacheOutcome::Coalesced,
+        CacheOutcome::Synth,
+    ];
+
+    /// Its name in logs and pages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheOutcome::Hit => "hit",
+            CacheOutcome::Miss => "miss",
+            CacheOutcome::Pass => "pass",
+            CacheOutcome::Stale => "stale",
+            CacheOutcome::Coalesced => "coalesced",
+            CacheOutcome::Synth => "synth",
+        }
+    }
+}
+
+/// The proxy's counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    outcomes: [AtomicU64; 6],
+    /// Requests sent to the backend (fetches, revalidations, passes).
+    pub backend_requests: AtomicU64,
+    /// Revalidations the backend answered 304.
+    pub revalidated: AtomicU64,
+    /// Responses stored.
+    pub stored: AtomicU64,
+    /// Background refreshes started.
+    pub background_refreshes: AtomicU64,
+    /// Client connections accepted.
+    pub connections: AtomicU64,
+    /// Requests refused as malformed.
+    pub bad_requests: AtomicU64,
+}
+
+impl Stats {
+    /// Counts a request answered with `outcome`.
+    pub fn count(&self, outcome: CacheOutcome) {
+        self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests answered with `outcome` so far.
+    pub fn outcome(&self, outcome: CacheOutcome) -> u64 {
+        self.outcomes[outcome as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// Everything the pages show, read at one moment.
+pub struct Snapshot {
+    figures: Vec<(&'static str, &'static str, Kind, u64)>,
+    hit_ratio: f64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// Reads every figure.
+pub fn snapshot(stats: &Stats, cache: &Cache, backend: &Backend, flights: &Flights) -> Snapshot {
+    use Kind::{Counter, Gauge};
+    let store = cache.store().stats();
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut figures = Vec::new();
+    for outcome in CacheOutcome::ALL {
+        figures.push((
+            outcome.name(),
+            "requests_total",
+            Counter,
+            stats.outcome(outcome),
+        ));
+    }
+    let served = stats.outcome(CacheOutcome::Hit)
+        + stats.outcome(CacheOutcome::Stale)
+        + stats.outcome(CacheOutcome::Coalesced);
+    let lookups = served + stats.outcome(CacheOutcome::Miss);
+    let hit_ratio = if lookups == 0 {
+        0.0
+    } else {
+        served as f64 / lookups as f64
+    };
+    let health = &backend.health;
+    figures.extend([
+        (
+            "backend_requests",
+            "backend_requests_total",
+            Counter,
+            load(&stats.backend_requests),
+        ),
+        (
+            "backend_errors",
+            "backend_errors_total",
+            Counter,
+            load(&health.errors),
+        ),
+        (
+            "backend_healthy",
+            "backend_healthy",
+            Gauge,
+            u64::from(health.is_healthy()),
+        ),
+        (
+            "probes_ok",
+            "backend_probes_ok_total",
+            Counter,
+            load(&health.probes_ok),
+        ),
+        (
+            "probes_failed",
+            "backend_probes_failed_total",
+            Counter,
+            load(&health.probes_failed),
+        ),
+        (
+            "revalidated",
+            "revalidated_total",
+            Counter,
+            load(&stats.revalidated),
+        ),
+        ("stored", "stored_total", Counter, load(&stats.stored)),
+        (
+            "background_refreshes",
+            "background_refreshes_total",
+            Counter,
+            load(&stats.background_refreshes),
+        ),
+        (
+            "connections",
+            "connections_total",
+            Counter,
+            load(&stats.connections),
+        ),
+        (
+            "bad_requests",
+            "bad_requests_total",
+            Counter,
+            load(&stats.bad_requests),
+        ),
+        ("objects", "objects", Gauge, store.curr_items),
+        ("bytes", "bytes", Gauge, store.bytes),
+        ("limit_bytes", "limit_bytes", Gauge, store.limit_maxbytes),
+        ("evictions", "evictions_total", Counter, store.evictions),
+        (
+            "in_flight_bytes",
+            "in_flight_bytes",
+            Gauge,
+            flights.in_flight_bytes() as u64,
+        ),
+    ]);
+    Snapshot { figures, hit_ratio }
+}
+
+impl Snapshot {
+    /// The `/stats` page: one JSON object, outcomes under `requests`.
+    pub fn json(&self) -> String {
+        let mut requests = serde_json::Map::new();
+        let mut top = serde_json::Map::new();
+        for (name, metric, _, value) in &self.figures {
+            if *metric == "requests_total" {
+                requests.insert((*name).to_owned(), (*value).into());
+            } else {
+                top.insert((*name).to_owned(), (*value).into());
+            }
+        }
+        top.insert("requests".into(), requests.into());
+        top.insert("hit_ratio".into(), self.hit_ratio.into());
+        serde_json::Value::Object(top).to_string()
+    }
+
+    /// The `/metrics` page.
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        let mut described = false;
+        for (name, metric, kind, value) in &self.figures {
+            let kind_name = if *kind == Kind::Counter {
+                "counter"
+            } else {
+                "gauge"
+            };
+            if *metric == "requests_total" {
+                if !described {
+                    out.push_str(
+                        "# HELP kura_http_requests_total Client requests by cache outcome.\n",
+                    );
+                    out.push_str("# TYPE kura_http_requests_total counter\n");
+                    described = true;
+                }
+                let _ = writeln!(
+                    out,
+                    "kura_http_requests_total{{outcome=\"{name}\"}} {value}"
+                );
+                continue;
+            }
+            let _ = writeln!(out, "# TYPE kura_http_{metric} {kind_name}");
+            let _ = writeln!(out, "kura_http_{metric} {value}");
+        }
+        out.push_str(
+            "# HELP kura_http_hit_ratio Share of cacheable lookups served from the cache.\n",
+        );
+        out.push_str("# TYPE kura_http_hit_ratio gauge\n");
+        let _ = writeln!(out, "kura_http_hit_ratio {}", self.hit_ratio);
+        out
+    }
+}

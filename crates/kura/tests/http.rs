@@ -1,0 +1,123 @@
+//! `kura http` as an operator starts it: flags only, a backend, a miss then a hit, a clean stop
+//! on SIGTERM, and clear errors for bad settings.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A backend that answers every request with a cacheable "hello" and counts them.
+fn backend() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // One request per connection is enough for this test: read its head, answer, close.
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                );
+            });
+        }
+    });
+    (port, count)
+}
+
+fn get(port: u16, path: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serves_misses_then_hits_and_stops_on_sigterm() {
+    let (backend, count) = backend();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
+        .args(["http", "--backend", &format!("http://127.0.0.1:{backend}")])
+        .args(["-l", &format!("127.0.0.1:{port}"), "-m", "16", "-t", "1"])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run kura http");
+    let mut up = false;
+    for _ in 0..400 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(up, "kura http listens");
+    let miss = get(port, "/a");
+    assert!(miss.starts_with("HTTP/1.1 200"), "{miss}");
+    assert!(miss.contains("x-cache: miss"), "{miss}");
+    assert!(miss.ends_with("hello"));
+    let hit = get(port, "/a");
+    assert!(hit.contains("x-cache: hit"), "{hit}");
+    assert!(hit.contains("age: "), "{hit}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // SAFETY: kill(2) on the child's pid, which we own and have not waited for.
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn bad_settings_are_refused_with_a_message() {
+    for (args, message) in [
+        (vec!["http"], "no backend"),
+        (
+            vec!["http", "--backend", "https://127.0.0.1:1"],
+            "only http://",
+        ),
+        (
+            vec![
+                "http",
+                "--backend",
+                "http://127.0.0.1:1",
+                "--config",
+                "/nonexistent/kura.toml",
+            ],
+            "cannot read",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kura"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
