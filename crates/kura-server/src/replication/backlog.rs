@@ -9,12 +9,12 @@
 //! behind it resyncs whole.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use kura_log::record::RECORD_HEADER_LEN;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Records in a row, whole.
 #[derive(Debug, Clone)]
@@ -57,8 +57,13 @@ pub struct Backlog {
     /// Fed only once a reader wants it (a durable server's log thread
     /// copies nothing until a replica connects).
     active: AtomicBool,
-    /// The last record pushed, for readers waiting for more.
-    last: watch::Sender<u64>,
+    /// The last record pushed, and readers waiting for more: an append
+    /// wakes them only when one is waiting (a flag read), so that a
+    /// server streaming to replicas pays a wake-up per frame, not per
+    /// change.
+    last: AtomicU64,
+    waiting: AtomicBool,
+    more: Notify,
 }
 
 impl Backlog {
@@ -75,7 +80,9 @@ impl Backlog {
             }),
             limit: limit.max(1),
             active: AtomicBool::new(false),
-            last: watch::Sender::new(last),
+            last: AtomicU64::new(last),
+            waiting: AtomicBool::new(false),
+            more: Notify::new(),
         }
     }
 
@@ -97,12 +104,32 @@ impl Backlog {
 
     /// The last record pushed.
     pub fn last(&self) -> u64 {
-        *self.last.borrow()
+        self.last.load(Ordering::SeqCst)
     }
 
-    /// A receiver that sees each new last record.
-    pub fn watch(&self) -> watch::Receiver<u64> {
-        self.last.subscribe()
+    /// Waits until a record after `seen` is pushed.
+    pub async fn wait_past(&self, seen: u64) {
+        loop {
+            let notified = self.more.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Said before the check, read by a pusher after its store: one
+            // of the two sees the other (both sequentially consistent).
+            self.waiting.store(true, Ordering::SeqCst);
+            if self.last() > seen {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Tells waiting readers that record `last` is pushed.
+    fn pushed(&self, last: u64) {
+        self.last.store(last, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            self.waiting.store(false, Ordering::SeqCst);
+            self.more.notify_waiters();
+        }
     }
 
     /// Appends whole records `first..=last`. Records that do not follow
@@ -126,7 +153,7 @@ impl Backlog {
             ring.chunks.push_back(Chunk { first, last, bytes });
             ring.trim(self.limit);
         }
-        self.last.send_replace(last);
+        self.pushed(last);
     }
 
     /// Numbers a change (the record after the last) and appends it;
@@ -148,7 +175,7 @@ impl Backlog {
             ring.trim(self.limit);
             seq
         };
-        self.last.send_replace(seq);
+        self.pushed(seq);
         seq
     }
 
@@ -164,7 +191,7 @@ impl Backlog {
             ring.first = last + 1;
             ring.last = last;
         }
-        self.last.send_replace(last);
+        self.pushed(last);
     }
 
     /// Bytes of the records held after record `seq` (`None` when the

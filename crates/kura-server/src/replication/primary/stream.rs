@@ -45,7 +45,6 @@ where
     // select branch that loses reads nothing).
     let mut line = Vec::new();
     let mut chunk = [0u8; 256];
-    let mut pushed = source.backlog.watch();
     let mut written = source.durable.map(|d| d.lag().watch_written());
     let mut stop = shared.watch();
     let mut tail: Option<LogTail> = None;
@@ -53,8 +52,8 @@ where
     let wants_acks = shared.config.min_replicas_ack > 0;
     let mut head = Vec::with_capacity(5);
     loop {
-        // Whatever is pushed or written after this is seen by `changed`.
-        pushed.borrow_and_update();
+        // Whatever is written after this is seen by `changed` (what is
+        // pushed, by `wait_past`).
         if let Some(w) = written.as_mut() {
             w.borrow_and_update();
         }
@@ -116,11 +115,12 @@ where
         tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
-            r = pushed.changed() => {
-                r?;
+            () = source.backlog.wait_past(next - 1) => {
                 // Let the writers that woke this stream go on a moment, so
                 // that what they write leaves in one frame, not one each.
-                tokio::task::yield_now().await;
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
             }
             r = file_grew => r?,
             r = reader.read(&mut chunk) => {
