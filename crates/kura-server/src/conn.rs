@@ -129,9 +129,26 @@ where
                 None => Some(stream.read_buf(&mut rbuf).await),
             }
         };
+        // A tracking connection also wakes for invalidations to send.
+        let sub = session.tracking.as_ref().map(|t| t.subscriber());
+        let pushed = async {
+            match &sub {
+                Some(s) => s.notify.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         let n = tokio::select! {
             biased;
             _ = &mut stop => return End::Stopping,
+            () = pushed => {
+                if let Some(t) = session.tracking.as_mut() {
+                    t.drain(&mut session.out);
+                }
+                if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                    return End::Io;
+                }
+                continue;
+            }
             r = read => match r {
                 None => {
                     incr(&stats.idle_kicks);
@@ -304,6 +321,10 @@ where
         }
         if !settled(durable, &mut unsettled).await {
             return End::Io;
+        }
+        // Invalidations go between replies: after every reply of the batch.
+        if let Some(t) = session.tracking.as_mut() {
+            t.drain(&mut session.out);
         }
         if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
             return End::Io;
