@@ -98,11 +98,13 @@ pub fn put_line(out: &mut Vec<u8>, key: &[u8]) {
 }
 
 type Readers = Vec<Arc<Subscriber>>;
+/// One shard of the registry: key to the subscribers that read it.
+type Shard = HashMap<Box<[u8]>, Readers>;
 
 /// Every subscription of one server.
 pub struct Registry {
     hasher: RandomState,
-    shards: Box<[Mutex<HashMap<Box<[u8]>, Readers>>]>,
+    shards: Box<[Mutex<Shard>]>,
     /// Every live subscriber, for flushes.
     all: Mutex<Vec<Weak<Subscriber>>>,
     /// Live subscriptions; zero makes `record` a single load.
@@ -139,7 +141,7 @@ impl Default for Registry {
 }
 
 impl Registry {
-    fn shard(&self, key: &[u8]) -> MutexGuard<'_, HashMap<Box<[u8]>, Readers>> {
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
         let i = self.hasher.hash_one(key) as usize % SHARDS;
         lock(&self.shards[i])
     }
