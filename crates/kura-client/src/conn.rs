@@ -356,3 +356,34 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{invalidation, Iv};
+    use bytes::BytesMut;
+
+    fn take(bytes: &[u8]) -> (std::result::Result<Option<Iv>, ()>, usize) {
+        let mut b = BytesMut::from(bytes);
+        let r = invalidation(&mut b);
+        (r, b.len())
+    }
+
+    #[test]
+    fn invalidation_lines_are_taken_from_the_front_only() {
+        assert!(matches!(take(b"IV k1\r\nHD\r\n"), (Ok(Some(Iv::Key(k))), 4) if &k[..] == b"k1"));
+        assert!(matches!(take(b"IV *\r\n"), (Ok(Some(Iv::All)), 0)));
+        // base64 keys are not this client's: everything goes.
+        assert!(matches!(take(b"IV YSBi b\r\n"), (Ok(Some(Iv::All)), 0)));
+        // Not yet complete: wait for more.
+        assert!(matches!(take(b"I"), (Err(()), 1)));
+        assert!(matches!(take(b"IV som"), (Err(()), 6)));
+        // Replies are left to the reply framer.
+        assert!(matches!(take(b"HD\r\n"), (Ok(None), 4)));
+        assert!(matches!(take(b"VA 2\r\nIV\r\n"), (Ok(None), 10)));
+        assert!(matches!(take(b""), (Ok(None), 0)));
+        // A line longer than any key's without an end is refused by the
+        // framer, not buffered for ever.
+        let long = [b"IV ".as_slice(), &[b'x'; 2000]].concat();
+        assert!(matches!(take(&long), (Ok(None), 2003)));
+    }
+}
