@@ -73,7 +73,8 @@ pub struct Session<'a> {
     /// `Data::TooLarge` and is refused as out of memory.
     pub no_room: bool,
     /// This connection's invalidation subscription (`mt`).
-    pub tracking: Option<crate::tracking::Tracker>,
+    /// (Boxed: a session without one stays as small as before.)
+    pub tracking: Option<Box<crate::tracking::Tracker>>,
 }
 
 impl<'a> Session<'a> {

@@ -14,7 +14,7 @@ pub(super) fn run(s: &mut Session<'_>, on: bool) {
             sh.tracking_observed.call_once(|| {
                 sh.store.observe(sh.tracking.clone());
             });
-            s.tracking = Some(Tracker::new(Arc::clone(&sh.tracking)));
+            s.tracking = Some(Box::new(Tracker::new(Arc::clone(&sh.tracking))));
         }
     } else {
         // Dropping the tracker forgets its keys and what it had queued.
