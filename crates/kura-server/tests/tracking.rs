@@ -213,3 +213,26 @@ fn past_the_key_bound_the_reader_gets_iv_star() {
     w.roundtrip(b"md k100000 q\r\nmn\r\n", b"MN\r\n");
     assert_eq!(r.read_exact(12), b"IV k100000\r\n");
 }
+
+/// With `--data-dir` the update log's sink is attached first; the
+/// subscription's observer hears the same changes beside it, and the log
+/// still records them (the value survives a restart).
+#[test]
+fn subscriptions_work_beside_the_update_log() {
+    let dir = std::env::temp_dir().join(format!("kura-tracking-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let s = TestServer::with(|c| c.data_dir = Some(dir.clone()));
+        let mut w = s.connect();
+        w.roundtrip(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n");
+        let mut r = subscribed(&s);
+        r.roundtrip(b"get a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n");
+        w.roundtrip(b"set a 0 0 1\r\n2\r\n", b"STORED\r\n");
+        assert_eq!(r.read_exact(6), b"IV a\r\n");
+    }
+    let s = TestServer::with(|c| c.data_dir = Some(dir.clone()));
+    s.connect()
+        .roundtrip(b"get a\r\n", b"VALUE a 0 1\r\n2\r\nEND\r\n");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
