@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kura-client's near cache: a hit in process against a remote get (one kura
-# server), and in front of Redis (Debian's redis-server) the hit, a remote
-# GET and the invalidation delay: from another client's SET being sent to
-# the invalidation arriving, while a third connection writes other keys
-# back to back. SAMPLES (default 5000) of each; p50 and p99.
+# server); the invalidation delay in front of kura (the `mt` subscription)
+# and in front of Redis (Debian's redis-server, CLIENT TRACKING): from
+# another client's write being sent to the invalidation arriving, while a
+# third connection writes other keys back to back; and Redis's hit and
+# remote GET. SAMPLES (default 5000) of each; p50 and p99.
 #
 #   bench/near.sh      # results in bench/results/DATE-near.txt
 set -euo pipefail

@@ -1,7 +1,8 @@
 //! The near cache's figures: a hit in process against a remote read, and,
-//! in front of Redis, the delay from another client's write (its `SET`
-//! sent) to the invalidation arriving here, while a third client keeps
-//! writing other keys.
+//! in front of kura (its `mt` subscription) and of Redis (`CLIENT
+//! TRACKING`), the delay from another client's write (sent) to the
+//! invalidation arriving here, while a third client keeps writing other
+//! keys.
 //!
 //!   cargo run --release -p kura-client --example near -- MEMCACHED_ADDR REDIS_URL SAMPLES
 //!
@@ -58,6 +59,7 @@ async fn main() {
     }
     report("memcached protocol: near-cache hit", &mut hit);
     report("memcached protocol: remote get", &mut far);
+    kura_delay(&near, &remote, mc, n).await;
 
     // Redis: invalidation delay under a write load
     let c = RedisNear::connect(redis_url, near_cfg)
@@ -136,6 +138,59 @@ async fn main() {
         &format!(
             "redis: invalidation delay (write sent to invalidation here; {writes} background SETs)"
         ),
+        &mut delay,
+    );
+}
+
+/// In front of kura: the delay from another client's set (sent) to the
+/// `IV` line arriving, under a write load of other keys. Skipped against
+/// memcached (no invalidations: the near cache is TTL-bounded).
+async fn kura_delay(near: &Client, writer: &Client, addr: &str, n: usize) {
+    writer.set("near:probe", "1", 0).await.expect("set");
+    near.get("near:probe").await.expect("get");
+    writer.set("near:probe", "2", 0).await.expect("set");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while near.near_invalidations() == 0 {
+        if Instant::now() > deadline {
+            println!("memcached protocol: no invalidations (memcached?): TTL-bounded only");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let c = Client::builder([addr]).build().expect("client");
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                c.set(format!("load:{}", i % 1000), i.to_string(), 0)
+                    .await
+                    .expect("load");
+                i += 1;
+            }
+            i
+        })
+    };
+    let mut delay = Vec::new();
+    for i in 0..n {
+        let key = format!("inv:{}", i % 100);
+        writer.set(&key, i.to_string(), 0).await.expect("set");
+        near.get(&key).await.expect("get"); // fill the near cache
+        let before = near.near_invalidations();
+        let t = Instant::now();
+        writer.set(&key, (i + 1).to_string(), 0).await.expect("set");
+        let deadline = t + Duration::from_secs(5);
+        while near.near_invalidations() == before {
+            assert!(Instant::now() < deadline, "no invalidation within 5 s");
+            tokio::task::yield_now().await;
+        }
+        delay.push(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let writes = load.await.expect("load task");
+    report(
+        &format!("kura: invalidation delay (write sent to IV here; {writes} background sets)"),
         &mut delay,
     );
 }

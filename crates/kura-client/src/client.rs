@@ -27,7 +27,12 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    fn new(kind: Kind, servers: &[String], cfg: &Arc<Config>) -> Result<Cluster> {
+    fn new(
+        kind: Kind,
+        servers: &[String],
+        cfg: &Arc<Config>,
+        near: Option<&Arc<NearCache>>,
+    ) -> Result<Cluster> {
         let servers: Vec<Server> = servers
             .iter()
             .map(|s| s.parse().map_err(|e| Error::Config(format!("{e}"))))
@@ -36,7 +41,7 @@ impl Cluster {
         let pools = ring
             .servers()
             .iter()
-            .map(|s| ServerPool::new(s.address(), cfg.clone()))
+            .map(|s| ServerPool::new(s.address(), cfg.clone(), near.cloned()))
             .collect();
         Ok(Cluster { ring, pools })
     }
@@ -54,7 +59,7 @@ pub(crate) struct Inner {
     pub cfg: Arc<Config>,
     pub main: Cluster,
     pub gutter: Option<(Cluster, u32)>,
-    pub near: Option<NearCache>,
+    pub near: Option<Arc<NearCache>>,
     opaque: AtomicU32,
 }
 
@@ -147,9 +152,12 @@ impl ClientBuilder {
         if cfg.chunk_keys == 0 {
             return Err(Error::Config("chunk_keys must be at least 1".into()));
         }
-        let main = Cluster::new(cfg.ring, &self.servers, &cfg)?;
+        let near = self.near.map(|n| Arc::new(NearCache::new(n)));
+        let main = Cluster::new(cfg.ring, &self.servers, &cfg, near.as_ref())?;
         let gutter = match self.gutter {
-            Some((servers, ttl)) => Some((Cluster::new(cfg.ring, &servers, &cfg)?, ttl)),
+            Some((servers, ttl)) => {
+                Some((Cluster::new(cfg.ring, &servers, &cfg, near.as_ref())?, ttl))
+            }
             None => None,
         };
         Ok(Client {
@@ -157,7 +165,7 @@ impl ClientBuilder {
                 cfg,
                 main,
                 gutter,
-                near: self.near.map(NearCache::new),
+                near,
                 opaque: AtomicU32::new(0),
             }),
         })
@@ -181,6 +189,12 @@ impl Client {
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.inner.cfg
+    }
+
+    /// Invalidations the near cache heard from servers so far (`IV` lines:
+    /// keys and flushes); 0 without a near cache.
+    pub fn near_invalidations(&self) -> u64 {
+        self.inner.near.as_ref().map_or(0, |n| n.invalidations())
     }
 
     /// The address (`host:port`) of the server that holds `key`.

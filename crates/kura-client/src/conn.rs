@@ -28,6 +28,7 @@ use tokio::task::AbortHandle;
 use crate::binary;
 use crate::config::Protocol;
 use crate::error::{Error, Result};
+use crate::near::NearCache;
 use crate::reply::{self, Reply, Status};
 
 /// Requests below this size are copied into the writer's buffer; larger
@@ -65,6 +66,9 @@ struct Pending {
 
 struct Shared {
     server: String,
+    /// The near cache this connection's invalidations (`IV`) go to, when
+    /// the server took its `mt`.
+    near: Option<Arc<NearCache>>,
     pending: Mutex<VecDeque<Pending>>,
     closed: AtomicBool,
     tasks: OnceLock<[AbortHandle; 2]>,
@@ -88,6 +92,10 @@ impl Shared {
         for p in drained {
             let _ = p.reply.send(Err(err.clone()));
         }
+        // Invalidations for what was read here can no longer arrive.
+        if let Some(near) = &self.near {
+            near.clear();
+        }
         if let Some(tasks) = self.tasks.get() {
             for t in tasks {
                 t.abort();
@@ -104,13 +112,20 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Wraps a connected socket speaking `protocol`.
-    pub fn start(stream: TcpStream, server: &str, protocol: Protocol) -> Conn {
+    /// Wraps a connected socket speaking `protocol`; `near` when the
+    /// connection is subscribed to invalidations for that near cache.
+    pub fn start(
+        stream: TcpStream,
+        server: &str,
+        protocol: Protocol,
+        near: Option<Arc<NearCache>>,
+    ) -> Conn {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
         let (tx, rx) = mpsc::channel(4096);
         let shared = Arc::new(Shared {
             server: server.to_string(),
+            near,
             pending: Mutex::new(VecDeque::new()),
             closed: AtomicBool::new(false),
             tasks: OnceLock::new(),
@@ -224,6 +239,20 @@ async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, protocol: Protocol) 
             Err(e) => return shared.fail(Error::io(&shared.server, e)),
         }
         loop {
+            if let Some(near) = &shared.near {
+                match invalidation(&mut buf) {
+                    Ok(Some(Iv::Key(k))) => {
+                        near.invalidated(Some(&k));
+                        continue;
+                    }
+                    Ok(Some(Iv::All)) => {
+                        near.invalidated(None);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(()) => break,
+                }
+            }
             let framed = match protocol {
                 Protocol::Meta => reply::meta(&mut buf),
                 Protocol::Text => reply::text(&mut buf),
@@ -241,6 +270,42 @@ async fn reader(mut rd: OwnedReadHalf, shared: Arc<Shared>, protocol: Protocol) 
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
+    }
+}
+
+/// A server's invalidation line.
+enum Iv {
+    Key(BytesMut),
+    All,
+}
+
+/// An `IV` line at the front of `buf`, taken out: `Ok(None)` when the
+/// front is not one, `Err` when it may be but is not complete yet. A key
+/// in base64 (`IV <key> b`) drops everything: this client's keys are text.
+fn invalidation(buf: &mut BytesMut) -> std::result::Result<Option<Iv>, ()> {
+    const IV: &[u8] = b"IV ";
+    if buf.len() < IV.len() {
+        return if IV.starts_with(buf) && !buf.is_empty() {
+            Err(())
+        } else {
+            Ok(None)
+        };
+    }
+    if !buf.starts_with(IV) {
+        return Ok(None);
+    }
+    let Some(end) = memchr::memmem::find(buf, b"\r\n") else {
+        // A line longer than any key's is no invalidation: the reply
+        // framer refuses it and the connection closes.
+        return if buf.len() > 1024 { Ok(None) } else { Err(()) };
+    };
+    let mut line = buf.split_to(end + 2);
+    line.truncate(end);
+    let _ = line.split_to(IV.len());
+    if &line[..] == b"*" || line.contains(&b' ') {
+        Ok(Some(Iv::All))
+    } else {
+        Ok(Some(Iv::Key(line)))
     }
 }
 
@@ -290,4 +355,35 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{invalidation, Iv};
+    use bytes::BytesMut;
+
+    fn take(bytes: &[u8]) -> (std::result::Result<Option<Iv>, ()>, usize) {
+        let mut b = BytesMut::from(bytes);
+        let r = invalidation(&mut b);
+        (r, b.len())
+    }
+
+    #[test]
+    fn invalidation_lines_are_taken_from_the_front_only() {
+        assert!(matches!(take(b"IV k1\r\nHD\r\n"), (Ok(Some(Iv::Key(k))), 4) if &k[..] == b"k1"));
+        assert!(matches!(take(b"IV *\r\n"), (Ok(Some(Iv::All)), 0)));
+        // base64 keys are not this client's: everything goes.
+        assert!(matches!(take(b"IV YSBi b\r\n"), (Ok(Some(Iv::All)), 0)));
+        // Not yet complete: wait for more.
+        assert!(matches!(take(b"I"), (Err(()), 1)));
+        assert!(matches!(take(b"IV som"), (Err(()), 6)));
+        // Replies are left to the reply framer.
+        assert!(matches!(take(b"HD\r\n"), (Ok(None), 4)));
+        assert!(matches!(take(b"VA 2\r\nIV\r\n"), (Ok(None), 10)));
+        assert!(matches!(take(b""), (Ok(None), 0)));
+        // A line longer than any key's without an end is refused by the
+        // framer, not buffered for ever.
+        let long = [b"IV ".as_slice(), &[b'x'; 2000]].concat();
+        assert!(matches!(take(&long), (Ok(None), 2003)));
+    }
 }

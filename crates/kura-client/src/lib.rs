@@ -17,9 +17,11 @@
 //!   with backoff; a down server's keys fail fast (or go to a gutter pool),
 //!   never silently to another server.
 //! - [`Client::get_or_fill`]: stampede protection with meta leases.
-//! - An optional near cache ([`NearConfig`]): kura-store in process; in
-//!   front of Redis, [`RedisNear`] keeps it coherent with `CLIENT TRACKING`
-//!   (feature `redis`, on by default).
+//! - An optional near cache ([`NearConfig`]): kura-store in process, kept
+//!   coherent in front of kura servers by their invalidations (`mt`),
+//!   TTL-bounded in front of memcached; in front of Redis, [`RedisNear`]
+//!   keeps it coherent with `CLIENT TRACKING` (feature `redis`, on by
+//!   default).
 //!
 //! docs/client.md has the guide and the example below at length.
 //!

@@ -4,9 +4,13 @@
 //! read from a server are kept for at most the configured TTL; every write
 //! through this client drops the key first.
 //!
-//! Coherence is bounded by the TTL only: a write by another client (or
-//! another process) is seen here once the entry expires. kura's server-side
-//! invalidation subscription is not built yet (docs/client.md).
+//! In front of kura servers the near cache is kept coherent: each
+//! connection subscribes with `mt` (docs/protocol-extensions.md), and the
+//! server's `IV <key>` lines drop entries (`IV *` every entry); when a
+//! subscribed connection closes, invalidations may be lost, so the near
+//! cache is emptied. A server that refuses `mt` (memcached) leaves its
+//! keys bounded by the TTL only: a write by another client is seen here
+//! once the entry expires.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -37,6 +41,8 @@ pub(crate) struct NearCache {
     /// Bumped by every write through the client: a read that started
     /// before a write does not fill the near cache with what it read.
     writes: AtomicU64,
+    /// Invalidations heard from servers (keys and flushes).
+    invalidations: AtomicU64,
 }
 
 impl NearCache {
@@ -49,6 +55,7 @@ impl NearCache {
             store,
             expiry: Expiry::after(cfg.ttl.max(Duration::from_secs(1))),
             writes: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
         }
     }
 
@@ -88,8 +95,21 @@ impl NearCache {
         self.store.delete(key);
     }
 
+    /// A server said `key` changed (`None`: everything may have).
+    pub fn invalidated(&self, key: Option<&[u8]>) {
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
+        match key {
+            Some(k) => self.remove(k),
+            None => self.clear(),
+        }
+    }
+
+    /// Invalidations heard so far.
+    pub fn invalidations(&self) -> u64 {
+        self.invalidations.load(Ordering::Relaxed)
+    }
+
     /// Drops every entry (a lost invalidation stream, a flush).
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub fn clear(&self) {
         self.writes.fetch_add(1, Ordering::AcqRel);
         self.store.flush(None);

@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use rand::Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Protocol};
 use crate::conn::{Conn, Expect};
 use crate::error::{Error, Result};
+use crate::near::NearCache;
 use crate::reply::{Reply, Status};
 
 /// A server and its connections.
@@ -27,10 +29,13 @@ pub(crate) struct ServerPool {
     failures: AtomicU32,
     down: AtomicBool,
     cfg: Arc<Config>,
+    /// The client's near cache: each connection subscribes to its
+    /// invalidations when the server offers them.
+    near: Option<Arc<NearCache>>,
 }
 
 impl ServerPool {
-    pub fn new(addr: String, cfg: Arc<Config>) -> Arc<ServerPool> {
+    pub fn new(addr: String, cfg: Arc<Config>, near: Option<Arc<NearCache>>) -> Arc<ServerPool> {
         let n = cfg.connections_per_server.max(1);
         Arc::new(ServerPool {
             addr,
@@ -39,6 +44,7 @@ impl ServerPool {
             failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
             cfg,
+            near,
         })
     }
 
@@ -53,14 +59,25 @@ impl ServerPool {
 
     async fn connect(&self) -> Result<Conn> {
         let after = self.cfg.connect_timeout;
-        let stream = tokio::time::timeout(after, TcpStream::connect(&self.addr))
+        let timed_out = || Error::ConnectTimeout {
+            server: self.addr.clone(),
+            after,
+        };
+        let mut stream = tokio::time::timeout(after, TcpStream::connect(&self.addr))
             .await
-            .map_err(|_| Error::ConnectTimeout {
-                server: self.addr.clone(),
-                after,
-            })?
+            .map_err(|_| timed_out())?
             .map_err(|e| Error::io(&self.addr, e))?;
-        Ok(Conn::start(stream, &self.addr, self.cfg.protocol))
+        let near = match &self.near {
+            Some(near) if self.cfg.protocol != Protocol::Binary => {
+                tokio::time::timeout(after, subscribe(&mut stream))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| Error::io(&self.addr, e))?
+                    .then(|| near.clone())
+            }
+            _ => None,
+        };
+        Ok(Conn::start(stream, &self.addr, self.cfg.protocol, near))
     }
 
     /// A connection of the pool, connecting when its slot is empty or
@@ -163,6 +180,24 @@ impl ServerPool {
             Err(Error::protocol(&self.addr, "unexpected probe reply"))
         }
     }
+}
+
+/// Asks for invalidations (`mt`, docs/protocol-extensions.md) before the
+/// connection carries anything else: true when the server took it (kura),
+/// false when it refused (memcached answers `ERROR`), and the connection
+/// then serves without.
+async fn subscribe(stream: &mut TcpStream) -> std::io::Result<bool> {
+    stream.write_all(b"mt\r\n").await?;
+    let mut line = Vec::with_capacity(16);
+    let mut b = [0u8; 64];
+    while !line.ends_with(b"\r\n") {
+        let n = stream.read(&mut b).await?;
+        if n == 0 || line.len() + n > 1024 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        line.extend_from_slice(&b[..n]);
+    }
+    Ok(line == b"HD\r\n")
 }
 
 /// Retries a down server with exponential backoff and jitter until it

@@ -1,48 +1,98 @@
-//! The near cache: hits served in process (even with the server gone),
-//! this client's writes drop the key at once, another client's writes are
-//! seen once the near TTL has passed (TTL-bounded coherence only).
+//! The near cache: hits served in process, this client's writes drop the
+//! key at once; in front of kura another client's writes and flushes drop
+//! it too (the `mt` subscription), and a dropped connection empties it; in
+//! front of memcached it is bounded by its TTL only.
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use kura_client::{Client, NearConfig};
-use support::{addrs, kura, servers};
+use kura_client::{Client, NearConfig, Protocol};
+use support::{addrs, kura, memcached, servers};
+
+/// Polls `read` until it gives `want`; false after 5 s.
+async fn becomes<F, Fut>(want: Option<&[u8]>, mut read: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = kura_client::Result<Option<kura_client::Value>>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(v) = read().await {
+            if v.as_ref().map(|v| &v.data[..]) == want {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
+
+/// `flush_all` through the text protocol (the client has no flush).
+async fn flush_all(addr: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"flush_all\r\n").await.unwrap();
+    let mut ok = [0u8; 4];
+    s.read_exact(&mut ok).await.unwrap();
+    assert_eq!(&ok, b"OK\r\n");
+}
 
 #[tokio::test]
-async fn near_cache_serves_hits_and_drops_written_keys() {
+async fn another_clients_writes_drop_near_entries_in_front_of_kura() {
+    let server = kura();
+    for protocol in [Protocol::Meta, Protocol::Text] {
+        let near = Client::builder([server.addr()])
+            .protocol(protocol)
+            // A long TTL: only invalidations can make a write seen here.
+            .near_cache(NearConfig::new(8 << 20, Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        let other = Client::builder([server.addr()]).build().unwrap();
+        assert!(other.set("k", "v1", 0).await.unwrap());
+        assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
+        assert!(other.set("k", "v2", 0).await.unwrap());
+        assert!(becomes(Some(b"v2"), || near.get("k")).await, "{protocol:?}");
+        assert!(near.near_invalidations() >= 1);
+        // A delete, an incr, a flush.
+        assert!(other.delete("k").await.unwrap());
+        assert!(becomes(None, || near.get("k")).await);
+        assert!(other.set("n", "1", 0).await.unwrap());
+        assert_eq!(&near.get("n").await.unwrap().unwrap().data[..], b"1");
+        other.incr("n", 5).await.unwrap();
+        assert!(becomes(Some(b"6"), || near.get("n")).await);
+        assert!(other.set("m", "w1", 0).await.unwrap());
+        let got = near.get_multi(&["n", "m", "absent"]).await;
+        assert_eq!(&got[1].as_ref().unwrap().as_ref().unwrap().data[..], b"w1");
+        assert!(matches!(got[2], Ok(None)));
+        let before = near.near_invalidations();
+        flush_all(&server.addr()).await;
+        assert!(becomes(None, || near.get("m")).await);
+        assert!(near.near_invalidations() > before);
+        // This client's own write drops the entry at once.
+        assert!(near.set("k", "v3", 0).await.unwrap());
+        assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v3");
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_subscription_empties_the_near_cache() {
     let mut server = kura();
     let near = Client::builder([server.addr()])
-        .near_cache(NearConfig::new(8 << 20, Duration::from_secs(1)))
+        .near_cache(NearConfig::new(8 << 20, Duration::from_secs(3600)))
+        .configure(|c| c.connections_per_server = 1)
         .build()
         .unwrap();
-    let other = Client::builder([server.addr()]).build().unwrap();
-
-    assert!(other.set("k", "v1", 0).await.unwrap());
-    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
-    // another client's write: still v1 here until the TTL passes
-    assert!(other.set("k", "v2", 0).await.unwrap());
-    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
-    // this client's write drops the entry at once
-    assert!(near.set("k", "v3", 0).await.unwrap());
-    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v3");
-    // get_multi fills and reads it too
-    assert!(other.set("m", "w1", 0).await.unwrap());
-    let got = near.get_multi(&["k", "m", "absent"]).await;
-    assert_eq!(&got[1].as_ref().unwrap().as_ref().unwrap().data[..], b"w1");
-    assert!(matches!(got[2], Ok(None)));
-    // after the TTL (whole seconds, so up to 2 s), the server's value
-    assert!(other.set("k", "v4", 0).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v4");
-    // a hit needs no server at all
+    assert!(near.set("k", "v", 0).await.unwrap());
+    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v");
     server.kill();
-    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v4");
-    near.delete("k").await.unwrap_err();
-    assert!(
-        near.get("k").await.is_err(),
-        "a failed delete still drops the entry"
-    );
+    // Invalidations can no longer arrive: the near copy goes with the
+    // connection, and reads fail instead of serving what may be stale.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while near.get("k").await.is_ok() {
+        assert!(Instant::now() < deadline, "the near cache still serves k");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
@@ -76,4 +126,34 @@ async fn near_cache_over_memcached() {
         kura_client::StoreStatus::Stored
     );
     assert_eq!(&c.get("n1").await.unwrap().unwrap().data[..], b"new");
+}
+
+/// memcached refuses `mt`: the near cache is bounded by its TTL only, and
+/// a hit needs no server at all.
+#[tokio::test]
+async fn in_front_of_memcached_the_near_cache_is_ttl_bounded() {
+    let Some(mut server) = memcached() else {
+        return;
+    };
+    let near = Client::builder([server.addr()])
+        .near_cache(NearConfig::new(8 << 20, Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let other = Client::builder([server.addr()]).build().unwrap();
+    assert!(other.set("k", "v1", 0).await.unwrap());
+    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
+    // another client's write: still v1 here until the TTL passes
+    assert!(other.set("k", "v2", 0).await.unwrap());
+    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
+    assert_eq!(near.near_invalidations(), 0);
+    // after the TTL (whole seconds, so up to 2 s), the server's value
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v2");
+    server.kill();
+    assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v2");
+    near.delete("k").await.unwrap_err();
+    assert!(
+        near.get("k").await.is_err(),
+        "a failed delete still drops the entry"
+    );
 }

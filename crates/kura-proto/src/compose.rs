@@ -132,6 +132,7 @@ impl Request<'_> {
                 }
             }
             Request::MetaNoop => out.extend_from_slice(b"mn"),
+            Request::Track { on } => out.extend_from_slice(if *on { b"mt" } else { b"mt off" }),
             Request::Replicate { history, after } => {
                 out.extend_from_slice(b"replicate ");
                 out.extend_from_slice(history);

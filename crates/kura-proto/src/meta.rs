@@ -29,7 +29,17 @@ pub(crate) fn parse<'a>(code: u8, line: &'a [u8], t: &Tokens<'a>, limits: &Limit
         b'd' => delete(line, t),
         b'a' => arith(line, t),
         b'e' => debug(t),
+        b't' => track(t),
         _ => err(Error::UnknownCommand),
+    }
+}
+
+/// `mt [on|off]`: kura's invalidation subscription (docs/protocol-extensions.md).
+fn track<'a>(t: &Tokens<'a>) -> Parsed<'a> {
+    match (t.len(), t.get(1)) {
+        (1, _) | (2, b"on") => Parsed::Line(Request::Track { on: true }),
+        (2, b"off") => Parsed::Line(Request::Track { on: false }),
+        _ => err(Error::BadFormat),
     }
 }
 

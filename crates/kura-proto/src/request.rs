@@ -48,6 +48,9 @@ pub enum Request<'a> {
     MetaDebug(MetaDebug<'a>),
     /// `mn`.
     MetaNoop,
+    /// `mt [on|off]`: kura's own, turns invalidation tracking on or off for
+    /// the connection (docs/protocol-extensions.md).
+    Track { on: bool },
     /// `replicate <history id or -> <last applied record>`: kura's own, a
     /// replica asking to follow this server (the connection then carries
     /// the replication stream). `after` is `None` when not a number.

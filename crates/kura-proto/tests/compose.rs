@@ -100,6 +100,9 @@ fn parsed_requests_compose_canonically() {
         (b"me k x\r\n", b"me k\r\n"),
         (b"mn\r\n", b"mn\r\n"),
         (b"mn extra\r\n", b"mn\r\n"),
+        (b"mt\r\n", b"mt\r\n"),
+        (b"mt on\r\n", b"mt\r\n"),
+        (b"mt off\r\n", b"mt off\r\n"),
     ];
     let limits = Limits::default();
     for &(input, canonical) in table {

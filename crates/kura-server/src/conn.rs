@@ -129,18 +129,36 @@ where
                 None => Some(stream.read_buf(&mut rbuf).await),
             }
         };
-        let n = tokio::select! {
-            biased;
-            _ = &mut stop => return End::Stopping,
-            r = read => match r {
-                None => {
-                    incr(&stats.idle_kicks);
-                    return End::Idle;
-                }
-                Some(Ok(0)) => return End::Eof,
-                Some(Ok(n)) => n,
-                Some(Err(_)) => return End::Io,
+        let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
+            None => tokio::select! {
+                biased;
+                _ = &mut stop => return End::Stopping,
+                r = read => r,
             },
+            // A tracking connection also wakes for invalidations to send.
+            Some(sub) => tokio::select! {
+                biased;
+                _ = &mut stop => return End::Stopping,
+                () = sub.notify.notified() => {
+                    if let Some(t) = session.tracking.as_mut() {
+                        t.drain(&mut session.out);
+                    }
+                    if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                        return End::Io;
+                    }
+                    continue;
+                }
+                r = read => r,
+            },
+        };
+        let n = match read {
+            None => {
+                incr(&stats.idle_kicks);
+                return End::Idle;
+            }
+            Some(Ok(0)) => return End::Eof,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => return End::Io,
         };
         add(&stats.bytes_read, n as u64);
         let wire = match wire {
@@ -304,6 +322,10 @@ where
         }
         if !settled(durable, &mut unsettled).await {
             return End::Io;
+        }
+        // Invalidations go between replies: after every reply of the batch.
+        if let Some(t) = session.tracking.as_mut() {
+            t.drain(&mut session.out);
         }
         if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
             return End::Io;

@@ -23,6 +23,7 @@ pub mod replication;
 mod server;
 pub mod shared;
 pub mod tls;
+pub mod tracking;
 mod udp;
 
 pub use cli::{ProcessOptions, ServerArgs};

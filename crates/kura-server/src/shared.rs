@@ -99,6 +99,10 @@ pub struct Shared {
     pub listeners: Vec<crate::metrics::Listener>,
     /// Replication: this server's replicas, or its primary.
     pub replication: crate::replication::ReplicationState,
+    /// Invalidation subscriptions (`mt`), observing the store from the
+    /// first one on.
+    pub tracking: Arc<crate::tracking::Registry>,
+    pub tracking_observed: std::sync::Once,
     state: watch::Sender<RunState>,
 }
 
@@ -120,6 +124,8 @@ impl Shared {
             values: crate::budget::ValueBudget::for_config(&config),
             listeners: Vec::new(),
             replication: crate::replication::ReplicationState::new(config.replica_of.clone()),
+            tracking: Arc::default(),
+            tracking_observed: std::sync::Once::new(),
             store,
             config,
             state,

@@ -1677,8 +1677,13 @@ fn stats_groups_have_memcached_names_in_order() {
             let theirs = stat_names(memcached.addr, group);
             let ours: Vec<String> = stat_names(kura.addr, group)
                 .into_iter()
-                // kura's own figures, and replication's (docs/replication.md).
-                .filter(|n| !kura_only.contains(&n.as_str()) && !n.starts_with("repl_"))
+                // kura's own figures, replication's (docs/replication.md) and
+                // invalidation tracking's (docs/protocol-extensions.md).
+                .filter(|n| {
+                    !kura_only.contains(&n.as_str())
+                        && !n.starts_with("repl_")
+                        && !n.starts_with("tracking_")
+                })
                 .collect();
             assert!(!theirs.is_empty(), "memcached's stats{group} is empty");
             assert_eq!(ours, theirs, "stats{group} (idle timeout: {idle})");

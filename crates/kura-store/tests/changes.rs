@@ -282,6 +282,26 @@ fn a_store_without_a_sink_reports_nothing_and_a_second_sink_is_refused() {
     let _ = Item::new(b"x", 0, b"");
 }
 
+/// An observer (`Store::observe`) hears every change beside the attached
+/// sink, whichever comes first; each slot takes one.
+#[test]
+fn an_observer_hears_the_changes_beside_the_attached_sink() {
+    let s = Store::default();
+    let seen = Arc::new(Recorder::default());
+    assert!(s.observe(seen.clone()));
+    assert!(!s.observe(Arc::new(Recorder::default())));
+    s.insert(b"k", b"v", Expiry::Never);
+    let log = Arc::new(Recorder::default());
+    // Attached after the observer (a replica promoted later, say).
+    assert!(s.attach(log.clone()));
+    assert!(!s.attach(Arc::new(Recorder::default())));
+    s.delete(b"k");
+    s.flush(None);
+    assert_eq!(seen.0.lock().unwrap().len(), 3);
+    assert_eq!(log.0.lock().unwrap().len(), 2);
+    assert!(matches!(log.0.lock().unwrap()[0], Rec::Remove(_)));
+}
+
 fn crc(b: &[u8]) -> u32 {
     b.iter()
         .fold(17u32, |h, &x| h.wrapping_mul(31).wrapping_add(u32::from(x)))

@@ -37,7 +37,9 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
 
 /// One key of a retrieval: its `VALUE` block on a hit.
 pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) {
+    let fresh = super::track::before_read(s, key);
     let hit = s.store().get_with(key, opts);
+    super::track::after_read(s, key, fresh, hit.is_some());
     count(s.stats, opts.touch.is_some(), hit.is_some());
     if let Some(hit) = hit {
         let cas = with_cas.then_some(hit.cas);

@@ -33,7 +33,9 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
         stale_token: true,
     };
     let touching = opts.touch.is_some();
+    let fresh = super::track::before_read(s, &m.key.bytes);
     let hit = s.store().get_with(&m.key.bytes, &opts);
+    super::track::after_read(s, &m.key.bytes, fresh, hit.is_some());
     let st = s.stats;
     if touching {
         incr(&st.cmd_touch);

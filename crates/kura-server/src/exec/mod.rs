@@ -19,6 +19,7 @@ mod stats_settings;
 mod storage;
 mod table;
 mod touch;
+mod track;
 
 use kura_proto::{reply, Frame, Request};
 use kura_store::{Expiry, Store};
@@ -71,6 +72,9 @@ pub struct Session<'a> {
     /// no room to receive (see `budget`): the request arrives as
     /// `Data::TooLarge` and is refused as out of memory.
     pub no_room: bool,
+    /// This connection's invalidation subscription (`mt`).
+    /// (Boxed: a session without one stays as small as before.)
+    pub tracking: Option<Box<crate::tracking::Tracker>>,
 }
 
 impl<'a> Session<'a> {
@@ -83,6 +87,7 @@ impl<'a> Session<'a> {
             auth_failures: 0,
             replicate: None,
             no_room: false,
+            tracking: None,
         }
     }
 
@@ -203,6 +208,7 @@ impl<'a> Session<'a> {
             Request::MetaArith(m) => meta_arith::run(self, m),
             Request::MetaDebug(m) => meta_debug::run(self, m),
             Request::MetaNoop => self.out.extend_from_slice(reply::MN),
+            Request::Track { on } => track::run(self, *on),
             Request::ReplicaOf { host, port } => admin::replica_of(self, host, port),
             Request::Replicate { history, after } => {
                 let Some(after) = after else {

@@ -167,6 +167,14 @@ fn general(s: &mut Session<'_>) {
     // kura's own figures, after all of memcached's.
     reply::stat(o, "store_shards", st.shards);
     reply::stat(o, "kura_version", crate::shared::KURA_VERSION);
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (subscribers, keys) = sh.tracking.counts();
+        reply::stat(o, "tracking_clients", subscribers);
+        reply::stat(o, "tracking_keys", keys);
+        reply::stat(o, "tracking_invalidations", sh.tracking.sent.load(Relaxed));
+        reply::stat(o, "tracking_overflows", sh.tracking.overflows.load(Relaxed));
+    }
     if let Some(d) = &sh.durable {
         use std::sync::atomic::Ordering::Relaxed;
         let l = &d.stats;

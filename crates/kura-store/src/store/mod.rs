@@ -9,12 +9,11 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use foldhash::fast::{FixedState, RandomState};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-use crate::changes::ChangeSink;
 use crate::clock::Clock;
 use crate::expiry::Expiry;
 use crate::item::{Item, KEY_MAX};
@@ -58,8 +57,9 @@ pub struct Store {
     flushed_epoch: AtomicU32,
     capacity: AtomicU64,
     config: StoreConfig,
-    /// Hears every change once attached (a durable server's update log).
-    sink: OnceLock<Arc<dyn ChangeSink>>,
+    /// Hears every change once a sink is attached or an observer added
+    /// (a durable server's update log, a server's invalidation registry).
+    sink: OnceLock<sink::Tee>,
 }
 
 impl std::fmt::Debug for Store {

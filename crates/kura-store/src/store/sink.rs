@@ -4,7 +4,7 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::changes::{Change, ChangeSink, Entry};
 use crate::ops::{GetOptions, Hit};
@@ -12,24 +12,64 @@ use crate::shard::Shard;
 
 use super::Store;
 
+/// The store's one sink: the attached sink and the observer, each told
+/// every change once it is set. A store with neither has no `Tee` at all.
+#[derive(Default)]
+pub(super) struct Tee {
+    primary: OnceLock<Arc<dyn ChangeSink>>,
+    observer: OnceLock<Arc<dyn ChangeSink>>,
+}
+
+impl ChangeSink for Tee {
+    #[inline]
+    fn record(&self, change: Change<'_>) {
+        if let Some(p) = self.primary.get() {
+            p.record(change);
+        }
+        if let Some(o) = self.observer.get() {
+            o.record(change);
+        }
+    }
+}
+
 impl Store {
     /// Attaches the sink that hears every change from now on (see
     /// [`ChangeSink`]). A store has at most one; false if it had one.
     pub fn attach(&self, sink: Arc<dyn ChangeSink>) -> bool {
+        self.add_sink(sink, |t| &t.primary)
+    }
+
+    /// Adds an observer that hears every change from now on, beside the
+    /// attached sink (a server's invalidation subscriptions). A store has
+    /// at most one; false if it had one. Until either is set, changes are
+    /// reported to nobody and cost nothing.
+    pub fn observe(&self, observer: Arc<dyn ChangeSink>) -> bool {
+        self.add_sink(observer, |t| &t.observer)
+    }
+
+    fn add_sink(
+        &self,
+        sink: Arc<dyn ChangeSink>,
+        slot: impl Fn(&Tee) -> &OnceLock<Arc<dyn ChangeSink>>,
+    ) -> bool {
         // Hold every lock so no change is half reported.
         let _serial = self.flush_lock.lock();
         let mut guards = self.lock_all();
-        if self.sink.set(sink).is_err() {
+        let tee = self.sink.get_or_init(Tee::default);
+        if slot(tee).set(sink).is_err() {
             return false;
         }
         for shard in &mut guards {
-            shard.evicted = Some(Vec::new());
+            if shard.evicted.is_none() {
+                shard.evicted = Some(Vec::new());
+            }
         }
         true
     }
 
+    #[inline]
     pub(super) fn sink(&self) -> Option<&dyn ChangeSink> {
-        self.sink.get().map(|s| &**s)
+        self.sink.get().map(|s| s as &dyn ChangeSink)
     }
 
     /// Applies a change as a sink heard it (recovery from a snapshot and
