@@ -308,6 +308,21 @@ fn replicaof_at_run_time_turns_servers_around_and_refuses_nonsense() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Asks to replicate after record `at` of `history`; returns the answer's
+/// line alone (the stream that may follow it is not read).
+fn handshake(s: &mut std::net::TcpStream, history: &str, at: u64) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(format!("replicate {history} {at}\r\n").as_bytes())
+        .unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "the primary closed");
+        line.push(b[0]);
+    }
+    line
+}
+
 /// The first record of the oldest log segment in `dir`.
 fn oldest_segment(dir: &Path) -> u64 {
     let mut firsts: Vec<u64> = std::fs::read_dir(dir)
@@ -375,11 +390,7 @@ fn a_connected_replica_keeps_the_log_it_needs_within_the_backlog_size() {
     let history = stat_str(&mut c, "repl_history");
     let at = stat(&mut c, "repl_written_seq");
     let mut replica = primary.connect();
-    let line = ask(
-        &mut replica,
-        format!("replicate {history} {at}\r\n").as_bytes(),
-        b"\r\n",
-    );
+    let line = handshake(&mut replica, &history, at);
     assert!(
         line.starts_with(b"CONTINUE "),
         "{}",
@@ -402,11 +413,7 @@ fn a_connected_replica_keeps_the_log_it_needs_within_the_backlog_size() {
     drop(replica);
     // Asked again from there, the primary resyncs it whole.
     let mut again = primary.connect();
-    let line = ask(
-        &mut again,
-        format!("replicate {history} {at}\r\n").as_bytes(),
-        b"\r\n",
-    );
+    let line = handshake(&mut again, &history, at);
     assert!(
         line.starts_with(b"FULLRESYNC "),
         "{}",
