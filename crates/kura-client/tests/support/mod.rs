@@ -278,6 +278,17 @@ pub fn raw_get(addr: &str, key: &str) -> Option<Vec<u8>> {
 
 /// A `redis-server` on a free port without persistence, or None after
 /// printing why the test is skipped (a failure under CI).
+/// Whether a Redis server answers PING on `port`.
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
 pub fn redis_server() -> Option<Proc> {
     let bin = std::env::var_os("KURA_REDIS_SERVER")
         .map(PathBuf::from)
@@ -302,7 +313,11 @@ pub fn redis_server() -> Option<Proc> {
             .spawn()
             .expect("spawn redis-server");
         if let Some(p) = await_listen(child, port, "redis-server") {
-            return Some(p);
+            // The port answered: make sure it is this redis-server (another
+            // process may have held the port a moment) before handing it out.
+            if answers_ping(port) {
+                return Some(p);
+            }
         }
     }
     panic!("redis-server failed to start 5 times");
