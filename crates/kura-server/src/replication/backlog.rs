@@ -209,20 +209,14 @@ impl Backlog {
             if c.first > seq {
                 n += c.bytes.len() as u64;
             } else {
-                let mut at = 0;
-                for _ in c.first..=seq {
-                    at += record_len(&c.bytes[at..]);
-                }
+                let at = skip(&c.bytes, seq + 1 - c.first);
                 n += (c.bytes.len() - at) as u64;
             }
         }
         if ring.open_first > seq {
             n += ring.open.len() as u64;
         } else if !ring.open.is_empty() {
-            let mut at = 0;
-            for _ in ring.open_first..=seq {
-                at += record_len(&ring.open[at..]);
-            }
+            let at = skip(&ring.open, seq + 1 - ring.open_first);
             n += (ring.open.len() - at) as u64;
         }
         Some(n)
@@ -249,11 +243,7 @@ impl Backlog {
             let mut bytes = c.bytes.clone();
             if c.first < next {
                 // Skip the records before `next` within the chunk.
-                let mut at = 0;
-                for _ in c.first..next {
-                    at += record_len(&bytes[at..]);
-                }
-                bytes = bytes.slice(at..);
+                bytes = bytes.slice(skip(&bytes, next - c.first)..);
             }
             size += bytes.len();
             out.push(bytes);
@@ -305,11 +295,15 @@ impl Ring {
     }
 }
 
-/// The length of the record at the front of `b` (whole records only are
+/// The bytes the first `n` records of `b` take (whole records only are
 /// pushed).
-fn record_len(b: &[u8]) -> usize {
-    let head = [b[0], b[1], b[2], b[3]];
-    RECORD_HEADER_LEN + u32::from_le_bytes(head) as usize
+fn skip(b: &[u8], n: u64) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        let head = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        at += RECORD_HEADER_LEN + u32::from_le_bytes(head) as usize;
+    }
+    at
 }
 
 #[cfg(test)]
