@@ -43,7 +43,14 @@ impl RecordCache {
             let mut keys = Vec::new();
             for row in &rows {
                 let id: i64 = row.try_get(0).map_err(Error::db("read the outbox"))?;
-                let text: String = row.try_get(1).map_err(Error::db("read the outbox"))?;
+                // MariaDB's LONGTEXT reaches sqlx's Any driver as a BLOB.
+                let text: String = row
+                    .try_get::<String, _>(1)
+                    .or_else(|_| {
+                        row.try_get::<Vec<u8>, _>(1)
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    })
+                    .map_err(Error::db("read the outbox"))?;
                 ids.push(id);
                 keys.extend(
                     text.split(' ')

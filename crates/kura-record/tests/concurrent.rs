@@ -12,8 +12,8 @@ use kura_record::{Error, Hooks, IndexValue, Result};
 use rand::{Rng, SeedableRng};
 use support::{item, servers, Item, Setup};
 
-const ROWS: i64 = 200;
-const USERS: i64 = 20;
+const ROWS: i64 = 500;
+const USERS: i64 = 100;
 const TASKS: usize = 100;
 const OPS: usize = 30;
 
@@ -91,7 +91,10 @@ async fn run(url: &str) {
         tasks.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(t as u64);
             let mut failures = 0;
-            for op in 0..OPS {
+            // Readers go on twice as long, so that entries filled while
+            // writes still ran are among those checked.
+            let ops = if t % 2 == 0 { OPS } else { 2 * OPS };
+            for op in 0..ops {
                 let r = if t % 2 == 0 {
                     let next_id = 10_000 + (t * OPS + op) as i64;
                     write_once(&s, &mut rng, next_id).await
@@ -112,6 +115,7 @@ async fn run(url: &str) {
         failures += t.await.expect("task");
     }
     assert!(failures < TASKS * OPS / 10, "{failures} failed operations");
+    let during = s.cache.stats();
 
     // Every cached record and index entry equals the database.
     let db = support::db_items(&s.pool, &s.table).await;
@@ -152,8 +156,7 @@ async fn run(url: &str) {
         let want_rows: Vec<Item> = db.iter().filter(|r| r.user_id == u).cloned().collect();
         assert_eq!(got, want_rows, "user {u} through the cache");
     }
-    let st = s.cache.stats();
-    println!("{failures} failed operations; {cached} cached records and {lists} index entries checked; {st:?}");
+    println!("{failures} failed operations; {cached} cached records and {lists} index entries checked; {during:?}");
     assert!(
         cached > 0 && lists > 0,
         "nothing was cached: the check checked nothing"

@@ -159,23 +159,23 @@ async fn database_down(url: &str) {
     let items = other
         .table::<Item>(support::items_table(&s.table))
         .expect("declaration");
-    assert_eq!(items.fetch(3).await.expect("cached"), Some(item(3, 2)));
+    assert_eq!(items.fetch(4).await.expect("cached"), Some(item(4, 1)));
     let u1 = items
         .fetch_by_index(&["user_id"], &[1.into()])
         .await
         .expect("cached");
     assert_eq!(
         u1.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![1, 3, 5, 7, 9]
+        vec![2, 4, 6, 8, 10]
     );
-    let miss = items.fetch(4).await;
+    let miss = items.fetch(3).await;
     let err = miss.expect_err("a miss with the database down");
     assert!(
         matches!(err, Error::Database { .. } | Error::DatabaseTimeout { .. }),
         "{err}"
     );
     assert!(err.to_string().contains("database unavailable"), "{err}");
-    let many = items.fetch_multi(&[1, 2]).await;
+    let many = items.fetch_multi(&[2, 3]).await;
     assert!(many.is_err(), "a partial result is not returned as whole");
     let st = other.stats();
     assert_eq!(st.db_errors, 2, "{st:?}");

@@ -16,7 +16,10 @@ use tokio::sync::oneshot;
 
 /// A hook that holds the next write-back until released.
 #[derive(Clone, Default)]
-struct Gate(Arc<Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>>);
+struct Gate(Arc<Mutex<Option<Armed>>>);
+
+/// An armed gate: tells the test the reader paused, waits for release.
+type Armed = (oneshot::Sender<()>, oneshot::Receiver<()>);
 
 impl Gate {
     /// Arms the gate: returns (paused, release).
