@@ -41,3 +41,8 @@ pub use sql::Backend;
 pub use stats::Stats;
 pub use table::{IndexValue, Kind, Table};
 pub use tx::{Committed, RecordTx, TxFuture};
+
+/// The guide (docs/record.md); its example runs as a doc test against
+/// MariaDB (`$KURA_RECORD_MYSQL`) and a kura server in the process.
+#[doc = include_str!("../../../docs/record.md")]
+pub mod guide {}

@@ -61,7 +61,7 @@ impl RecordCache {
     /// Runs `body` in a transaction and commits it (rolls back when
     /// `body` fails), then expires what it touched.
     ///
-    /// ```ignore
+    /// ```text
     /// cache.transaction(|tx| Box::pin(async move {
     ///     tx.touch(&items, &[7]).await?;
     ///     sqlx::query("UPDATE items SET user_id = 2 WHERE id = 7")
