@@ -65,6 +65,9 @@ impl<T: Record> Cached<T> {
                 uniq.push(id);
             }
         }
+        if uniq.is_empty() {
+            return Ok(Vec::new());
+        }
         let cache = &self.cache;
         let s = &cache.inner.stats;
         let started = Instant::now();

@@ -88,6 +88,9 @@ impl<T: Record> Cached<T> {
         for v in values {
             check_values(t, &t.indexes[idx], v)?;
         }
+        if values.is_empty() {
+            return Ok(Vec::new());
+        }
         let cache = &self.cache;
         let s = &cache.inner.stats;
         let started = Instant::now();

@@ -26,8 +26,9 @@ impl Backend {
         }
     }
 
-    /// Placeholders `from..from+n`, comma-separated.
-    pub(crate) fn params(self, from: usize, n: usize) -> String {
+    /// Placeholders for binds `from..from+n` (0-based), comma-separated:
+    /// `?, ?` or `$1, $2`.
+    pub fn params(self, from: usize, n: usize) -> String {
         (from..from + n)
             .map(|i| match self {
                 Backend::MySql => "?".to_string(),

@@ -80,3 +80,25 @@ impl Stats {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_print_as_stat_lines_and_prometheus() {
+        let c = Counters::default();
+        c.add(&c.db_errors, 2);
+        c.add(&c.cache_errors, 1);
+        let s = c.snapshot();
+        assert_eq!((s.db_errors, s.cache_errors), (2, 1));
+        let lines = s.stat_lines();
+        assert!(lines.contains("STAT record_db_errors 2\r\n"));
+        assert!(lines.contains("STAT record_cache_errors 1\r\n"));
+        let prom = s.prometheus();
+        assert!(prom.contains(
+            "# TYPE kura_record_db_errors_total counter\nkura_record_db_errors_total 2\n"
+        ));
+        assert_eq!(prom.matches("# HELP").count(), s.fields().len());
+    }
+}

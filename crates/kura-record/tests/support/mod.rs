@@ -116,7 +116,7 @@ pub async fn insert_items(pool: &AnyPool, name: &str, rows: &[Item]) {
     let backend = backend_of(pool);
     for part in rows.chunks(500) {
         let tuples: Vec<String> = (0..part.len())
-            .map(|i| format!("({})", params(backend, i * 5, 5)))
+            .map(|i| format!("({})", backend.params(i * 5, 5)))
             .collect();
         let text = format!(
             "INSERT INTO {name} (id, user_id, kind, count, name) VALUES {}",
@@ -138,16 +138,6 @@ pub async fn insert_items(pool: &AnyPool, name: &str, rows: &[Item]) {
 pub fn backend_of(pool: &AnyPool) -> Backend {
     let url = pool.connect_options().database_url.to_string();
     Backend::from_url(&url).expect("a known database")
-}
-
-pub fn params(b: Backend, from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| match b {
-            Backend::MySql => "?".to_string(),
-            Backend::Postgres => format!("${}", i + 1),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub async fn drop_table(pool: &AnyPool, name: &str) {
