@@ -72,7 +72,9 @@ fn main() {
         assert!(rows.iter().zip(&encoded).all(|(r, b)| &dec(b) == r));
         let mean = encoded.iter().map(Vec::len).sum::<usize>() as f64 / rows.len() as f64;
         let (mut e, mut d) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
+        // One untimed round first: the first format measured would pay
+        // the warm-up (page faults, caches) otherwise.
+        for round in 0..=rounds {
             let t = Instant::now();
             for r in &rows {
                 black_box(enc(black_box(r)));
@@ -83,6 +85,10 @@ fn main() {
                 black_box(dec(black_box(b)));
             }
             d.push(t.elapsed().as_nanos() as f64 / rows.len() as f64);
+            if round == 0 {
+                e.clear();
+                d.clear();
+            }
         }
         let index = match name {
             "postcard" => postcard::to_stdvec(&ids).expect("encode").len(),
