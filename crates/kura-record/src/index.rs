@@ -88,6 +88,27 @@ impl<T: Record> Cached<T> {
         for v in values {
             check_values(t, &t.indexes[idx], v)?;
         }
+        // A value asked for twice is read and filled once: two fills of
+        // one key in one batch would race each other.
+        let mut uniq: Vec<Vec<IndexValue>> = Vec::with_capacity(values.len());
+        let mut seen: HashMap<&Vec<IndexValue>, usize> = HashMap::with_capacity(values.len());
+        let mut at = Vec::with_capacity(values.len());
+        for v in values {
+            let i = *seen.entry(v).or_insert_with(|| {
+                uniq.push(v.clone());
+                uniq.len() - 1
+            });
+            at.push(i);
+        }
+        let lists = self.ids_by_index_uniq(idx, &uniq).await?;
+        Ok(at.into_iter().map(|i| lists[i].clone()).collect())
+    }
+
+    async fn ids_by_index_uniq(
+        &self,
+        idx: usize,
+        values: &[Vec<IndexValue>],
+    ) -> Result<Vec<Vec<i64>>> {
         if values.is_empty() {
             return Ok(Vec::new());
         }

