@@ -75,13 +75,26 @@ async fn read_once(s: &Setup, rng: &mut rand::rngs::StdRng) -> Result<()> {
     }
 }
 
+/// Readers that pause 0-5 ms between their database read and their
+/// write-back (a scheduling hiccup, a slow network): the window in which
+/// a write can commit and invalidate is wide enough to be hit often.
+fn slow_readers() -> Hooks {
+    Hooks {
+        before_write_back: Some(std::sync::Arc::new(|| {
+            let pause = std::time::Duration::from_micros(rand::random::<u64>() % 5_000);
+            Box::pin(tokio::time::sleep(pause))
+        })),
+        ..Hooks::default()
+    }
+}
+
 async fn run(url: &str, memcached: bool) {
     let Some(procs) = servers::servers(memcached, 2) else {
         return;
     };
     let addrs = servers::addrs(&procs);
     let rows: Vec<Item> = (1..=ROWS).map(|id| item(id, 1 + id % USERS)).collect();
-    let Some(s) = Setup::new(url, &addrs, &rows, Hooks::default()).await else {
+    let Some(s) = Setup::new(url, &addrs, &rows, slow_readers()).await else {
         return;
     };
     let s = std::sync::Arc::new(s);
