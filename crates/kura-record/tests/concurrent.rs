@@ -190,22 +190,5 @@ async fn run(url: &str, memcached: bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_100_tasks() {
-    run(&support::mysql_url(), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_100_tasks_memcached() {
-    run(&support::mysql_url(), true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_100_tasks() {
-    run(&support::postgres_url(), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_100_tasks_memcached() {
-    run(&support::postgres_url(), true).await;
-}
+per_database!(run(false) => mysql_100_tasks, postgres_100_tasks);
+per_database!(run(true) => mysql_100_tasks_memcached, postgres_100_tasks_memcached);

@@ -162,12 +162,4 @@ async fn crash(url: &str) {
     s.teardown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_crash_then_drain() {
-    crash(&support::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_crash_then_drain() {
-    crash(&support::postgres_url()).await;
-}
+per_database!(crash() => mysql_crash_then_drain, postgres_crash_then_drain);

@@ -183,32 +183,6 @@ async fn database_down(url: &str) {
     s.teardown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_cache_down() {
-    cache_down(&support::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_cache_down() {
-    cache_down(&support::postgres_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_cache_silent() {
-    cache_silent(&support::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_cache_silent() {
-    cache_silent(&support::postgres_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_database_down() {
-    database_down(&support::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_database_down() {
-    database_down(&support::postgres_url()).await;
-}
+per_database!(cache_down() => mysql_cache_down, postgres_cache_down);
+per_database!(cache_silent() => mysql_cache_silent, postgres_cache_silent);
+per_database!(database_down() => mysql_database_down, postgres_database_down);

@@ -193,22 +193,5 @@ async fn scenario(url: &str, memcached: bool) {
     s.teardown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_kura() {
-    scenario(&support::mysql_url(), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_kura() {
-    scenario(&support::postgres_url(), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_memcached() {
-    scenario(&support::mysql_url(), true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_memcached() {
-    scenario(&support::postgres_url(), true).await;
-}
+per_database!(scenario(false) => mysql_kura, postgres_kura);
+per_database!(scenario(true) => mysql_memcached, postgres_memcached);

@@ -89,12 +89,4 @@ async fn schema(url: &str) {
     s.teardown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_added_column() {
-    schema(&support::mysql_url()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_added_column() {
-    schema(&support::postgres_url()).await;
-}
+per_database!(schema() => mysql_added_column, postgres_added_column);

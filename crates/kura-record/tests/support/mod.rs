@@ -6,6 +6,24 @@
 //! test, so tests and parallel runs never share one.
 #![allow(dead_code)]
 
+/// Two tests of one scenario, on MariaDB and on PostgreSQL:
+/// `per_database!(scenario(args) => mysql_name, postgres_name);` calls
+/// `scenario(url, args)`.
+#[macro_export]
+macro_rules! per_database {
+    ($f:ident($($arg:expr),*) => $my:ident, $pg:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $my() {
+            $f(&support::mysql_url() $(, $arg)*).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $pg() {
+            $f(&support::postgres_url() $(, $arg)*).await;
+        }
+    };
+}
+
 #[path = "../../../kura-client/tests/support/mod.rs"]
 pub mod servers;
 
