@@ -15,16 +15,6 @@ use tokio_rustls::rustls;
 
 const NO_DELAY: Duration = Duration::ZERO;
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!("kura-http-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_metrics_and_access_log() {
     let backend = Backend::start(NO_DELAY, |seen| match seen.uri.path() {

@@ -86,6 +86,14 @@ impl<S> Guard<S> {
         }
     }
 
+    /// Guards `inner`, of which `read` was already read (by the HTTP/2 sniffer).
+    pub fn with_input(inner: S, read: BytesMut, max_head: usize, stats: Arc<Stats>) -> Guard<S> {
+        let mut guard = Guard::new(inner, max_head, stats);
+        guard.input = read;
+        guard.judge();
+        guard
+    }
+
     /// Moves every byte of `input` whose place is known to `ready`.
     fn judge(&mut self) {
         while !self.input.is_empty() {

@@ -1,0 +1,694 @@
+//! `kura http`'s settings: command-line flags ([`HttpArgs`]) and the optional TOML file
+//! (`--config`), merged into one [`Config`]. A flag given on the command line wins over the
+//! file; the file wins over the defaults. The file may name several backends and per-URL
+//! rules (`route.rs`). docs/http.md lists every setting.
+
+mod file;
+pub mod route;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use regex::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
+use file::{FileConfig, RuleFile, Source};
+pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
+
+/// Run `kura http`, a caching reverse proxy (RFC 9111) in front of one HTTP backend.
+#[derive(Args, Debug, Default, Clone)]
+pub struct HttpArgs {
+    /// The default backend, as http://HOST:PORT or unix:/PATH.
+    #[arg(long, short = 'b', value_name = "URL")]
+    pub backend: Option<String>,
+    /// Address to listen on for HTTP (repeatable). Default 127.0.0.1:6081.
+    #[arg(long = "listen", short = 'l', value_name = "ADDR")]
+    pub listen: Vec<SocketAddr>,
+    /// Cache memory in MiB (objects, headers and per-object overhead). Default 256.
+    #[arg(long, short = 'm', value_name = "MIB")]
+    pub memory: Option<usize>,
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address of the admin listener: /stats (JSON) and /metrics (Prometheus).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+    /// Access log file ("-" for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<String>,
+    /// Path the backend health probe requests (probes are off without it).
+    #[arg(long, value_name = "PATH")]
+    pub probe: Option<String>,
+    /// Worker threads (default: the machine's parallelism).
+    #[arg(long, short = 't', value_name = "N")]
+    pub threads: Option<usize>,
+    /// Lifetime in seconds of a response with no freshness information (default 120).
+    #[arg(long, value_name = "SECONDS")]
+    pub default_ttl: Option<u64>,
+    /// Seconds a stale object may be served while it is refreshed (default 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<u64>,
+    /// Seconds a stale object may be served while the backend fails (default 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub stale_if_error: Option<u64>,
+}
+
+/// Seconds an object with validators is kept past its last permitted use, to be revalidated
+/// with a conditional request rather than fetched whole.
+pub const DEFAULT_KEEP: u64 = 10;
+
+/// A TLS listener: address, certificate chain and private key (PEM).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct TlsListener {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key, PEM.
+    pub key: PathBuf,
+}
+
+/// Backend health probes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// Path requested with GET; a 2xx or 3xx answer is a success.
+    pub path: String,
+    /// Time between probes.
+    pub interval: Duration,
+    /// Time a probe may take.
+    pub timeout: Duration,
+    /// Consecutive failures that make the backend sick (one success makes it healthy).
+    pub threshold: u32,
+}
+
+/// Everything `kura http` runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The backends; the first is the default one (requests no rule routes elsewhere).
+    pub backends: Vec<BackendSpec>,
+    /// The routes: the first is the top-level settings, then one per rule.
+    pub routes: Vec<Route>,
+    /// The `[[rule]]`s, in the file's order.
+    pub rules: Vec<Rule>,
+    /// Plain HTTP listeners.
+    pub listen: Vec<SocketAddr>,
+    /// Unix-socket listeners (plain HTTP/1.1).
+    pub listen_unix: Vec<PathBuf>,
+    /// TLS listeners (HTTP/2 and HTTP/1.1 by ALPN).
+    pub tls: Vec<TlsListener>,
+    /// Cache memory in bytes.
+    pub memory: usize,
+    /// Admin listener.
+    pub admin_listen: Option<SocketAddr>,
+    /// Access log destination.
+    pub access_log: Option<String>,
+    /// Worker threads.
+    pub threads: usize,
+    /// The RFC 9111 rules' settings at the top level (a rule's route may override them).
+    pub policy: CachePolicy,
+    /// How long an object is kept past its grace for revalidation (it has validators).
+    pub keep: Duration,
+    /// How long a URL whose response was not storable skips coalescing (Varnish's hit-for-miss).
+    pub hit_for_miss: Duration,
+    /// Largest body stored; larger ones stream through without being stored.
+    pub max_object: usize,
+    /// Bodies buffered for storing or for coalesced clients, all fetches together.
+    pub max_in_flight: usize,
+    /// Largest request head (request line and header fields) from a client.
+    pub max_header: usize,
+    /// Longest request target.
+    pub max_url: usize,
+    /// Client connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Backend connect timeout.
+    pub connect_timeout: Duration,
+    /// Time until the backend's response head.
+    pub first_byte_timeout: Duration,
+    /// Time between two reads of a backend body.
+    pub between_bytes_timeout: Duration,
+    /// Health probes.
+    pub probe: Option<Probe>,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("{path}: {source}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is wrong.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn secs_f(value: Option<Spanned<f64>>, default: f64, name: &str, src: Source<'_>) -> Result<Duration, ConfigError> {
+    let (value, at) = match value {
+        Some(v) => (*v.get_ref(), Some(v.span().start)),
+        None => (default, None),
+    };
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        ConfigError::Invalid(format!(
+            "{}{name}: {value} is not a duration in seconds",
+            src.at(at)
+        ))
+    })
+}
+
+/// A value of a closed set: `pass` or `lookup`, true for `pass`.
+fn pass_or_lookup(value: &Spanned<String>, name: &str, src: Source<'_>) -> Result<bool, ConfigError> {
+    match value.get_ref().as_str() {
+        "pass" => Ok(true),
+        "lookup" => Ok(false),
+        other => Err(ConfigError::Invalid(format!(
+            "{}{name}: {other:?} is not pass or lookup",
+            src.at(Some(value.span().start))
+        ))),
+    }
+}
+
+impl Config {
+    /// The configuration of `args`, reading `args.config` when given.
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, or an invalid value (the message names its line).
+    pub fn load(args: &HttpArgs) -> Result<Config, ConfigError> {
+        match &args.config {
+            Some(path) => {
+                let text = read_file(path)?;
+                let file = parse(&text, path)?;
+                let name = path.display().to_string();
+                Self::merge(args, file, Source { name: &name, text: &text })
+            }
+            None => Self::merge(
+                args,
+                FileConfig::default(),
+                Source { name: "", text: "" },
+            ),
+        }
+    }
+
+    /// The configuration of the TOML text `text` (no flags): for tests and tools.
+    ///
+    /// # Errors
+    /// Invalid TOML or values.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let name = "<text>";
+        let file = parse(text, Path::new(name))?;
+        Self::merge(&HttpArgs::default(), file, Source { name, text })
+    }
+
+    /// The route of a request for `host` (lowercase, no port) and `path`: the first rule that
+    /// matches, else the top level (index 0 of [`Config::routes`]).
+    pub fn route_index(&self, host: Option<&str>, path: &str) -> usize {
+        self.rules
+            .iter()
+            .find(|rule| rule.matches(host, path))
+            .map_or(0, |rule| rule.route)
+    }
+
+    fn merge(args: &HttpArgs, file: FileConfig, src: Source<'_>) -> Result<Config, ConfigError> {
+        let mut listen = args.listen.clone();
+        if listen.is_empty() {
+            listen = file.listen.unwrap_or_default();
+        }
+        let tls = file.tls.unwrap_or_default();
+        let listen_unix = file.listen_unix.unwrap_or_default();
+        if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() {
+            listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
+        }
+        let mut policy = CachePolicy::default();
+        let secs = Duration::from_secs;
+        if let Some(ttl) = args.default_ttl.or(file.default_ttl) {
+            policy.default_ttl = secs(ttl);
+        }
+        if let Some(grace) = args.grace.or(file.grace) {
+            policy.grace = secs(grace);
+        }
+        if let Some(sie) = args.stale_if_error.or(file.stale_if_error) {
+            policy.stale_if_error = secs(sie);
+        }
+        if file.honour_client_directives == Some(true) {
+            policy.client_directives = ClientDirectives::Honour;
+        }
+        if let Some(value) = &file.set_cookie {
+            policy.set_cookie = match value.get_ref().as_str() {
+                "pass" => SetCookie::Pass,
+                "strip" => SetCookie::Strip,
+                "store" => SetCookie::Store,
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "{}set_cookie: {other:?} is not pass, strip or store",
+                        src.at(Some(value.span().start))
+                    )))
+                }
+            };
+        }
+        if file.cdn_cache_control == Some(true) {
+            policy = policy.with_cdn_cache_control();
+        }
+        let memory = args.memory.or(file.memory_mb).unwrap_or(256);
+        if memory == 0 {
+            return Err(ConfigError::Invalid("memory must be at least 1 MiB".into()));
+        }
+        let memory = memory.saturating_mul(1 << 20);
+        let probe = probe(args, file.probe, src)?;
+        let threads = args
+            .threads
+            .or(file.threads)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .max(1);
+        let backends = backends(args, file.backend, file.backends, src)?;
+        let top = Route {
+            backend: 0,
+            policy: policy.clone(),
+            pass: false,
+            pass_cookie: false,
+            pass_authorization: true,
+        };
+        let mut routes = vec![top];
+        let mut rules = Vec::new();
+        for rule in file.rule.unwrap_or_default() {
+            rules.push(parse_rule(rule, &backends, &mut routes, src)?);
+        }
+        Ok(Config {
+            backends,
+            routes,
+            rules,
+            listen,
+            listen_unix,
+            tls,
+            memory,
+            admin_listen: args.admin_listen.or(file.admin_listen),
+            access_log: args.access_log.clone().or(file.access_log),
+            threads,
+            policy,
+            keep: secs(file.keep.unwrap_or(DEFAULT_KEEP)),
+            hit_for_miss: secs(file.hit_for_miss.unwrap_or(120)),
+            max_object: file
+                .max_object_mb
+                .map_or(memory / 8, |mb| mb << 20)
+                .min(memory / 8),
+            max_in_flight: file.max_in_flight_mb.map_or(64 << 20, |mb| mb << 20),
+            max_header: file
+                .max_header_kb
+                .map_or(32 << 10, |kb| kb << 10)
+                .max(8 << 10),
+            max_url: file.max_url_bytes.unwrap_or(8 << 10),
+            max_connections: file.max_connections.unwrap_or(10_000).max(1),
+            connect_timeout: secs_f(file.connect_timeout, 3.5, "connect_timeout", src)?,
+            first_byte_timeout: secs_f(file.first_byte_timeout, 60.0, "first_byte_timeout", src)?,
+            between_bytes_timeout: secs_f(
+                file.between_bytes_timeout,
+                60.0,
+                "between_bytes_timeout",
+                src,
+            )?,
+            probe,
+        })
+    }
+}
+
+fn probe(
+    args: &HttpArgs,
+    file: Option<file::ProbeFile>,
+    src: Source<'_>,
+) -> Result<Option<Probe>, ConfigError> {
+    let file = file.unwrap_or_default();
+    let (path, at) = match (&args.probe, &file.path) {
+        (Some(path), _) => (path.clone(), None),
+        (None, Some(path)) => (path.get_ref().clone(), Some(path.span().start)),
+        (None, None) => return Ok(None),
+    };
+    if !path.starts_with('/') {
+        return Err(ConfigError::Invalid(format!(
+            "{}probe path {path:?} must start with /",
+            src.at(at)
+        )));
+    }
+    Ok(Some(Probe {
+        path,
+        interval: secs_f(file.interval, 5.0, "probe.interval", src)?,
+        timeout: secs_f(file.timeout, 2.0, "probe.timeout", src)?,
+        threshold: file.threshold.unwrap_or(3).max(1),
+    }))
+}
+
+/// The backends: the default first (`--backend`, else `backend`, else `[backends].default`),
+/// then the others of `[backends]` by name.
+fn backends(
+    args: &HttpArgs,
+    top: Option<Spanned<String>>,
+    named: Option<BTreeMap<String, Spanned<String>>>,
+    src: Source<'_>,
+) -> Result<Vec<BackendSpec>, ConfigError> {
+    let mut named = named.unwrap_or_default();
+    let parse = |text: &str, at: Option<usize>| {
+        parse_backend(text).map_err(|e| ConfigError::Invalid(format!("{}{e}", src.at(at))))
+    };
+    let default = match (&args.backend, top) {
+        (Some(url), _) => parse(url, None)?,
+        (None, Some(url)) => {
+            if let Some(twice) = named.get("default") {
+                return Err(ConfigError::Invalid(format!(
+                    "{}a backend named \"default\" beside the top-level backend",
+                    src.at(Some(twice.span().start))
+                )));
+            }
+            parse(url.get_ref(), Some(url.span().start))?
+        }
+        (None, None) => match named.remove("default") {
+            Some(url) => parse(url.get_ref(), Some(url.span().start))?,
+            None => {
+                return Err(ConfigError::Invalid(
+                    "no backend: give --backend URL, `backend = URL` or a backend named \"default\" in [backends]".into(),
+                ))
+            }
+        },
+    };
+    named.remove("default");
+    let mut out = vec![BackendSpec {
+        name: "default".into(),
+        addr: default,
+    }];
+    for (name, url) in named {
+        out.push(BackendSpec {
+            addr: parse(url.get_ref(), Some(url.span().start))?,
+            name,
+        });
+    }
+    Ok(out)
+}
+
+fn parse_rule(
+    rule: Spanned<RuleFile>,
+    backends: &[BackendSpec],
+    routes: &mut Vec<Route>,
+    src: Source<'_>,
+) -> Result<Rule, ConfigError> {
+    let rule = rule.into_inner();
+    let bad = |at: usize, why: String| ConfigError::Invalid(format!("{}rule: {why}", src.at(Some(at))));
+    let host = match &rule.host {
+        None => None,
+        Some(host) => {
+            let text = host.get_ref().to_ascii_lowercase();
+            let at = host.span().start;
+            match text.strip_prefix('*') {
+                Some(suffix) if suffix.starts_with('.') && !suffix[1..].contains('*') => {
+                    Some(HostMatch::Suffix(suffix.to_owned()))
+                }
+                _ if text.is_empty() || text.contains('*') || text.contains(['/', ':']) => {
+                    return Err(bad(
+                        at,
+                        format!("host {text:?} is not a host name or *.domain"),
+                    ))
+                }
+                _ => Some(HostMatch::Exact(text)),
+            }
+        }
+    };
+    let path = match (&rule.path_prefix, &rule.path) {
+        (Some(_), Some(pattern)) => {
+            return Err(bad(
+                pattern.span().start,
+                "give path_prefix or path, not both".into(),
+            ))
+        }
+        (Some(prefix), None) => {
+            if !prefix.get_ref().starts_with('/') {
+                return Err(bad(
+                    prefix.span().start,
+                    format!("path_prefix {:?} must start with /", prefix.get_ref()),
+                ));
+            }
+            Some(PathMatch::Prefix(prefix.get_ref().clone()))
+        }
+        (None, Some(pattern)) => match Regex::new(pattern.get_ref()) {
+            Ok(regex) => Some(PathMatch::Pattern(regex)),
+            Err(error) => {
+                return Err(bad(
+                    pattern.span().start,
+                    format!("path {:?} is not a regular expression: {error}", pattern.get_ref()),
+                ))
+            }
+        },
+        (None, None) => None,
+    };
+    let top = &routes[0];
+    let backend = match &rule.backend {
+        None => 0,
+        Some(name) => backends
+            .iter()
+            .position(|b| b.name == *name.get_ref())
+            .ok_or_else(|| {
+                let known: Vec<&str> = backends.iter().map(|b| b.name.as_str()).collect();
+                bad(
+                    name.span().start,
+                    format!(
+                        "no backend named {:?} (backends: {})",
+                        name.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?,
+    };
+    let mut policy = top.policy.clone();
+    if let Some(ttl) = rule.default_ttl {
+        policy.default_ttl = Duration::from_secs(ttl);
+    }
+    if let Some(grace) = rule.grace {
+        policy.grace = Duration::from_secs(grace);
+    }
+    if let Some(sie) = rule.stale_if_error {
+        policy.stale_if_error = Duration::from_secs(sie);
+    }
+    let pass_cookie = match &rule.cookie {
+        Some(value) => pass_or_lookup(value, "cookie", src)?,
+        None => top.pass_cookie,
+    };
+    let pass_authorization = match &rule.authorization {
+        Some(value) => pass_or_lookup(value, "authorization", src)?,
+        None => top.pass_authorization,
+    };
+    routes.push(Route {
+        backend,
+        policy,
+        pass: rule.pass.unwrap_or(false),
+        pass_cookie,
+        pass_authorization,
+    });
+    Ok(Rule {
+        host,
+        path,
+        route: routes.len() - 1,
+    })
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Toml {
+        path: path.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_alone_are_enough() {
+        let args = HttpArgs {
+            backend: Some("http://127.0.0.1:8080".into()),
+            ..HttpArgs::default()
+        };
+        let config = Config::load(&args).unwrap();
+        assert_eq!(config.listen, vec!["127.0.0.1:6081".parse().unwrap()]);
+        assert_eq!(config.memory, 256 << 20);
+        assert_eq!(config.max_object, 32 << 20);
+        assert!(config.probe.is_none());
+    }
+
+    #[test]
+    fn file_settings() {
+        let config = Config::from_toml(
+            "backend = \"http://[::1]:9000\"\nmemory_mb = 64\ngrace = 30\nset_cookie = \"strip\"\n\
+             cdn_cache_control = true\n[probe]\npath = \"/health\"\ninterval = 0.5\n",
+        )
+        .unwrap();
+        let BackendAddr::Tcp(uri) = &config.backends[0].addr else {
+            panic!("a TCP backend")
+        };
+        assert_eq!(uri.authority().unwrap().as_str(), "[::1]:9000");
+        assert_eq!(config.policy.grace, Duration::from_secs(30));
+        assert_eq!(config.policy.set_cookie, SetCookie::Strip);
+        assert_eq!(config.policy.targeted_fields.len(), 1);
+        let probe = config.probe.unwrap();
+        assert_eq!(probe.interval, Duration::from_millis(500));
+        assert_eq!(probe.threshold, 3);
+    }
+
+    /// The example in docs/http.md is a valid file, with every key this version reads.
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("../../../../docs/http.md");
+        let start = doc.find("```toml\n").expect("a TOML example") + 8;
+        let end = start + doc[start..].find("```").expect("its end");
+        let config = Config::from_toml(&doc[start..end]).unwrap();
+        assert_eq!(config.tls.len(), 1);
+        assert_eq!(config.listen_unix.len(), 1);
+        assert_eq!(config.max_connections, 10_000);
+        assert_eq!(config.probe.unwrap().path, "/health");
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        for text in [
+            "",
+            "backend = \"https://x\"",
+            "backend = \"http://x/path\"",
+            "backend = \"http://x\"\nmemory_mb = 0",
+            "backend = \"http://x\"\nunknown = 1",
+            "backend = \"http://x\"\nset_cookie = \"eat\"",
+            "backend = \"http://x\"\n[probe]\npath = \"health\"",
+            "backend = \"http://x\"\nconnect_timeout = -1.0",
+        ] {
+            assert!(Config::from_toml(text).is_err(), "{text}");
+        }
+    }
+
+    const RULES: &str = "backend = \"http://127.0.0.1:1\"\n\
+        [backends]\n\
+        api = \"http://127.0.0.1:2\"\n\
+        local = \"unix:/run/app.sock\"\n\
+        [[rule]]\n\
+        host = \"API.example.com\"\n\
+        path_prefix = \"/v1/\"\n\
+        backend = \"api\"\n\
+        default_ttl = 5\n\
+        authorization = \"lookup\"\n\
+        [[rule]]\n\
+        host = \"*.example.com\"\n\
+        path = \"\\\\.css$\"\n\
+        backend = \"local\"\n\
+        grace = 300\n\
+        [[rule]]\n\
+        path_prefix = \"/account\"\n\
+        pass = true\n\
+        cookie = \"pass\"\n";
+
+    #[test]
+    fn rules_route_by_host_and_path_in_order() {
+        let config = Config::from_toml(RULES).unwrap();
+        assert_eq!(config.backends.len(), 3);
+        let name = |host: Option<&str>, path: &str| {
+            let route = &config.routes[config.route_index(host, path)];
+            (config.backends[route.backend].name.as_str(), route)
+        };
+        let (backend, route) = name(Some("api.example.com"), "/v1/users");
+        assert_eq!(backend, "api");
+        assert_eq!(route.policy.default_ttl, Duration::from_secs(5));
+        assert!(!route.pass_authorization);
+        let (backend, route) = name(Some("www.example.com"), "/a/site.css");
+        assert_eq!(backend, "local");
+        assert_eq!(route.policy.grace, Duration::from_secs(300));
+        assert_eq!(route.policy.default_ttl, Duration::from_secs(120));
+        assert!(route.pass_authorization);
+        let (backend, route) = name(Some("www.example.com"), "/account/me");
+        assert_eq!(backend, "default");
+        assert!(route.pass && route.pass_cookie);
+        let (backend, route) = name(Some("api.example.com"), "/v2/");
+        assert_eq!(backend, "default");
+        assert!(!route.pass && !route.pass_cookie);
+    }
+
+    #[test]
+    fn a_bad_rule_is_named_by_its_line() {
+        for (text, line, what) in [
+            (
+                "backend = \"http://x\"\n\n[[rule]]\npath_prefix = \"/a\"\nbackend = \"nope\"\n",
+                5,
+                "no backend named \"nope\"",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\npath = \"(unclosed\"\n",
+                3,
+                "not a regular expression",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\npath_prefix = \"a/\"\n",
+                3,
+                "must start with /",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\nhost = \"a.*.com\"\n",
+                3,
+                "not a host name",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\npath_prefix = \"/a\"\npath = \"b\"\n",
+                4,
+                "not both",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\ncookie = \"eat\"\n",
+                3,
+                "not pass or lookup",
+            ),
+            (
+                "backend = \"http://x\"\n[backends]\nb = \"ftp://y\"\n",
+                3,
+                "only http:// and unix:",
+            ),
+            (
+                "backend = \"http://x\"\n[[rule]]\npath_prefx = \"/a\"\n",
+                3,
+                "unknown field",
+            ),
+            ("backend = \"http://x\"\n\nconnect_timeout = -1.0\n", 3, "not a duration"),
+        ] {
+            let error = Config::from_toml(text).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("line {line}")) && error.contains(what),
+                "{text:?} gave {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_backend_may_be_named() {
+        let config =
+            Config::from_toml("[backends]\ndefault = \"http://a:1\"\nother = \"http://b:2\"\n")
+                .unwrap();
+        assert_eq!(config.backends[0].name, "default");
+        assert_eq!(config.backends[1].name, "other");
+        assert!(Config::from_toml("[backends]\nother = \"http://b:2\"\n").is_err());
+        assert!(Config::from_toml(
+            "backend = \"http://a:1\"\n[backends]\ndefault = \"http://b:2\"\n"
+        )
+        .is_err());
+    }
+}
