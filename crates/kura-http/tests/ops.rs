@@ -179,3 +179,49 @@ async fn unix_socket_listener() {
     assert!(!socket.exists(), "the socket file is removed at shutdown");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_with_prior_knowledge_and_no_upgrade() {
+    let backend = Backend::start(NO_DELAY, |_| {
+        reply(200, &[("cache-control", "max-age=100")], "clear")
+    })
+    .await;
+    let server = proxy(backend.addr, "").await;
+    let tcp = TcpStream::connect(server.http[0]).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let request = http::Request::get(format!("http://{}/c", server.http[0]))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            "clear"
+        );
+    }
+    assert_eq!(outcomes, ["miss", "hit"]);
+    // HTTP/1.1 on the same listener still works, and `Upgrade: h2c` is not taken up.
+    let c = client();
+    assert_eq!(get(&c, server.http[0], "/c").await.cache(), "hit");
+    let mut raw = TcpStream::connect(server.http[0]).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upgrade = format!(
+        "GET /c HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade, HTTP2-Settings, close\r\n\
+         Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+        server.http[0]
+    );
+    raw.write_all(upgrade.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("clear"));
+    assert_eq!(backend.count(), 1);
+    server.shutdown().await;
+}
