@@ -283,11 +283,19 @@ async fn accept_unix(
 
 /// Serves a plain (cleartext) connection: HTTP/2 when it opens with the HTTP/2 preface (prior
 /// knowledge), else HTTP/1.1 behind the framing guard.
-async fn serve_plain<S>(proxy: Arc<Proxy>, mut stream: S, peer: Peer, stopped: watch::Receiver<bool>)
-where
+async fn serve_plain<S>(
+    proxy: Arc<Proxy>,
+    mut stream: S,
+    peer: Peer,
+    mut stopped: watch::Receiver<bool>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, h2c::sniff(&mut stream)).await;
+    // A connection that has sent nothing yet is closed at once when the server stops.
+    let sniffed = tokio::select! {
+        sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, h2c::sniff(&mut stream)) => sniffed,
+        _ = stopped.changed() => return,
+    };
     let Ok(Ok((h2, read))) = sniffed else {
         return;
     };
