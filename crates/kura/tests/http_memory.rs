@@ -11,10 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const MEMORY_MB: u64 = 64;
-/// docs/http.md's bound: RSS at most 1.25 x -m plus 48 MiB (binary, runtime, threads,
-/// connection and in-flight buffers, the allocator's slack).
+/// docs/http.md's bound: the store's arenas hold at most 1.25 x -m (kura-store's room for
+/// scattered free space, which objects of 1 KB to 1 MB use whole), plus 40 MiB for the rest:
+/// the binary (about 15 MiB of a debug build's text), the runtime, connection buffers and the
+/// bodies in flight of eight clients.
 fn rss_bound_kb() -> u64 {
-    MEMORY_MB * 1024 * 5 / 4 + 48 * 1024
+    MEMORY_MB * 1024 * 5 / 4 + 40 * 1024
 }
 
 fn free_port() -> u16 {
@@ -144,10 +146,9 @@ fn resident_memory_stays_near_the_limit_under_churn() {
     // Eight clients with keep-alive push ten times -m of distinct objects through.
     let target = MEMORY_MB << 20;
     let sent = Arc::new(AtomicU64::new(0));
-    let peak = Arc::new(AtomicU64::new(0));
     let clients: Vec<_> = (0..8u64)
         .map(|i| {
-            let (sent, peak) = (sent.clone(), peak.clone());
+            let sent = sent.clone();
             std::thread::spawn(move || {
                 let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
                 stream
@@ -167,7 +168,6 @@ fn resident_memory_stays_near_the_limit_under_churn() {
                     assert_eq!(length, size);
                     reader.read_exact(&mut body[..length]).unwrap();
                     sent.fetch_add(length as u64, Ordering::Relaxed);
-                    let _ = peak;
                 }
             })
         })

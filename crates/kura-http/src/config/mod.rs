@@ -139,20 +139,22 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    // The cause is in the message, not a `source`: printed with its chain, it would be
+    // printed twice.
+    #[error("cannot read {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not valid TOML or has unknown keys.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Toml {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: Box<toml::de::Error>,
+        error: Box<toml::de::Error>,
     },
     /// A value is wrong.
     #[error("{0}")]
@@ -502,16 +504,16 @@ fn parse_rule(
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_owned(),
-        source,
+        error,
     })
 }
 
 fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Toml {
         path: path.to_owned(),
-        source: Box::new(e),
+        error: Box::new(e),
     })
 }
 

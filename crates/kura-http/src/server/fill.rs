@@ -92,7 +92,7 @@ pub(super) async fn run(
                     object.status,
                     &freshness,
                     &merged,
-                    &object.body,
+                    &[&object.body],
                 )
             {
                 proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
@@ -172,8 +172,8 @@ pub(super) async fn run(
     let complete = stream_body(backend, &producer, body).await;
     let whole = producer.finish(complete);
     if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
-        let body = concat(chunks);
-        kept.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let length: usize = chunks.iter().map(Bytes::len).sum();
+        kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
         if proxy.cache.insert(
             policy,
             proxy.config.keep,
@@ -182,7 +182,7 @@ pub(super) async fn run(
             parts.status,
             &freshness,
             &kept,
-            &body,
+            &chunks,
         ) {
             proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
         }
@@ -221,15 +221,4 @@ async fn stream_body(
             }
         }
     }
-}
-
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.into_iter().next().unwrap_or_default();
-    }
-    let mut out = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
-    for chunk in chunks {
-        out.extend_from_slice(&chunk);
-    }
-    Bytes::from(out)
 }
