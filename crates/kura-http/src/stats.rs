@@ -197,7 +197,13 @@ pub fn snapshot(
     ]);
     let backends = backends
         .iter()
-        .map(|b| (b.name.clone(), b.health.is_healthy(), load(&b.health.errors)))
+        .map(|b| {
+            (
+                b.name.clone(),
+                b.health.is_healthy(),
+                load(&b.health.errors),
+            )
+        })
         .collect();
     Snapshot {
         figures,

@@ -10,7 +10,9 @@ use std::time::Duration;
 use common::*;
 
 fn body(len: usize) -> String {
-    (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect()
+    (0..len)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect()
 }
 
 async fn origin(len: usize) -> Backend {
@@ -42,11 +44,19 @@ async fn ranges_are_cut_from_a_stored_object() {
         let c = c.clone();
         async move { send(&c, addr, "GET", "/o", &[("range", range)]).await }
     };
-    for (range, start, end) in [("bytes=0-9", 0, 9), ("bytes=-5", 995, 999), ("bytes=990-", 990, 999), ("bytes=500-5000", 500, 999)] {
+    for (range, start, end) in [
+        ("bytes=0-9", 0, 9),
+        ("bytes=-5", 995, 999),
+        ("bytes=990-", 990, 999),
+        ("bytes=500-5000", 500, 999),
+    ] {
         let got = ranged(range).await;
         assert_eq!(got.status, 206, "{range}");
         assert_eq!(got.cache(), "hit");
-        assert_eq!(got.header("content-range"), format!("bytes {start}-{end}/1000"));
+        assert_eq!(
+            got.header("content-range"),
+            format!("bytes {start}-{end}/1000")
+        );
         assert_eq!(got.header("content-length"), (end - start + 1).to_string());
         assert_eq!(got.body, whole[start..=end], "{range}");
         assert_eq!(got.header("etag"), "\"v1\"");
@@ -57,7 +67,11 @@ async fn ranges_are_cut_from_a_stored_object() {
     // Several ranges, or a range that does not parse: the whole object.
     for range in ["bytes=0-1,5-6", "bytes=9-1", "pages=1-2"] {
         let got = ranged(range).await;
-        assert_eq!((got.status.as_u16(), got.body.len()), (200, 1000), "{range}");
+        assert_eq!(
+            (got.status.as_u16(), got.body.len()),
+            (200, 1000),
+            "{range}"
+        );
         assert!(got.headers.get("content-range").is_none());
     }
     // If-Range: a strong match gets the range, anything else the whole object.
@@ -93,9 +107,15 @@ async fn a_range_of_an_uncached_object_fetches_and_stores_it_whole() {
     let got = send(&c, addr, "GET", "/big", &[("range", "bytes=100000-250000")]).await;
     assert_eq!(got.status, 206);
     assert_eq!(got.cache(), "miss");
-    assert_eq!(got.header("content-range"), format!("bytes 100000-250000/{len}"));
+    assert_eq!(
+        got.header("content-range"),
+        format!("bytes 100000-250000/{len}")
+    );
     assert_eq!(got.body, whole[100_000..=250_000]);
-    assert!(backend.last().headers.get("range").is_none(), "the backend is asked for the whole object");
+    assert!(
+        backend.last().headers.get("range").is_none(),
+        "the backend is asked for the whole object"
+    );
     // The client's range can end before the fetch does: wait (bounded) until it is stored.
     for _ in 0..500 {
         if stats(&server).await["stored"] == 1 {
@@ -112,6 +132,9 @@ async fn a_range_of_an_uncached_object_fetches_and_stores_it_whole() {
     assert_eq!(got.header("content-range"), format!("bytes */{len}"));
     // A response that may not be stored is passed whole.
     let got = send(&c, addr, "GET", "/private", &[("range", "bytes=0-9")]).await;
-    assert_eq!((got.status.as_u16(), got.body.len(), got.cache()), (200, len, "pass"));
+    assert_eq!(
+        (got.status.as_u16(), got.body.len(), got.cache()),
+        (200, len, "pass")
+    );
     server.shutdown().await;
 }

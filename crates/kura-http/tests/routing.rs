@@ -24,7 +24,9 @@ async fn named(name: &'static str) -> Backend {
 }
 
 async fn start(text: &str) -> Server {
-    Server::start(Config::from_toml(text).unwrap()).await.unwrap()
+    Server::start(Config::from_toml(text).unwrap())
+        .await
+        .unwrap()
 }
 
 async fn get_host(client: &TestClient, server: &Server, host: &str, path: &str) -> Got {
@@ -120,20 +122,41 @@ async fn rules_decide_whether_cookies_and_credentials_pass() {
     // Top level: cookies are looked up, credentials passed (as Varnish).
     assert_eq!(send(&c, addr, "GET", "/x", &cookie).await.cache(), "miss");
     assert_eq!(send(&c, addr, "GET", "/x", &cookie).await.cache(), "hit");
-    assert_eq!(send(&c, addr, "GET", "/x", &credentials).await.cache(), "pass");
+    assert_eq!(
+        send(&c, addr, "GET", "/x", &credentials).await.cache(),
+        "pass"
+    );
     // /app/: a request with a cookie is passed; one without is cached.
-    assert_eq!(send(&c, addr, "GET", "/app/a", &cookie).await.cache(), "pass");
-    assert_eq!(send(&c, addr, "GET", "/app/a", &cookie).await.cache(), "pass");
+    assert_eq!(
+        send(&c, addr, "GET", "/app/a", &cookie).await.cache(),
+        "pass"
+    );
+    assert_eq!(
+        send(&c, addr, "GET", "/app/a", &cookie).await.cache(),
+        "pass"
+    );
     assert_eq!(get(&c, addr, "/app/a").await.cache(), "miss");
     assert_eq!(get(&c, addr, "/app/a").await.cache(), "hit");
     // /shared/: credentials are looked up; RFC 9111 §3.5 stores only `public` (or s-maxage,
     // must-revalidate) answers to them.
     let path = "/shared/public";
-    assert_eq!(send(&c, addr, "GET", path, &credentials).await.cache(), "miss");
-    assert_eq!(send(&c, addr, "GET", path, &credentials).await.cache(), "hit");
+    assert_eq!(
+        send(&c, addr, "GET", path, &credentials).await.cache(),
+        "miss"
+    );
+    assert_eq!(
+        send(&c, addr, "GET", path, &credentials).await.cache(),
+        "hit"
+    );
     let private = "/shared/mine";
-    assert_eq!(send(&c, addr, "GET", private, &credentials).await.cache(), "pass");
-    assert_eq!(send(&c, addr, "GET", private, &credentials).await.cache(), "pass");
+    assert_eq!(
+        send(&c, addr, "GET", private, &credentials).await.cache(),
+        "pass"
+    );
+    assert_eq!(
+        send(&c, addr, "GET", private, &credentials).await.cache(),
+        "pass"
+    );
     assert_eq!(a.last().headers["authorization"], "Basic YTpi");
     server.shutdown().await;
 }
@@ -144,7 +167,11 @@ async fn a_backend_on_a_unix_socket() {
     let dir = temp_dir("unix-backend");
     let socket = dir.join("app.sock");
     let local = Backend::start_unix(&socket, |seen| {
-        reply(200, &[("cache-control", "max-age=100")], &format!("unix {}", seen.uri.path()))
+        reply(
+            200,
+            &[("cache-control", "max-age=100")],
+            &format!("unix {}", seen.uri.path()),
+        )
     });
     let server = start(&format!(
         "backend = \"http://{}\"\nlisten = [\"127.0.0.1:0\"]\nadmin_listen = \"127.0.0.1:0\"\n\
@@ -156,7 +183,10 @@ async fn a_backend_on_a_unix_socket() {
     .await;
     let (addr, c) = (server.http[0], client());
     let got = get(&c, addr, "/local/page").await;
-    assert_eq!((got.cache(), &got.body[..]), ("miss", &b"unix /local/page"[..]));
+    assert_eq!(
+        (got.cache(), &got.body[..]),
+        ("miss", &b"unix /local/page"[..])
+    );
     assert_eq!(get(&c, addr, "/local/page").await.cache(), "hit");
     assert_eq!(get(&c, addr, "/other").await.body, "a /other");
     assert_eq!(local.count(), 1);

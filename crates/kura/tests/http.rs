@@ -177,7 +177,10 @@ fn curl_speaks_http2_with_prior_knowledge() {
     };
     let first = curl("--http2-prior-knowledge");
     assert!(first.starts_with("HTTP/2 200"), "{first}");
-    assert!(first.contains("x-cache: miss") && first.ends_with("hello"), "{first}");
+    assert!(
+        first.contains("x-cache: miss") && first.ends_with("hello"),
+        "{first}"
+    );
     let second = curl("--http2-prior-knowledge");
     assert!(second.contains("x-cache: hit"), "{second}");
     // curl --http2 on cleartext asks for `Upgrade: h2c`: answered over HTTP/1.1.

@@ -162,7 +162,11 @@ fn resident_memory_stays_near_the_limit_under_churn() {
                 while sent.load(Ordering::Relaxed) < 10 * target {
                     let size = next_size(&mut state);
                     n += 1;
-                    write!(writer, "GET /{size}/c{i}-{n} HTTP/1.1\r\nHost: churn\r\n\r\n").unwrap();
+                    write!(
+                        writer,
+                        "GET /{size}/c{i}-{n} HTTP/1.1\r\nHost: churn\r\n\r\n"
+                    )
+                    .unwrap();
                     let (head, length) = read_head(&mut reader).expect("a response");
                     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
                     assert_eq!(length, size);

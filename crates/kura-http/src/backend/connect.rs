@@ -57,7 +57,9 @@ impl tower_service::Service<Uri> for Connector {
                 Box::pin(async move {
                     let stream = tokio::time::timeout(timeout, UnixStream::connect(&*path))
                         .await
-                        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
+                        .map_err(|_| {
+                            io::Error::new(io::ErrorKind::TimedOut, "connect timeout")
+                        })??;
                     Ok(Conn::Unix(TokioIo::new(stream)))
                 })
             }

@@ -20,8 +20,8 @@ use hyper_util::rt::TokioExecutor;
 use crate::body::Body;
 use crate::coalesce::FetchError;
 use crate::config::{BackendAddr, BackendSpec, Config};
-use connect::Connector;
 use crate::rules::headers::connection_listed;
+use connect::Connector;
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded in either direction.
 pub const HOP_BY_HOP: [&str; 8] = [

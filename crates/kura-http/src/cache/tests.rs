@@ -124,7 +124,7 @@ fn hit_for_miss_and_limits() {
         &long,
         &HeaderMap::new(),
         &HeaderMap::new(),
-        &[b"x"]
+        b"x"
     ));
     // Nothing to keep it for: stale at once, no validator, no stale permission.
     let policy = CachePolicy {

@@ -161,7 +161,12 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-fn secs_f(value: Option<Spanned<f64>>, default: f64, name: &str, src: Source<'_>) -> Result<Duration, ConfigError> {
+fn secs_f(
+    value: Option<Spanned<f64>>,
+    default: f64,
+    name: &str,
+    src: Source<'_>,
+) -> Result<Duration, ConfigError> {
     let (value, at) = match value {
         Some(v) => (*v.get_ref(), Some(v.span().start)),
         None => (default, None),
@@ -175,7 +180,11 @@ fn secs_f(value: Option<Spanned<f64>>, default: f64, name: &str, src: Source<'_>
 }
 
 /// A value of a closed set: `pass` or `lookup`, true for `pass`.
-fn pass_or_lookup(value: &Spanned<String>, name: &str, src: Source<'_>) -> Result<bool, ConfigError> {
+fn pass_or_lookup(
+    value: &Spanned<String>,
+    name: &str,
+    src: Source<'_>,
+) -> Result<bool, ConfigError> {
     match value.get_ref().as_str() {
         "pass" => Ok(true),
         "lookup" => Ok(false),
@@ -197,13 +206,16 @@ impl Config {
                 let text = read_file(path)?;
                 let file = parse(&text, path)?;
                 let name = path.display().to_string();
-                Self::merge(args, file, Source { name: &name, text: &text })
+                Self::merge(
+                    args,
+                    file,
+                    Source {
+                        name: &name,
+                        text: &text,
+                    },
+                )
             }
-            None => Self::merge(
-                args,
-                FileConfig::default(),
-                Source { name: "", text: "" },
-            ),
+            None => Self::merge(args, FileConfig::default(), Source { name: "", text: "" }),
         }
     }
 
@@ -406,7 +418,8 @@ fn parse_rule(
     src: Source<'_>,
 ) -> Result<Rule, ConfigError> {
     let rule = rule.into_inner();
-    let bad = |at: usize, why: String| ConfigError::Invalid(format!("{}rule: {why}", src.at(Some(at))));
+    let bad =
+        |at: usize, why: String| ConfigError::Invalid(format!("{}rule: {why}", src.at(Some(at))));
     let host = match &rule.host {
         None => None,
         Some(host) => {
@@ -447,7 +460,10 @@ fn parse_rule(
             Err(error) => {
                 return Err(bad(
                     pattern.span().start,
-                    format!("path {:?} is not a regular expression: {error}", pattern.get_ref()),
+                    format!(
+                        "path {:?} is not a regular expression: {error}",
+                        pattern.get_ref()
+                    ),
                 ))
             }
         },
@@ -670,7 +686,11 @@ mod tests {
                 3,
                 "unknown field",
             ),
-            ("backend = \"http://x\"\n\nconnect_timeout = -1.0\n", 3, "not a duration"),
+            (
+                "backend = \"http://x\"\n\nconnect_timeout = -1.0\n",
+                3,
+                "not a duration",
+            ),
         ] {
             let error = Config::from_toml(text).unwrap_err().to_string();
             assert!(

@@ -36,7 +36,9 @@ pub fn parse_backend(text: &str) -> Result<BackendAddr, String> {
     let bad = |why: &str| format!("backend {text:?}: {why}");
     if let Some(path) = text.strip_prefix("unix:") {
         if !path.starts_with('/') {
-            return Err(bad("a Unix socket path must be absolute (unix:/run/app.sock)"));
+            return Err(bad(
+                "a Unix socket path must be absolute (unix:/run/app.sock)",
+            ));
         }
         return Ok(BackendAddr::Unix(PathBuf::from(path)));
     }
@@ -195,7 +197,13 @@ mod tests {
             parse_backend("unix:/run/a.sock"),
             Ok(BackendAddr::Unix("/run/a.sock".into()))
         );
-        for bad in ["unix:run/a.sock", "https://x", "http://x/p", "x", "http:///"] {
+        for bad in [
+            "unix:run/a.sock",
+            "https://x",
+            "http://x/p",
+            "x",
+            "http:///",
+        ] {
             assert!(parse_backend(bad).is_err(), "{bad}");
         }
     }

@@ -125,8 +125,7 @@ fn if_range_holds(request: &HeaderMap, stored: &HeaderMap) -> bool {
         .to_str()
         .ok()
         .and_then(|t| httpdate::parse_http_date(t.trim()).ok());
-    let (FieldDate::Valid(modified), Some(asked)) =
-        (dates::read(stored, &LAST_MODIFIED), asked)
+    let (FieldDate::Valid(modified), Some(asked)) = (dates::read(stored, &LAST_MODIFIED), asked)
     else {
         return false;
     };
@@ -210,8 +209,14 @@ mod tests {
     #[test]
     fn unsatisfiable_and_ignored_ranges() {
         let none = HeaderMap::new();
-        assert_eq!(ask("bytes=10000-", &[], &none, 10000), RangeAnswer::Unsatisfiable);
-        assert_eq!(ask("bytes=-0", &[], &none, 10000), RangeAnswer::Unsatisfiable);
+        assert_eq!(
+            ask("bytes=10000-", &[], &none, 10000),
+            RangeAnswer::Unsatisfiable
+        );
+        assert_eq!(
+            ask("bytes=-0", &[], &none, 10000),
+            RangeAnswer::Unsatisfiable
+        );
         assert_eq!(ask("bytes=0-", &[], &none, 0), RangeAnswer::Unsatisfiable);
         assert_eq!(ask("bytes=-5", &[], &none, 0), RangeAnswer::Unsatisfiable);
         for ignored in [
@@ -223,7 +228,11 @@ mod tests {
             "bytes=+1-2",
             "1-2",
         ] {
-            assert_eq!(ask(ignored, &[], &none, 100), RangeAnswer::Full, "{ignored}");
+            assert_eq!(
+                ask(ignored, &[], &none, 100),
+                RangeAnswer::Full,
+                "{ignored}"
+            );
         }
         let many = format!("bytes={}", vec!["0-1"; 65].join(","));
         assert_eq!(ask(&many, &[], &none, 100), RangeAnswer::Full);

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::request::Parts;
 use http::header::CONTENT_LENGTH;
+use http::request::Parts;
 use http::{HeaderMap, Method, Response, StatusCode};
 
 use super::proxy::{serve_stored, Peer, Proxy};
@@ -15,8 +15,8 @@ use super::{fill, respond};
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{Head, Join, Outcome, Producer, ReadHead, Reader, ReaderBody};
-use crate::rules::range::{self, RangeAnswer};
 use crate::rules::cache_control::RequestDirectives;
+use crate::rules::range::{self, RangeAnswer};
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
 use crate::rules::validation::conditional::has_validators;
 use crate::rules::vary::Vary;

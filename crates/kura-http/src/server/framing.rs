@@ -311,6 +311,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
                 let n = this.ready.len().min(buf.remaining());
                 buf.put_slice(&this.ready[..n]);
                 this.ready.advance(n);
+                if this.ready.is_empty() {
+                    // Let go of the buffer `input` came from, so that its next `reserve` can
+                    // reuse it in place instead of allocating a new one for every request.
+                    this.ready = BytesMut::new();
+                }
                 return Poll::Ready(Ok(()));
             }
             if this.state == State::Refused || this.eof {

@@ -57,7 +57,10 @@ impl Proxy {
         if self.config.rules.is_empty() {
             return 0;
         }
-        let host = request_host(&parts.uri, parts.headers.get(HOST).map(HeaderValue::as_bytes));
+        let host = request_host(
+            &parts.uri,
+            parts.headers.get(HOST).map(HeaderValue::as_bytes),
+        );
         self.config.route_index(host.as_deref(), parts.uri.path())
     }
 }

@@ -58,7 +58,13 @@ pub fn object(
                 RangeAnswer::Partial { start, end } => {
                     // start <= end < length = body.len(): both fit in usize.
                     let (from, to) = (start as usize, end as usize);
-                    partial(headers, start, end, length, Body::full(object.body.slice(from..=to)))
+                    partial(
+                        headers,
+                        start,
+                        end,
+                        length,
+                        Body::full(object.body.slice(from..=to)),
+                    )
                 }
                 RangeAnswer::Unsatisfiable => unsatisfiable(length),
             })
