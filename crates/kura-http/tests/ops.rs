@@ -124,19 +124,7 @@ async fn tls_with_http2() {
             .await
             .unwrap();
     tokio::spawn(connection);
-    let mut outcomes = Vec::new();
-    for _ in 0..2 {
-        let request = http::Request::get("https://localhost/s")
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert_eq!(response.version(), http::Version::HTTP_2);
-        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
-        assert_eq!(
-            response.into_body().collect().await.unwrap().to_bytes(),
-            "secure"
-        );
-    }
+    let outcomes = twice_over_h2(&mut sender, "https://localhost/s", "secure").await;
     assert_eq!(outcomes, ["miss", "hit"]);
     assert_eq!(backend.count(), 1);
     server.shutdown().await;
@@ -193,19 +181,8 @@ async fn h2c_with_prior_knowledge_and_no_upgrade() {
             .await
             .unwrap();
     tokio::spawn(connection);
-    let mut outcomes = Vec::new();
-    for _ in 0..2 {
-        let request = http::Request::get(format!("http://{}/c", server.http[0]))
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert_eq!(response.version(), http::Version::HTTP_2);
-        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
-        assert_eq!(
-            response.into_body().collect().await.unwrap().to_bytes(),
-            "clear"
-        );
-    }
+    let url = format!("http://{}/c", server.http[0]);
+    let outcomes = twice_over_h2(&mut sender, &url, "clear").await;
     assert_eq!(outcomes, ["miss", "hit"]);
     // HTTP/1.1 on the same listener still works, and `Upgrade: h2c` is not taken up.
     let c = client();
@@ -224,4 +201,25 @@ async fn h2c_with_prior_knowledge_and_no_upgrade() {
     assert!(answer.ends_with("clear"));
     assert_eq!(backend.count(), 1);
     server.shutdown().await;
+}
+
+/// GETs `url` twice over an HTTP/2 connection, checking the version and body: the two
+/// `X-Cache` outcomes.
+async fn twice_over_h2(
+    sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    url: &str,
+    body: &str,
+) -> Vec<String> {
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let request = http::Request::get(url).body(Empty::<Bytes>::new()).unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            body
+        );
+    }
+    outcomes
 }

@@ -1,18 +1,12 @@
 //! `kura http` as an operator starts it: flags only, a backend, a miss then a hit, a clean stop
 //! on SIGTERM, and clear errors for bad settings.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A backend that answers every request with a cacheable "hello" and counts them.
 fn backend() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
@@ -62,22 +56,7 @@ fn get(port: u16, path: &str) -> String {
 #[test]
 fn serves_misses_then_hits_and_stops_on_sigterm() {
     let (backend, count) = backend();
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
-        .args(["http", "--backend", &format!("http://127.0.0.1:{backend}")])
-        .args(["-l", &format!("127.0.0.1:{port}"), "-m", "16", "-t", "1"])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run kura http");
-    let mut up = false;
-    for _ in 0..400 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(up, "kura http listens");
+    let (mut child, port) = common::http_proxy(backend, &["-m", "16", "-t", "1"]);
     let miss = get(port, "/a");
     assert!(miss.starts_with("HTTP/1.1 200"), "{miss}");
     assert!(miss.contains("x-cache: miss"), "{miss}");
@@ -154,19 +133,7 @@ fn curl_speaks_http2_with_prior_knowledge() {
         return;
     }
     let (backend, count) = backend();
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
-        .args(["http", "--backend", &format!("http://127.0.0.1:{backend}")])
-        .args(["-l", &format!("127.0.0.1:{port}"), "-m", "16", "-t", "1"])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run kura http");
-    for _ in 0..400 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    let (mut child, port) = common::http_proxy(backend, &["-m", "16", "-t", "1"]);
     let url = format!("http://127.0.0.1:{port}/h2");
     let curl = |extra: &str| {
         let out = Command::new("curl")

@@ -3,9 +3,11 @@
 //! from /proc) must stay within the bound docs/http.md gives, and the store must evict rather
 //! than grow.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,14 +19,6 @@ const MEMORY_MB: u64 = 64;
 /// bodies in flight of eight clients.
 fn rss_bound_kb() -> u64 {
     MEMORY_MB * 1024 * 5 / 4 + 40 * 1024
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Reads one HTTP/1.1 message head; the value of Content-Length (0 without).
@@ -125,24 +119,18 @@ fn next_size(state: &mut u64) -> usize {
 #[test]
 fn resident_memory_stays_near_the_limit_under_churn() {
     let backend = origin();
-    let (port, admin) = (free_port(), free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
-        .args(["http", "--backend", &format!("http://127.0.0.1:{backend}")])
-        .args(["-l", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .args(["-m", &MEMORY_MB.to_string(), "-t", "2"])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run kura http");
-    let mut up = false;
-    for _ in 0..400 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(up, "kura http listens");
+    let admin = common::free_port();
+    let (mut child, port) = common::http_proxy(
+        backend,
+        &[
+            "--admin-listen",
+            &format!("127.0.0.1:{admin}"),
+            "-m",
+            &MEMORY_MB.to_string(),
+            "-t",
+            "2",
+        ],
+    );
     // Eight clients with keep-alive push ten times -m of distinct objects through.
     let target = MEMORY_MB << 20;
     let sent = Arc::new(AtomicU64::new(0));

@@ -403,6 +403,13 @@ fn backends(
         addr: default,
     }];
     for (name, url) in named {
+        let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if !name.chars().all(plain) {
+            return Err(ConfigError::Invalid(format!(
+                "{}backend name {name:?}: letters, digits, _ and - only",
+                src.at(Some(url.span().start))
+            )));
+        }
         out.push(BackendSpec {
             addr: parse(url.get_ref(), Some(url.span().start))?,
             name,
@@ -680,6 +687,11 @@ mod tests {
                 "backend = \"http://x\"\n[backends]\nb = \"ftp://y\"\n",
                 3,
                 "only http:// and unix:",
+            ),
+            (
+                "backend = \"http://x\"\n[backends]\n\"a b\" = \"http://y\"\n",
+                3,
+                "letters, digits",
             ),
             (
                 "backend = \"http://x\"\n[[rule]]\npath_prefx = \"/a\"\n",

@@ -94,6 +94,16 @@ impl<S> Guard<S> {
         guard
     }
 
+    /// `inner`, of which `read` was already read, passed through untouched: HTTP/2, whose
+    /// frames carry their own lengths.
+    pub fn passthrough(inner: S, read: BytesMut, stats: Arc<Stats>) -> Guard<S> {
+        let mut guard = Guard::new(inner, 0, stats);
+        guard.state = State::Aside;
+        guard.input = read;
+        guard.judge();
+        guard
+    }
+
     /// Moves every byte of `input` whose place is known to `ready`.
     fn judge(&mut self) {
         while !self.input.is_empty() {

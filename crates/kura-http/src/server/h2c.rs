@@ -4,17 +4,15 @@
 //! is a hop-by-hop field, and such a request is answered over HTTP/1.1.
 
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Reads the first bytes of `stream` until they are, or cannot be, the HTTP/2 preface: true
-/// for HTTP/2, and the bytes read (to be given back to the parser).
+/// for HTTP/2, and the bytes read (given back to the parser by `framing::Guard`).
 pub async fn sniff<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(bool, BytesMut)> {
     let mut seen = BytesMut::with_capacity(4096);
     loop {
@@ -29,68 +27,12 @@ pub async fn sniff<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(bool, By
     }
 }
 
-/// A stream with bytes already read from it put back in front.
-pub struct Rewind<S> {
-    prefix: BytesMut,
-    inner: S,
-}
-
-impl<S> Rewind<S> {
-    /// `inner`, whose next reads first return `prefix`.
-    pub fn new(prefix: BytesMut, inner: S) -> Rewind<S> {
-        Rewind { prefix, inner }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if !self.prefix.is_empty() {
-            let n = self.prefix.len().min(buf.remaining());
-            buf.put_slice(&self.prefix[..n]);
-            self.prefix.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tokio::io::ReadBuf;
 
     #[tokio::test]
     async fn the_preface_is_told_from_http1_in_any_number_of_reads() {
@@ -107,11 +49,6 @@ mod tests {
         let mut slow = tokio_test_reader(PREFACE);
         let (h2, seen) = sniff(&mut slow).await.unwrap();
         assert!(h2 && seen.len() == PREFACE.len());
-        let mut rewound = Rewind::new(seen, &b"rest"[..]);
-        let mut all = Vec::new();
-        rewound.read_to_end(&mut all).await.unwrap();
-        assert_eq!(&all[..PREFACE.len()], PREFACE);
-        assert_eq!(&all[PREFACE.len()..], b"rest");
     }
 
     /// A reader that returns one byte a read.

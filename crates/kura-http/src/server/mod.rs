@@ -300,7 +300,7 @@ async fn serve_plain<S>(
         return;
     };
     if h2 {
-        let stream = h2c::Rewind::new(read, stream);
+        let stream = Guard::passthrough(stream, read, proxy.stats.clone());
         serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
     } else {
         let max_header = proxy.config.max_header;
