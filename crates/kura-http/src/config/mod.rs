@@ -4,20 +4,19 @@
 //! rules (`route.rs`). docs/http.md lists every setting.
 
 mod file;
+mod parse;
 pub mod route;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use regex::Regex;
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
-use file::{FileConfig, RuleFile, Source};
+use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 
 /// Run `kura http`, a caching reverse proxy (RFC 9111) in front of one HTTP backend.
@@ -179,22 +178,6 @@ fn secs_f(
     })
 }
 
-/// A value of a closed set: `pass` or `lookup`, true for `pass`.
-fn pass_or_lookup(
-    value: &Spanned<String>,
-    name: &str,
-    src: Source<'_>,
-) -> Result<bool, ConfigError> {
-    match value.get_ref().as_str() {
-        "pass" => Ok(true),
-        "lookup" => Ok(false),
-        other => Err(ConfigError::Invalid(format!(
-            "{}{name}: {other:?} is not pass or lookup",
-            src.at(Some(value.span().start))
-        ))),
-    }
-}
-
 impl Config {
     /// The configuration of `args`, reading `args.config` when given.
     ///
@@ -289,7 +272,7 @@ impl Config {
             .or(file.threads)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
-        let backends = backends(args, file.backend, file.backends, src)?;
+        let backends = parse::backends(args, file.backend, file.backends, src)?;
         let top = Route {
             backend: 0,
             policy: policy.clone(),
@@ -300,7 +283,7 @@ impl Config {
         let mut routes = vec![top];
         let mut rules = Vec::new();
         for rule in file.rule.unwrap_or_default() {
-            rules.push(parse_rule(rule, &backends, &mut routes, src)?);
+            rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
         }
         Ok(Config {
             backends,
@@ -365,167 +348,6 @@ fn probe(
     }))
 }
 
-/// The backends: the default first (`--backend`, else `backend`, else `[backends].default`),
-/// then the others of `[backends]` by name.
-fn backends(
-    args: &HttpArgs,
-    top: Option<Spanned<String>>,
-    named: Option<BTreeMap<String, Spanned<String>>>,
-    src: Source<'_>,
-) -> Result<Vec<BackendSpec>, ConfigError> {
-    let mut named = named.unwrap_or_default();
-    let parse = |text: &str, at: Option<usize>| {
-        parse_backend(text).map_err(|e| ConfigError::Invalid(format!("{}{e}", src.at(at))))
-    };
-    let default = match (&args.backend, top) {
-        (Some(url), _) => parse(url, None)?,
-        (None, Some(url)) => {
-            if let Some(twice) = named.get("default") {
-                return Err(ConfigError::Invalid(format!(
-                    "{}a backend named \"default\" beside the top-level backend",
-                    src.at(Some(twice.span().start))
-                )));
-            }
-            parse(url.get_ref(), Some(url.span().start))?
-        }
-        (None, None) => match named.remove("default") {
-            Some(url) => parse(url.get_ref(), Some(url.span().start))?,
-            None => {
-                return Err(ConfigError::Invalid(
-                    "no backend: give --backend URL, `backend = URL` or a backend named \"default\" in [backends]".into(),
-                ))
-            }
-        },
-    };
-    named.remove("default");
-    let mut out = vec![BackendSpec {
-        name: "default".into(),
-        addr: default,
-    }];
-    for (name, url) in named {
-        let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-        if !name.chars().all(plain) {
-            return Err(ConfigError::Invalid(format!(
-                "{}backend name {name:?}: letters, digits, _ and - only",
-                src.at(Some(url.span().start))
-            )));
-        }
-        out.push(BackendSpec {
-            addr: parse(url.get_ref(), Some(url.span().start))?,
-            name,
-        });
-    }
-    Ok(out)
-}
-
-fn parse_rule(
-    rule: Spanned<RuleFile>,
-    backends: &[BackendSpec],
-    routes: &mut Vec<Route>,
-    src: Source<'_>,
-) -> Result<Rule, ConfigError> {
-    let rule = rule.into_inner();
-    let bad =
-        |at: usize, why: String| ConfigError::Invalid(format!("{}rule: {why}", src.at(Some(at))));
-    let host = match &rule.host {
-        None => None,
-        Some(host) => {
-            let text = host.get_ref().to_ascii_lowercase();
-            let at = host.span().start;
-            match text.strip_prefix('*') {
-                Some(suffix) if suffix.starts_with('.') && !suffix[1..].contains('*') => {
-                    Some(HostMatch::Suffix(suffix.to_owned()))
-                }
-                _ if text.is_empty() || text.contains('*') || text.contains(['/', ':']) => {
-                    return Err(bad(
-                        at,
-                        format!("host {text:?} is not a host name or *.domain"),
-                    ))
-                }
-                _ => Some(HostMatch::Exact(text)),
-            }
-        }
-    };
-    let path = match (&rule.path_prefix, &rule.path) {
-        (Some(_), Some(pattern)) => {
-            return Err(bad(
-                pattern.span().start,
-                "give path_prefix or path, not both".into(),
-            ))
-        }
-        (Some(prefix), None) => {
-            if !prefix.get_ref().starts_with('/') {
-                return Err(bad(
-                    prefix.span().start,
-                    format!("path_prefix {:?} must start with /", prefix.get_ref()),
-                ));
-            }
-            Some(PathMatch::Prefix(prefix.get_ref().clone()))
-        }
-        (None, Some(pattern)) => match Regex::new(pattern.get_ref()) {
-            Ok(regex) => Some(PathMatch::Pattern(regex)),
-            Err(error) => {
-                return Err(bad(
-                    pattern.span().start,
-                    format!(
-                        "path {:?} is not a regular expression: {error}",
-                        pattern.get_ref()
-                    ),
-                ))
-            }
-        },
-        (None, None) => None,
-    };
-    let top = &routes[0];
-    let backend = match &rule.backend {
-        None => 0,
-        Some(name) => backends
-            .iter()
-            .position(|b| b.name == *name.get_ref())
-            .ok_or_else(|| {
-                let known: Vec<&str> = backends.iter().map(|b| b.name.as_str()).collect();
-                bad(
-                    name.span().start,
-                    format!(
-                        "no backend named {:?} (backends: {})",
-                        name.get_ref(),
-                        known.join(", ")
-                    ),
-                )
-            })?,
-    };
-    let mut policy = top.policy.clone();
-    if let Some(ttl) = rule.default_ttl {
-        policy.default_ttl = Duration::from_secs(ttl);
-    }
-    if let Some(grace) = rule.grace {
-        policy.grace = Duration::from_secs(grace);
-    }
-    if let Some(sie) = rule.stale_if_error {
-        policy.stale_if_error = Duration::from_secs(sie);
-    }
-    let pass_cookie = match &rule.cookie {
-        Some(value) => pass_or_lookup(value, "cookie", src)?,
-        None => top.pass_cookie,
-    };
-    let pass_authorization = match &rule.authorization {
-        Some(value) => pass_or_lookup(value, "authorization", src)?,
-        None => top.pass_authorization,
-    };
-    routes.push(Route {
-        backend,
-        policy,
-        pass: rule.pass.unwrap_or(false),
-        pass_cookie,
-        pass_authorization,
-    });
-    Ok(Rule {
-        host,
-        path,
-        route: routes.len() - 1,
-    })
-}
-
 fn read_file(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_owned(),
@@ -541,188 +363,4 @@ fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_alone_are_enough() {
-        let args = HttpArgs {
-            backend: Some("http://127.0.0.1:8080".into()),
-            ..HttpArgs::default()
-        };
-        let config = Config::load(&args).unwrap();
-        assert_eq!(config.listen, vec!["127.0.0.1:6081".parse().unwrap()]);
-        assert_eq!(config.memory, 256 << 20);
-        assert_eq!(config.max_object, 32 << 20);
-        assert!(config.probe.is_none());
-    }
-
-    #[test]
-    fn file_settings() {
-        let config = Config::from_toml(
-            "backend = \"http://[::1]:9000\"\nmemory_mb = 64\ngrace = 30\nset_cookie = \"strip\"\n\
-             cdn_cache_control = true\n[probe]\npath = \"/health\"\ninterval = 0.5\n",
-        )
-        .unwrap();
-        let BackendAddr::Tcp(uri) = &config.backends[0].addr else {
-            panic!("a TCP backend")
-        };
-        assert_eq!(uri.authority().unwrap().as_str(), "[::1]:9000");
-        assert_eq!(config.policy.grace, Duration::from_secs(30));
-        assert_eq!(config.policy.set_cookie, SetCookie::Strip);
-        assert_eq!(config.policy.targeted_fields.len(), 1);
-        let probe = config.probe.unwrap();
-        assert_eq!(probe.interval, Duration::from_millis(500));
-        assert_eq!(probe.threshold, 3);
-    }
-
-    /// The example in docs/http.md is a valid file, with every key this version reads.
-    #[test]
-    fn the_documented_example_parses() {
-        let doc = include_str!("../../../../docs/http.md");
-        let start = doc.find("```toml\n").expect("a TOML example") + 8;
-        let end = start + doc[start..].find("```").expect("its end");
-        let config = Config::from_toml(&doc[start..end]).unwrap();
-        assert_eq!(config.tls.len(), 1);
-        assert_eq!(config.listen_unix.len(), 1);
-        assert_eq!(config.max_connections, 10_000);
-        assert_eq!(config.probe.unwrap().path, "/health");
-    }
-
-    #[test]
-    fn bad_settings_are_refused() {
-        for text in [
-            "",
-            "backend = \"https://x\"",
-            "backend = \"http://x/path\"",
-            "backend = \"http://x\"\nmemory_mb = 0",
-            "backend = \"http://x\"\nunknown = 1",
-            "backend = \"http://x\"\nset_cookie = \"eat\"",
-            "backend = \"http://x\"\n[probe]\npath = \"health\"",
-            "backend = \"http://x\"\nconnect_timeout = -1.0",
-        ] {
-            assert!(Config::from_toml(text).is_err(), "{text}");
-        }
-    }
-
-    const RULES: &str = "backend = \"http://127.0.0.1:1\"\n\
-        [backends]\n\
-        api = \"http://127.0.0.1:2\"\n\
-        local = \"unix:/run/app.sock\"\n\
-        [[rule]]\n\
-        host = \"API.example.com\"\n\
-        path_prefix = \"/v1/\"\n\
-        backend = \"api\"\n\
-        default_ttl = 5\n\
-        authorization = \"lookup\"\n\
-        [[rule]]\n\
-        host = \"*.example.com\"\n\
-        path = \"\\\\.css$\"\n\
-        backend = \"local\"\n\
-        grace = 300\n\
-        [[rule]]\n\
-        path_prefix = \"/account\"\n\
-        pass = true\n\
-        cookie = \"pass\"\n";
-
-    #[test]
-    fn rules_route_by_host_and_path_in_order() {
-        let config = Config::from_toml(RULES).unwrap();
-        assert_eq!(config.backends.len(), 3);
-        let name = |host: Option<&str>, path: &str| {
-            let route = &config.routes[config.route_index(host, path)];
-            (config.backends[route.backend].name.as_str(), route)
-        };
-        let (backend, route) = name(Some("api.example.com"), "/v1/users");
-        assert_eq!(backend, "api");
-        assert_eq!(route.policy.default_ttl, Duration::from_secs(5));
-        assert!(!route.pass_authorization);
-        let (backend, route) = name(Some("www.example.com"), "/a/site.css");
-        assert_eq!(backend, "local");
-        assert_eq!(route.policy.grace, Duration::from_secs(300));
-        assert_eq!(route.policy.default_ttl, Duration::from_secs(120));
-        assert!(route.pass_authorization);
-        let (backend, route) = name(Some("www.example.com"), "/account/me");
-        assert_eq!(backend, "default");
-        assert!(route.pass && route.pass_cookie);
-        let (backend, route) = name(Some("api.example.com"), "/v2/");
-        assert_eq!(backend, "default");
-        assert!(!route.pass && !route.pass_cookie);
-    }
-
-    #[test]
-    fn a_bad_rule_is_named_by_its_line() {
-        for (text, line, what) in [
-            (
-                "backend = \"http://x\"\n\n[[rule]]\npath_prefix = \"/a\"\nbackend = \"nope\"\n",
-                5,
-                "no backend named \"nope\"",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\npath = \"(unclosed\"\n",
-                3,
-                "not a regular expression",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\npath_prefix = \"a/\"\n",
-                3,
-                "must start with /",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\nhost = \"a.*.com\"\n",
-                3,
-                "not a host name",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\npath_prefix = \"/a\"\npath = \"b\"\n",
-                4,
-                "not both",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\ncookie = \"eat\"\n",
-                3,
-                "not pass or lookup",
-            ),
-            (
-                "backend = \"http://x\"\n[backends]\nb = \"ftp://y\"\n",
-                3,
-                "only http:// and unix:",
-            ),
-            (
-                "backend = \"http://x\"\n[backends]\n\"a b\" = \"http://y\"\n",
-                3,
-                "letters, digits",
-            ),
-            (
-                "backend = \"http://x\"\n[[rule]]\npath_prefx = \"/a\"\n",
-                3,
-                "unknown field",
-            ),
-            (
-                "backend = \"http://x\"\n\nconnect_timeout = -1.0\n",
-                3,
-                "not a duration",
-            ),
-        ] {
-            let error = Config::from_toml(text).unwrap_err().to_string();
-            assert!(
-                error.contains(&format!("line {line}")) && error.contains(what),
-                "{text:?} gave {error:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_default_backend_may_be_named() {
-        let config =
-            Config::from_toml("[backends]\ndefault = \"http://a:1\"\nother = \"http://b:2\"\n")
-                .unwrap();
-        assert_eq!(config.backends[0].name, "default");
-        assert_eq!(config.backends[1].name, "other");
-        assert!(Config::from_toml("[backends]\nother = \"http://b:2\"\n").is_err());
-        assert!(Config::from_toml(
-            "backend = \"http://a:1\"\n[backends]\ndefault = \"http://b:2\"\n"
-        )
-        .is_err());
-    }
-}
+mod tests;
