@@ -129,7 +129,10 @@ fn a_bad_config_file_is_refused_naming_its_line() {
 #[test]
 fn curl_speaks_http2_with_prior_knowledge() {
     if Command::new("curl").arg("--version").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI installs curl (.ci/run)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs curl (.ci/run)"
+        );
         eprintln!("skipped: no curl");
         return;
     }
