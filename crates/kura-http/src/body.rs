@@ -19,6 +19,15 @@ pub enum Body {
     Full(Option<Bytes>),
     /// A flight's body.
     Flight(ReaderBody),
+    /// A byte range of a flight's body: `skip` bytes dropped, then `left` bytes sent.
+    FlightRange {
+        /// The flight's body.
+        reader: ReaderBody,
+        /// Bytes still to drop.
+        skip: u64,
+        /// Bytes still to send.
+        left: u64,
+    },
     /// A body received from the other side, passed through.
     Incoming(Incoming),
 }
@@ -42,6 +51,32 @@ impl http_body::Body for Body {
             Body::Empty => Poll::Ready(None),
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Body::Flight(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
+            Body::FlightRange { reader, skip, left } => loop {
+                if *left == 0 {
+                    return Poll::Ready(None);
+                }
+                let frame = match Pin::new(&mut *reader).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => frame,
+                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
+                };
+                let Ok(mut data) = frame.into_data() else {
+                    continue;
+                };
+                let len = data.len() as u64;
+                if *skip >= len {
+                    *skip -= len;
+                    continue;
+                }
+                // Both are below data.len() here, so they fit in usize.
+                let from = usize::try_from(*skip).unwrap_or(0);
+                let to = usize::try_from((*skip).saturating_add(*left).min(len)).unwrap_or(0);
+                data = data.slice(from..to);
+                *skip = 0;
+                *left -= data.len() as u64;
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            },
             Body::Incoming(incoming) => Pin::new(incoming).poll_frame(cx).map_err(Into::into),
         }
     }
@@ -51,6 +86,7 @@ impl http_body::Body for Body {
             Body::Empty => true,
             Body::Full(bytes) => bytes.is_none(),
             Body::Flight(_) => false,
+            Body::FlightRange { left, .. } => *left == 0,
             Body::Incoming(incoming) => incoming.is_end_stream(),
         }
     }
@@ -60,6 +96,7 @@ impl http_body::Body for Body {
             Body::Empty => SizeHint::with_exact(0),
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Flight(_) => SizeHint::default(),
+            Body::FlightRange { left, .. } => SizeHint::with_exact(*left),
             Body::Incoming(incoming) => incoming.size_hint(),
         }
     }

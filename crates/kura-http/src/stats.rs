@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::cache::Cache;
@@ -85,6 +86,8 @@ impl Stats {
 pub struct Snapshot {
     figures: Vec<(&'static str, &'static str, Kind, u64)>,
     hit_ratio: f64,
+    /// Per backend: name, healthy, errors.
+    backends: Vec<(String, bool, u64)>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -94,7 +97,12 @@ enum Kind {
 }
 
 /// Reads every figure.
-pub fn snapshot(stats: &Stats, cache: &Cache, backend: &Backend, flights: &Flights) -> Snapshot {
+pub fn snapshot(
+    stats: &Stats,
+    cache: &Cache,
+    backends: &[Arc<Backend>],
+    flights: &Flights,
+) -> Snapshot {
     use Kind::{Counter, Gauge};
     let store = cache.store().stats();
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -116,7 +124,10 @@ pub fn snapshot(stats: &Stats, cache: &Cache, backend: &Backend, flights: &Fligh
     } else {
         served as f64 / lookups as f64
     };
-    let health = &backend.health;
+    let sum = |field: fn(&Backend) -> &AtomicU64| -> u64 {
+        backends.iter().map(|b| load(field(b))).sum()
+    };
+    let all_healthy = backends.iter().all(|b| b.health.is_healthy());
     figures.extend([
         (
             "backend_requests",
@@ -128,25 +139,25 @@ pub fn snapshot(stats: &Stats, cache: &Cache, backend: &Backend, flights: &Fligh
             "backend_errors",
             "backend_errors_total",
             Counter,
-            load(&health.errors),
+            sum(|b| &b.health.errors),
         ),
         (
             "backend_healthy",
             "backend_healthy",
             Gauge,
-            u64::from(health.is_healthy()),
+            u64::from(all_healthy),
         ),
         (
             "probes_ok",
             "backend_probes_ok_total",
             Counter,
-            load(&health.probes_ok),
+            sum(|b| &b.health.probes_ok),
         ),
         (
             "probes_failed",
             "backend_probes_failed_total",
             Counter,
-            load(&health.probes_failed),
+            sum(|b| &b.health.probes_failed),
         ),
         (
             "revalidated",
@@ -184,7 +195,21 @@ pub fn snapshot(stats: &Stats, cache: &Cache, backend: &Backend, flights: &Fligh
             flights.in_flight_bytes() as u64,
         ),
     ]);
-    Snapshot { figures, hit_ratio }
+    let backends = backends
+        .iter()
+        .map(|b| {
+            (
+                b.name.clone(),
+                b.health.is_healthy(),
+                load(&b.health.errors),
+            )
+        })
+        .collect();
+    Snapshot {
+        figures,
+        hit_ratio,
+        backends,
+    }
 }
 
 impl Snapshot {
@@ -201,6 +226,14 @@ impl Snapshot {
         }
         top.insert("requests".into(), requests.into());
         top.insert("hit_ratio".into(), self.hit_ratio.into());
+        let mut backends = serde_json::Map::new();
+        for (name, healthy, errors) in &self.backends {
+            backends.insert(
+                name.clone(),
+                serde_json::json!({ "healthy": u8::from(*healthy), "errors": errors }),
+            );
+        }
+        top.insert("backends".into(), backends.into());
         serde_json::Value::Object(top).to_string()
     }
 
@@ -236,6 +269,15 @@ impl Snapshot {
         );
         out.push_str("# TYPE kura_http_hit_ratio gauge\n");
         let _ = writeln!(out, "kura_http_hit_ratio {}", self.hit_ratio);
+        out.push_str("# HELP kura_http_backend_up Whether each backend is healthy.\n");
+        out.push_str("# TYPE kura_http_backend_up gauge\n");
+        for (name, healthy, _) in &self.backends {
+            let _ = writeln!(
+                out,
+                "kura_http_backend_up{{backend=\"{name}\"}} {}",
+                u8::from(*healthy)
+            );
+        }
         out
     }
 }

@@ -15,16 +15,6 @@ use tokio_rustls::rustls;
 
 const NO_DELAY: Duration = Duration::ZERO;
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!("kura-http-{name}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_metrics_and_access_log() {
     let backend = Backend::start(NO_DELAY, |seen| match seen.uri.path() {
@@ -134,19 +124,7 @@ async fn tls_with_http2() {
             .await
             .unwrap();
     tokio::spawn(connection);
-    let mut outcomes = Vec::new();
-    for _ in 0..2 {
-        let request = http::Request::get("https://localhost/s")
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert_eq!(response.version(), http::Version::HTTP_2);
-        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
-        assert_eq!(
-            response.into_body().collect().await.unwrap().to_bytes(),
-            "secure"
-        );
-    }
+    let outcomes = twice_over_h2(&mut sender, "https://localhost/s", "secure").await;
     assert_eq!(outcomes, ["miss", "hit"]);
     assert_eq!(backend.count(), 1);
     server.shutdown().await;
@@ -188,4 +166,60 @@ async fn unix_socket_listener() {
     server.shutdown().await;
     assert!(!socket.exists(), "the socket file is removed at shutdown");
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_with_prior_knowledge_and_no_upgrade() {
+    let backend = Backend::start(NO_DELAY, |_| {
+        reply(200, &[("cache-control", "max-age=100")], "clear")
+    })
+    .await;
+    let server = proxy(backend.addr, "").await;
+    let tcp = TcpStream::connect(server.http[0]).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let url = format!("http://{}/c", server.http[0]);
+    let outcomes = twice_over_h2(&mut sender, &url, "clear").await;
+    assert_eq!(outcomes, ["miss", "hit"]);
+    // HTTP/1.1 on the same listener still works, and `Upgrade: h2c` is not taken up.
+    let c = client();
+    assert_eq!(get(&c, server.http[0], "/c").await.cache(), "hit");
+    let mut raw = TcpStream::connect(server.http[0]).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upgrade = format!(
+        "GET /c HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade, HTTP2-Settings, close\r\n\
+         Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+        server.http[0]
+    );
+    raw.write_all(upgrade.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("clear"));
+    assert_eq!(backend.count(), 1);
+    server.shutdown().await;
+}
+
+/// GETs `url` twice over an HTTP/2 connection, checking the version and body: the two
+/// `X-Cache` outcomes.
+async fn twice_over_h2(
+    sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    url: &str,
+    body: &str,
+) -> Vec<String> {
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let request = http::Request::get(url).body(Empty::<Bytes>::new()).unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        outcomes.push(response.headers()["x-cache"].to_str().unwrap().to_owned());
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            body
+        );
+    }
+    outcomes
 }

@@ -1,10 +1,12 @@
-//! The backend: one HTTP/1.1 origin behind a pooled keep-alive client (hyper-util's), the
-//! request sent to it (hop-by-hop fields removed, `X-Forwarded-For` added), timeouts, the
+//! A backend: one HTTP/1.1 origin (TCP or a Unix socket, `connect.rs`) behind a pooled
+//! keep-alive client (hyper-util's), the request sent to it (hop-by-hop fields removed, `X-Forwarded-For` added), timeouts, the
 //! classification of failures, and its health ([`health`]).
 
+pub mod connect;
 pub mod health;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{CONNECTION, HOST, VIA};
@@ -17,8 +19,9 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::body::Body;
 use crate::coalesce::FetchError;
-use crate::config::Config;
+use crate::config::{BackendAddr, BackendSpec, Config};
 use crate::rules::headers::connection_listed;
+use connect::Connector;
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded in either direction.
 pub const HOP_BY_HOP: [&str; 8] = [
@@ -42,9 +45,11 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The backend and the client that talks to it.
+/// A backend and the client that talks to it.
 pub struct Backend {
-    client: Client<HttpConnector, Body>,
+    /// Its name in the configuration.
+    pub name: String,
+    client: Client<Connector, Body>,
     scheme: Scheme,
     authority: http::uri::Authority,
     first_byte_timeout: Duration,
@@ -54,22 +59,32 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// The backend of `config`.
-    pub fn new(config: &Config) -> Backend {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(config.connect_timeout));
-        connector.set_nodelay(true);
+    /// The backend `spec` with the timeouts of `config`.
+    pub fn new(spec: &BackendSpec, config: &Config) -> Backend {
+        let (connector, origin) = match &spec.addr {
+            BackendAddr::Tcp(uri) => {
+                let mut http = HttpConnector::new();
+                http.set_connect_timeout(Some(config.connect_timeout));
+                http.set_nodelay(true);
+                (Connector::Tcp(http), uri.clone())
+            }
+            BackendAddr::Unix(path) => (
+                Connector::Unix(Arc::new(path.clone()), config.connect_timeout),
+                // The pool's key; the connector ignores it.
+                Uri::from_static("http://localhost"),
+            ),
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(256)
             .build(connector);
-        let scheme = config.backend.scheme().cloned().unwrap_or(Scheme::HTTP);
-        let authority = config
-            .backend
+        let scheme = origin.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authority = origin
             .authority()
             .cloned()
             .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
         Backend {
+            name: spec.name.clone(),
             client,
             scheme,
             authority,

@@ -103,10 +103,11 @@ impl Cache {
         }
     }
 
-    /// Stores a response for `primary`, fetched for a request with fields `request`. Returns
-    /// false when it was not stored (no room, `Vary` never matches, nothing to keep it for).
+    /// Stores a response for `primary`, fetched for a request with fields `request`, its body
+    /// in `body`'s chunks (copied once, into the record). Returns false when it was not stored
+    /// (no room, `Vary` never matches, nothing to keep it for).
     #[allow(clippy::too_many_arguments)]
-    pub fn insert(
+    pub fn insert<B: AsRef<[u8]>>(
         &self,
         policy: &CachePolicy,
         keep: Duration,
@@ -115,7 +116,7 @@ impl Cache {
         status: StatusCode,
         freshness: &Freshness,
         headers: &HeaderMap,
-        body: &[u8],
+        body: &[B],
     ) -> bool {
         if primary.len() > PRIMARY_MAX {
             return false;
@@ -128,9 +129,12 @@ impl Cache {
         let Some(secondary) = vary.secondary_key(request) else {
             return false;
         };
+        let length = body.iter().map(|chunk| chunk.as_ref().len()).sum();
         let mut value =
-            object::encode_head(status, freshness, secondary.as_bytes(), headers, body.len());
-        value.extend_from_slice(body);
+            object::encode_head(status, freshness, secondary.as_bytes(), headers, length);
+        for chunk in body {
+            value.extend_from_slice(chunk.as_ref());
+        }
         let Some(vary_value) = joined_vary(headers) else {
             return stored(self.store.insert(primary, &value, expiry));
         };

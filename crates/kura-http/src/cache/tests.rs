@@ -39,7 +39,7 @@ fn insert(
         StatusCode::OK,
         &fresh_for(60),
         response,
-        body,
+        &[body],
     )
 }
 
@@ -141,7 +141,7 @@ fn hit_for_miss_and_limits() {
         StatusCode::OK,
         &stale,
         &HeaderMap::new(),
-        b"x"
+        &[b"x"]
     ));
     // Larger than the store can hold.
     assert!(!insert(

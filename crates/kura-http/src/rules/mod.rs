@@ -26,6 +26,7 @@ mod head;
 pub mod headers;
 pub mod invalidation;
 mod policy;
+pub mod range;
 pub mod serve;
 pub mod stale;
 pub mod status;

@@ -39,7 +39,7 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener, mut stopped: watch:
 }
 
 fn page(proxy: &Proxy, request: &Request<Incoming>) -> Response<Body> {
-    let snapshot = || snapshot(&proxy.stats, &proxy.cache, &proxy.backend, &proxy.flights);
+    let snapshot = || snapshot(&proxy.stats, &proxy.cache, &proxy.backends, &proxy.flights);
     let (text, kind) = match request.uri().path() {
         "/stats" => (snapshot().json(), "application/json"),
         "/metrics" => (snapshot().prometheus(), "text/plain; version=0.0.4"),

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use http::header::CONTENT_LENGTH;
 use http::request::Parts;
 use http::{HeaderMap, Method, Response, StatusCode};
 
@@ -13,8 +14,9 @@ use super::proxy::{serve_stored, Peer, Proxy};
 use super::{fill, respond};
 use crate::body::Body;
 use crate::cache::object::Object;
-use crate::coalesce::{Head, Join, Outcome, Producer, ReadHead, ReaderBody};
+use crate::coalesce::{Head, Join, Outcome, Producer, ReadHead, Reader, ReaderBody};
 use crate::rules::cache_control::RequestDirectives;
+use crate::rules::range::{self, RangeAnswer};
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
 use crate::rules::validation::conditional::has_validators;
 use crate::rules::vary::Vary;
@@ -29,6 +31,7 @@ pub async fn fetch(
     key: Vec<u8>,
     stale: Option<Object>,
     peer: Peer,
+    route: usize,
     coalesce: bool,
 ) -> (Response<Body>, CacheOutcome) {
     let (flight, leader) = if coalesce {
@@ -46,6 +49,7 @@ pub async fn fetch(
             uri: parts.uri.clone(),
             headers: parts.headers.clone(),
             peer,
+            route,
         };
         let producer = Producer::new(proxy.flights.clone(), flight);
         tokio::spawn(fill::run(
@@ -58,12 +62,12 @@ pub async fn fetch(
     }
     let Some(reader) = reader else {
         // The flight no longer holds the body's start: fetch alone.
-        return Box::pin(fetch(proxy, parts, key, stale, peer, false)).await;
+        return Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await;
     };
     let now = || SystemTime::now();
     let head = match reader.head().await {
         ReadHead::Failed(error) => {
-            if let Some(served) = stale_on_error(proxy, parts, &stale, peer).await {
+            if let Some(served) = stale_on_error(proxy, parts, &stale, peer, route).await {
                 return served;
             }
             return (respond::synth(error.status(), false), CacheOutcome::Synth);
@@ -71,7 +75,7 @@ pub async fn fetch(
         ReadHead::Ready(head) => head,
     };
     if is_server_error(head.status) {
-        if let Some(served) = stale_on_error(proxy, parts, &stale, peer).await {
+        if let Some(served) = stale_on_error(proxy, parts, &stale, peer, route).await {
             return served;
         }
     }
@@ -82,11 +86,20 @@ pub async fn fetch(
     };
     match &head.outcome {
         Outcome::Revalidated(object) => {
-            serve_stored(proxy, parts, (**object).clone(), peer, outcome, now()).await
+            serve_stored(
+                proxy,
+                parts,
+                (**object).clone(),
+                peer,
+                route,
+                outcome,
+                now(),
+            )
+            .await
         }
         Outcome::Private if !leader => {
             drop(reader);
-            Box::pin(fetch(proxy, parts, key, stale, peer, false)).await
+            Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await
         }
         Outcome::Private => {
             let body = if parts.method == Method::HEAD {
@@ -102,7 +115,7 @@ pub async fn fetch(
         Outcome::Shared => {
             if !leader && !vary_matches(&head.headers, &parts.headers, &head_secondary(&head)) {
                 drop(reader);
-                return Box::pin(fetch(proxy, parts, key, stale, peer, false)).await;
+                return Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await;
             }
             let request = RequestHead::from(parts);
             let stored = ResponseHead {
@@ -118,17 +131,53 @@ pub async fn fetch(
                     (response, outcome)
                 }
                 ClientAnswer::Full | ClientAnswer::Forward => {
-                    let body = if crate::rules::serve::sends_body(&parts.method, head.status) {
-                        Body::Flight(ReaderBody(reader))
-                    } else {
-                        Body::Empty
-                    };
-                    let mut response = Response::new(body);
-                    *response.status_mut() = head.status;
-                    *response.headers_mut() = head.headers.clone();
-                    (response, outcome)
+                    if !crate::rules::serve::sends_body(&parts.method, head.status) {
+                        let mut response = Response::new(Body::Empty);
+                        *response.status_mut() = head.status;
+                        *response.headers_mut() = head.headers.clone();
+                        return (response, outcome);
+                    }
+                    (ranged_flight(parts, &head, reader), outcome)
                 }
             }
+        }
+    }
+}
+
+/// The flight's body as the response to `parts`: a range of it when the request asks for one
+/// and the backend gave the length (the fetch itself was for the whole object, so that it can
+/// be stored; bytes before the range are read and dropped), else the whole.
+fn ranged_flight(parts: &Parts, head: &Head, reader: Reader) -> Response<Body> {
+    let length = head
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let answer = match length {
+        Some(length) => range::answer(
+            &parts.method,
+            &parts.headers,
+            head.status,
+            &head.headers,
+            length,
+        ),
+        None => RangeAnswer::Full,
+    };
+    match (answer, length) {
+        (RangeAnswer::Partial { start, end }, Some(length)) => {
+            let body = Body::FlightRange {
+                reader: ReaderBody(reader),
+                skip: start,
+                left: end - start + 1,
+            };
+            respond::partial(head.headers.clone(), start, end, length, body)
+        }
+        (RangeAnswer::Unsatisfiable, Some(length)) => respond::unsatisfiable(length),
+        _ => {
+            let mut response = Response::new(Body::Flight(ReaderBody(reader)));
+            *response.status_mut() = head.status;
+            *response.headers_mut() = head.headers.clone();
+            response
         }
     }
 }
@@ -157,12 +206,13 @@ async fn stale_on_error(
     parts: &Parts,
     stale: &Option<Object>,
     peer: Peer,
+    route: usize,
 ) -> Option<(Response<Body>, CacheOutcome)> {
     let object = stale.as_ref()?;
     let now = SystemTime::now();
     let directives = RequestDirectives::from_headers(&parts.headers);
     let decision = decide(
-        &proxy.config.policy,
+        &proxy.route(route).policy,
         &object.freshness,
         has_validators(&object.headers),
         &directives,
@@ -171,7 +221,8 @@ async fn stale_on_error(
     );
     match decision {
         Decision::StaleOnError | Decision::Fresh => {
-            Some(serve_stored(proxy, parts, object.clone(), peer, CacheOutcome::Stale, now).await)
+            let stale = CacheOutcome::Stale;
+            Some(serve_stored(proxy, parts, object.clone(), peer, route, stale, now).await)
         }
         Decision::GatewayTimeout => Some((
             respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
@@ -182,7 +233,7 @@ async fn stale_on_error(
 }
 
 /// Starts a background refresh of `object` unless a fetch for the key is under way.
-pub fn refresh(proxy: &Arc<Proxy>, parts: &Parts, key: &[u8], object: &Object) {
+pub fn refresh(proxy: &Arc<Proxy>, parts: &Parts, key: &[u8], object: &Object, route: usize) {
     if proxy.flights.busy(key) {
         return;
     }
@@ -198,6 +249,7 @@ pub fn refresh(proxy: &Arc<Proxy>, parts: &Parts, key: &[u8], object: &Object) {
                 addr: None,
                 scheme: "http",
             },
+            route,
         };
         let producer = Producer::new(proxy.flights.clone(), flight);
         tokio::spawn(fill::run(

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 use super::fetch::is_server_error;
 use super::proxy::{Peer, Proxy};
-use crate::backend::strip_hop_by_hop;
+use crate::backend::{strip_hop_by_hop, Backend};
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{Head, Outcome, Producer};
@@ -30,6 +30,8 @@ pub(super) struct Origin {
     pub(super) uri: Uri,
     pub(super) headers: HeaderMap,
     pub(super) peer: Peer,
+    /// The request's route (backend and settings).
+    pub(super) route: usize,
 }
 
 /// The fetch task.
@@ -40,7 +42,7 @@ pub(super) async fn run(
     origin: Origin,
     stale: Option<Object>,
 ) {
-    let backend = &proxy.backend;
+    let backend = proxy.backend(origin.route);
     let mut headers =
         backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
     let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
@@ -60,7 +62,7 @@ pub(super) async fn run(
     };
     let response_time = SystemTime::now();
     let (mut parts, body) = response.into_parts();
-    let policy = &proxy.config.policy;
+    let policy = &proxy.route(origin.route).policy;
     let leader_vary = origin.headers.clone();
     if parts.status == StatusCode::NOT_MODIFIED && conditional {
         if let Some(object) = stale
@@ -90,7 +92,7 @@ pub(super) async fn run(
                     object.status,
                     &freshness,
                     &merged,
-                    &object.body,
+                    &[&object.body],
                 )
             {
                 proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
@@ -167,11 +169,11 @@ pub(super) async fn run(
         leader_vary,
         outcome,
     });
-    let complete = stream_body(&proxy, &producer, body).await;
+    let complete = stream_body(backend, &producer, body).await;
     let whole = producer.finish(complete);
     if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
-        let body = concat(chunks);
-        kept.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let length: usize = chunks.iter().map(Bytes::len).sum();
+        kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
         if proxy.cache.insert(
             policy,
             proxy.config.keep,
@@ -180,7 +182,7 @@ pub(super) async fn run(
             parts.status,
             &freshness,
             &kept,
-            &body,
+            &chunks,
         ) {
             proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
         }
@@ -188,8 +190,12 @@ pub(super) async fn run(
 }
 
 /// Streams the backend's body into the flight; true when it arrived whole.
-async fn stream_body(proxy: &Proxy, producer: &Producer, mut body: hyper::body::Incoming) -> bool {
-    let timeout = proxy.backend.between_bytes_timeout();
+async fn stream_body(
+    backend: &Backend,
+    producer: &Producer,
+    mut body: hyper::body::Incoming,
+) -> bool {
+    let timeout = backend.between_bytes_timeout();
     loop {
         match tokio::time::timeout(timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {
@@ -205,25 +211,14 @@ async fn stream_body(proxy: &Proxy, producer: &Producer, mut body: hyper::body::
             Ok(None) => return true,
             Ok(Some(Err(error))) => {
                 tracing::debug!("backend body: {error}");
-                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                backend.health.errors.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
             Err(_) => {
                 tracing::debug!("backend body: timed out");
-                proxy.backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                backend.health.errors.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
         }
     }
-}
-
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.into_iter().next().unwrap_or_default();
-    }
-    let mut out = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
-    for chunk in chunks {
-        out.extend_from_slice(&chunk);
-    }
-    Bytes::from(out)
 }

@@ -86,6 +86,24 @@ impl<S> Guard<S> {
         }
     }
 
+    /// Guards `inner`, of which `read` was already read (by the HTTP/2 sniffer).
+    pub fn with_input(inner: S, read: BytesMut, max_head: usize, stats: Arc<Stats>) -> Guard<S> {
+        let mut guard = Guard::new(inner, max_head, stats);
+        guard.input = read;
+        guard.judge();
+        guard
+    }
+
+    /// `inner`, of which `read` was already read, passed through untouched: HTTP/2, whose
+    /// frames carry their own lengths.
+    pub fn passthrough(inner: S, read: BytesMut, stats: Arc<Stats>) -> Guard<S> {
+        let mut guard = Guard::new(inner, 0, stats);
+        guard.state = State::Aside;
+        guard.input = read;
+        guard.judge();
+        guard
+    }
+
     /// Moves every byte of `input` whose place is known to `ready`.
     fn judge(&mut self) {
         while !self.input.is_empty() {
@@ -303,6 +321,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
                 let n = this.ready.len().min(buf.remaining());
                 buf.put_slice(&this.ready[..n]);
                 this.ready.advance(n);
+                if this.ready.is_empty() {
+                    // Let go of the buffer `input` came from, so that its next `reserve` can
+                    // reuse it in place instead of allocating a new one for every request.
+                    this.ready = BytesMut::new();
+                }
                 return Poll::Ready(Ok(()));
             }
             if this.state == State::Refused || this.eof {

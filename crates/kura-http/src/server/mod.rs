@@ -1,4 +1,5 @@
-//! The server: listeners (plain HTTP/1.1, TLS with HTTP/2 or HTTP/1.1 by ALPN), one hyper
+//! The server: listeners (plain HTTP/1.1 or HTTP/2 with prior knowledge, TLS with HTTP/2 or
+//! HTTP/1.1 by ALPN, Unix sockets), one hyper
 //! connection per client with keep-alive, the admin listener (`/stats`, `/metrics`), the
 //! health probe task, and shutdown.
 
@@ -6,6 +7,7 @@ mod admin;
 mod fetch;
 mod fill;
 mod framing;
+mod h2c;
 mod pass;
 pub mod proxy;
 mod respond;
@@ -58,7 +60,11 @@ impl Server {
             Some(path) => Some(AccessLog::open(path)?),
             None => None,
         };
-        let backend = Arc::new(Backend::new(&config));
+        let backends: Vec<Arc<Backend>> = config
+            .backends
+            .iter()
+            .map(|spec| Arc::new(Backend::new(spec, &config)))
+            .collect();
         let shards = kura_store::default_shards(config.threads);
         // Each shard holds its share of the memory: an object larger than a quarter of it
         // would evict most of the shard to fit.
@@ -67,7 +73,7 @@ impl Server {
         let proxy = Arc::new(Proxy {
             cache: Cache::new(config.memory, shards),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
-            backend: backend.clone(),
+            backends: backends.clone(),
             stats: Arc::new(Stats::default()),
             log,
             config,
@@ -119,14 +125,17 @@ impl Server {
             }
             None => None,
         };
-        if let Some(probe) = proxy.config.probe.clone() {
-            let mut stopped = stopped.clone();
-            tasks.spawn(async move {
-                tokio::select! {
-                    () = health::run(backend, probe) => {}
-                    _ = stopped.changed() => {}
-                }
-            });
+        if let Some(probe) = &proxy.config.probe {
+            for backend in backends {
+                let mut stopped = stopped.clone();
+                let probe = probe.clone();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        () = health::run(backend, probe) => {}
+                        _ = stopped.changed() => {}
+                    }
+                });
+            }
         }
         Ok(Server {
             http,
@@ -192,8 +201,7 @@ async fn accept(
                         addr: Some(addr),
                         scheme: "http",
                     };
-                    let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
-                    serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+                    serve_plain(proxy, stream, peer, stopped).await;
                 }
                 Some(acceptor) => {
                     let handshake =
@@ -261,14 +269,7 @@ async fn accept_unix(
             addr: None,
             scheme: "http",
         };
-        let guarded = Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
-        let serving = serve(
-            proxy.clone(),
-            TokioIo::new(guarded),
-            peer,
-            false,
-            stopped.clone(),
-        );
+        let serving = serve_plain(proxy.clone(), stream, peer, stopped.clone());
         connections.spawn(async move {
             let _permit = permit;
             serving.await;
@@ -278,6 +279,34 @@ async fn accept_unix(
     // The socket file is ours: a restart can bind it again.
     let _ = std::fs::remove_file(&path);
     while connections.join_next().await.is_some() {}
+}
+
+/// Serves a plain (cleartext) connection: HTTP/2 when it opens with the HTTP/2 preface (prior
+/// knowledge), else HTTP/1.1 behind the framing guard.
+async fn serve_plain<S>(
+    proxy: Arc<Proxy>,
+    mut stream: S,
+    peer: Peer,
+    mut stopped: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    // A connection that has sent nothing yet is closed at once when the server stops.
+    let sniffed = tokio::select! {
+        sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, h2c::sniff(&mut stream)) => sniffed,
+        _ = stopped.changed() => return,
+    };
+    let Ok(Ok((h2, read))) = sniffed else {
+        return;
+    };
+    if h2 {
+        let stream = Guard::passthrough(stream, read, proxy.stats.clone());
+        serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
+    } else {
+        let max_header = proxy.config.max_header;
+        let guarded = Guard::with_input(stream, read, max_header, proxy.stats.clone());
+        serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+    }
 }
 
 async fn serve<I>(

@@ -23,8 +23,9 @@ pub async fn pass(
     parts: &Parts,
     body: Body,
     peer: Peer,
+    route: usize,
 ) -> (Response<Body>, CacheOutcome) {
-    let backend = &proxy.backend;
+    let backend = proxy.backend(route);
     let mut request = Request::new(body);
     *request.method_mut() = parts.method.clone();
     *request.uri_mut() = backend.uri(parts.uri.path_and_query());

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST};
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, COOKIE, HOST};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
@@ -17,7 +17,8 @@ use crate::backend::Backend;
 use crate::body::Body;
 use crate::cache::{Cache, Lookup, PRIMARY_MAX};
 use crate::coalesce::Flights;
-use crate::config::Config;
+use crate::config::route::request_host;
+use crate::config::{Config, Route};
 use crate::rules::cache_control::RequestDirectives;
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
 use crate::rules::validation::conditional::has_validators;
@@ -32,12 +33,36 @@ pub struct Proxy {
     pub cache: Cache,
     /// Fetches in progress.
     pub flights: Arc<Flights>,
-    /// The backend.
-    pub backend: Arc<Backend>,
+    /// The backends, in the order of `config.backends`.
+    pub backends: Vec<Arc<Backend>>,
     /// Counters.
     pub stats: Arc<Stats>,
     /// Access log, when on.
     pub log: Option<AccessLog>,
+}
+
+impl Proxy {
+    /// The route of index `route` (0: the top-level settings).
+    pub fn route(&self, route: usize) -> &Route {
+        &self.config.routes[route]
+    }
+
+    /// The backend of route `route`.
+    pub fn backend(&self, route: usize) -> &Arc<Backend> {
+        &self.backends[self.route(route).backend]
+    }
+
+    /// The route of a request: its first matching rule's, else the top level's.
+    fn route_of(&self, parts: &Parts) -> usize {
+        if self.config.rules.is_empty() {
+            return 0;
+        }
+        let host = request_host(
+            &parts.uri,
+            parts.headers.get(HOST).map(HeaderValue::as_bytes),
+        );
+        self.config.route_index(host.as_deref(), parts.uri.path())
+    }
 }
 
 /// The connection a request came on.
@@ -124,17 +149,16 @@ async fn route(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return (respond::synth(status, true), CacheOutcome::Synth);
     }
-    let key = primary_key(parts, peer.scheme);
+    let route = proxy.route_of(parts);
+    let settings = proxy.route(route);
     let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
-    let key = match key {
-        Some(key)
-            if cacheable_method
-                && key.len() <= PRIMARY_MAX
-                && !parts.headers.contains_key(AUTHORIZATION) =>
-        {
-            key
-        }
-        _ => return pass::pass(proxy, parts, Body::Incoming(body), peer).await,
+    let passed = settings.pass
+        || !cacheable_method
+        || (settings.pass_authorization && parts.headers.contains_key(AUTHORIZATION))
+        || (settings.pass_cookie && parts.headers.contains_key(COOKIE));
+    let key = match primary_key(parts, peer.scheme) {
+        Some(key) if !passed && key.len() <= PRIMARY_MAX => key,
+        _ => return pass::pass(proxy, parts, Body::Incoming(body), peer, route).await,
     };
     drop(body);
     let now = SystemTime::now();
@@ -149,9 +173,9 @@ async fn route(
         );
     }
     match lookup {
-        Lookup::Hit(object) => on_hit(proxy, parts, key, object, peer, now).await,
-        Lookup::Miss => fetch::fetch(proxy, parts, key, None, peer, true).await,
-        Lookup::HitForMiss => fetch::fetch(proxy, parts, key, None, peer, false).await,
+        Lookup::Hit(object) => on_hit(proxy, parts, key, object, peer, route, now).await,
+        Lookup::Miss => fetch::fetch(proxy, parts, key, None, peer, route, true).await,
+        Lookup::HitForMiss => fetch::fetch(proxy, parts, key, None, peer, route, false).await,
     }
 }
 
@@ -161,9 +185,10 @@ async fn on_hit(
     key: Vec<u8>,
     object: crate::cache::object::Object,
     peer: Peer,
+    route: usize,
     now: SystemTime,
 ) -> (Response<Body>, CacheOutcome) {
-    let policy = &proxy.config.policy;
+    let policy = &proxy.route(route).policy;
     let directives = RequestDirectives::from_headers(&parts.headers);
     let validators = has_validators(&object.headers);
     let decide_with = |state| {
@@ -177,7 +202,7 @@ async fn on_hit(
         )
     };
     let decision = decide_with(BackendState::Available);
-    if !proxy.backend.health.is_healthy()
+    if !proxy.backend(route).health.is_healthy()
         && matches!(
             decision,
             Decision::Revalidate | Decision::Fetch | Decision::StaleWhileRevalidate
@@ -186,21 +211,24 @@ async fn on_hit(
         // The probes say the backend is down: serve what may be served on error at once.
         match decide_with(BackendState::Failed) {
             Decision::StaleOnError | Decision::Fresh => {
-                return serve_stored(proxy, parts, object, peer, CacheOutcome::Stale, now).await;
+                return serve_stored(proxy, parts, object, peer, route, CacheOutcome::Stale, now)
+                    .await;
             }
             _ => {}
         }
     }
     match decision {
-        Decision::Fresh => serve_stored(proxy, parts, object, peer, CacheOutcome::Hit, now).await,
+        Decision::Fresh => {
+            serve_stored(proxy, parts, object, peer, route, CacheOutcome::Hit, now).await
+        }
         Decision::StaleWhileRevalidate | Decision::StaleOnError => {
             if !directives.only_if_cached {
-                fetch::refresh(proxy, parts, &key, &object);
+                fetch::refresh(proxy, parts, &key, &object, route);
             }
-            serve_stored(proxy, parts, object, peer, CacheOutcome::Stale, now).await
+            serve_stored(proxy, parts, object, peer, route, CacheOutcome::Stale, now).await
         }
         Decision::Revalidate | Decision::Fetch => {
-            fetch::fetch(proxy, parts, key, Some(object), peer, true).await
+            fetch::fetch(proxy, parts, key, Some(object), peer, route, true).await
         }
         Decision::GatewayTimeout => (
             respond::synth(StatusCode::GATEWAY_TIMEOUT, false),
@@ -215,11 +243,12 @@ pub async fn serve_stored(
     parts: &Parts,
     object: crate::cache::object::Object,
     peer: Peer,
+    route: usize,
     outcome: CacheOutcome,
     now: SystemTime,
 ) -> (Response<Body>, CacheOutcome) {
     match respond::object(RequestHead::from(parts), &object, now) {
         Some(response) => (response, outcome),
-        None => pass::pass(proxy, parts, Body::Empty, peer).await,
+        None => pass::pass(proxy, parts, Body::Empty, peer, route).await,
     }
 }

@@ -3,11 +3,12 @@
 
 use std::time::SystemTime;
 
-use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderValue, Response, StatusCode};
+use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::body::Body;
 use crate::cache::object::Object;
+use crate::rules::range::{self, RangeAnswer};
 use crate::rules::validation::client::{answer, not_modified_headers, ClientAnswer};
 use crate::rules::{serve, RequestHead, ResponseHead};
 
@@ -33,17 +34,70 @@ pub fn object(
             Some(response)
         }
         ClientAnswer::Full => {
-            let body = if serve::sends_body(request.method, object.status) {
-                Body::full(object.body.clone())
-            } else {
-                Body::Empty
-            };
-            let mut response = Response::new(body);
-            *response.status_mut() = object.status;
-            *response.headers_mut() = headers;
-            Some(response)
+            if !serve::sends_body(request.method, object.status) {
+                let mut response = Response::new(Body::Empty);
+                *response.status_mut() = object.status;
+                *response.headers_mut() = headers;
+                return Some(response);
+            }
+            let length = object.body.len() as u64;
+            let ranged = range::answer(
+                request.method,
+                request.headers,
+                object.status,
+                &object.headers,
+                length,
+            );
+            Some(match ranged {
+                RangeAnswer::Full => {
+                    let mut response = Response::new(Body::full(object.body.clone()));
+                    *response.status_mut() = object.status;
+                    *response.headers_mut() = headers;
+                    response
+                }
+                RangeAnswer::Partial { start, end } => {
+                    // start <= end < length = body.len(): both fit in usize.
+                    let (from, to) = (start as usize, end as usize);
+                    partial(
+                        headers,
+                        start,
+                        end,
+                        length,
+                        Body::full(object.body.slice(from..=to)),
+                    )
+                }
+                RangeAnswer::Unsatisfiable => unsatisfiable(length),
+            })
         }
     }
+}
+
+/// A 206 with `fields` of the whole response, for bytes `start..=end` of `length`.
+pub fn partial(
+    mut fields: HeaderMap,
+    start: u64,
+    end: u64,
+    length: u64,
+    body: Body,
+) -> Response<Body> {
+    let range = format!("bytes {start}-{end}/{length}");
+    if let Ok(value) = HeaderValue::try_from(range) {
+        fields.insert(CONTENT_RANGE, value);
+    }
+    fields.insert(CONTENT_LENGTH, HeaderValue::from(end - start + 1));
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    *response.headers_mut() = fields;
+    response
+}
+
+/// A 416 for a representation of `length` bytes (RFC 9110 §15.5.17).
+pub fn unsatisfiable(length: u64) -> Response<Body> {
+    let mut response = synth(StatusCode::RANGE_NOT_SATISFIABLE, false);
+    if let Ok(value) = HeaderValue::try_from(format!("bytes */{length}")) {
+        response.headers_mut().insert(CONTENT_RANGE, value);
+    }
+    response
 }
 
 /// A short text response of the proxy's own.

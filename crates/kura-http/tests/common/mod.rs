@@ -30,6 +30,23 @@ pub struct Seen {
 
 type Handler = dyn Fn(&Seen) -> Response<Full<Bytes>> + Send + Sync;
 
+enum Listener {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for S {}
+
+impl Listener {
+    async fn accept(&self) -> Option<Box<dyn Stream>> {
+        Some(match self {
+            Listener::Tcp(l) => Box::new(l.accept().await.ok()?.0),
+            Listener::Unix(l) => Box::new(l.accept().await.ok()?.0),
+        })
+    }
+}
+
 /// The test backend.
 pub struct Backend {
     pub addr: SocketAddr,
@@ -54,6 +71,25 @@ impl Backend {
     ) -> Backend {
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        Self::serve(Listener::Tcp(listener), addr, delay, handler)
+    }
+
+    /// A backend on a Unix socket at `path` (its `addr` is meaningless).
+    pub fn start_unix(
+        path: &std::path::Path,
+        handler: impl Fn(&Seen) -> Response<Full<Bytes>> + Send + Sync + 'static,
+    ) -> Backend {
+        let listener = tokio::net::UnixListener::bind(path).unwrap();
+        let addr = "0.0.0.0:0".parse().unwrap();
+        Self::serve(Listener::Unix(listener), addr, Duration::ZERO, handler)
+    }
+
+    fn serve(
+        listener: Listener,
+        addr: SocketAddr,
+        delay: Duration,
+        handler: impl Fn(&Seen) -> Response<Full<Bytes>> + Send + Sync + 'static,
+    ) -> Backend {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let handler: Arc<Handler> = Arc::new(handler);
         let log = seen.clone();
@@ -61,7 +97,7 @@ impl Backend {
         let open = connections.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else {
+                let Some(stream) = listener.accept().await else {
                     return;
                 };
                 let handler = handler.clone();
@@ -230,4 +266,15 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("never happened: {what}");
+}
+
+/// A new directory under the system's temporary directory.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!("kura-http-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

@@ -225,3 +225,22 @@ pub fn log_repair(dir: &Path, truncate_corrupt: bool) {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `kura http` in front of `http://127.0.0.1:BACKEND` on a new port with `extra` flags, once it
+/// listens: the process and its port.
+pub fn http_proxy(backend: u16, extra: &[&str]) -> (Child, u16) {
+    let port = free_port();
+    let child = kura()
+        .args(["http", "--backend", &format!("http://127.0.0.1:{backend}")])
+        .args(["-l", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run kura http");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "kura http listens");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    (child, port)
+}

@@ -1,21 +1,28 @@
 //! `kura http`'s settings: command-line flags ([`HttpArgs`]) and the optional TOML file
 //! (`--config`), merged into one [`Config`]. A flag given on the command line wins over the
-//! file; the file wins over the defaults. docs/http.md lists every setting.
+//! file; the file wins over the defaults. The file may name several backends and per-URL
+//! rules (`route.rs`). docs/http.md lists every setting.
+
+mod file;
+mod parse;
+pub mod route;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use http::Uri;
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
+use file::{FileConfig, Source};
+pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 
 /// Run `kura http`, a caching reverse proxy (RFC 9111) in front of one HTTP backend.
 #[derive(Args, Debug, Default, Clone)]
 pub struct HttpArgs {
-    /// The backend, as http://HOST:PORT.
+    /// The default backend, as http://HOST:PORT or unix:/PATH.
     #[arg(long, short = 'b', value_name = "URL")]
     pub backend: Option<String>,
     /// Address to listen on for HTTP (repeatable). Default 127.0.0.1:6081.
@@ -65,46 +72,6 @@ pub struct TlsListener {
     pub key: PathBuf,
 }
 
-/// The TOML file, every key optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    backend: Option<String>,
-    listen: Option<Vec<SocketAddr>>,
-    listen_unix: Option<Vec<PathBuf>>,
-    tls: Option<Vec<TlsListener>>,
-    memory_mb: Option<usize>,
-    admin_listen: Option<SocketAddr>,
-    access_log: Option<String>,
-    threads: Option<usize>,
-    default_ttl: Option<u64>,
-    grace: Option<u64>,
-    stale_if_error: Option<u64>,
-    keep: Option<u64>,
-    hit_for_miss: Option<u64>,
-    honour_client_directives: Option<bool>,
-    set_cookie: Option<String>,
-    cdn_cache_control: Option<bool>,
-    max_object_mb: Option<usize>,
-    max_in_flight_mb: Option<usize>,
-    max_header_kb: Option<usize>,
-    max_url_bytes: Option<usize>,
-    max_connections: Option<usize>,
-    connect_timeout: Option<f64>,
-    first_byte_timeout: Option<f64>,
-    between_bytes_timeout: Option<f64>,
-    probe: Option<ProbeFile>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProbeFile {
-    path: Option<String>,
-    interval: Option<f64>,
-    timeout: Option<f64>,
-    threshold: Option<u32>,
-}
-
 /// Backend health probes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
@@ -121,8 +88,12 @@ pub struct Probe {
 /// Everything `kura http` runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Backend origin (scheme and authority).
-    pub backend: Uri,
+    /// The backends; the first is the default one (requests no rule routes elsewhere).
+    pub backends: Vec<BackendSpec>,
+    /// The routes: the first is the top-level settings, then one per rule.
+    pub routes: Vec<Route>,
+    /// The `[[rule]]`s, in the file's order.
+    pub rules: Vec<Rule>,
     /// Plain HTTP listeners.
     pub listen: Vec<SocketAddr>,
     /// Unix-socket listeners (plain HTTP/1.1).
@@ -137,7 +108,7 @@ pub struct Config {
     pub access_log: Option<String>,
     /// Worker threads.
     pub threads: usize,
-    /// The RFC 9111 rules' settings.
+    /// The RFC 9111 rules' settings at the top level (a rule's route may override them).
     pub policy: CachePolicy,
     /// How long an object is kept past its grace for revalidation (it has validators).
     pub keep: Duration,
@@ -167,58 +138,68 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    // The cause is in the message, not a `source`: printed with its chain, it would be
+    // printed twice.
+    #[error("cannot read {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not valid TOML or has unknown keys.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Toml {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: Box<toml::de::Error>,
+        error: Box<toml::de::Error>,
     },
     /// A value is wrong.
     #[error("{0}")]
     Invalid(String),
 }
 
-fn secs_f(value: f64, name: &str) -> Result<Duration, ConfigError> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| ConfigError::Invalid(format!("{name}: {value} is not a duration in seconds")))
-}
-
-/// Parses a backend URL: `http://host:port` (a path is not allowed).
-pub fn parse_backend(text: &str) -> Result<Uri, ConfigError> {
-    let bad = |why: &str| ConfigError::Invalid(format!("backend {text:?}: {why}"));
-    let uri: Uri = text.parse().map_err(|_| bad("not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(bad("only http:// backends are supported"));
-    }
-    if uri.authority().is_none() {
-        return Err(bad("no host"));
-    }
-    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
-        return Err(bad("a backend is scheme and host only, without a path"));
-    }
-    Ok(uri)
+fn secs_f(
+    value: Option<Spanned<f64>>,
+    default: f64,
+    name: &str,
+    src: Source<'_>,
+) -> Result<Duration, ConfigError> {
+    let (value, at) = match value {
+        Some(v) => (*v.get_ref(), Some(v.span().start)),
+        None => (default, None),
+    };
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        ConfigError::Invalid(format!(
+            "{}{name}: {value} is not a duration in seconds",
+            src.at(at)
+        ))
+    })
 }
 
 impl Config {
     /// The configuration of `args`, reading `args.config` when given.
     ///
     /// # Errors
-    /// An unreadable or invalid file, or an invalid value.
+    /// An unreadable or invalid file, or an invalid value (the message names its line).
     pub fn load(args: &HttpArgs) -> Result<Config, ConfigError> {
-        let file = match &args.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        Self::merge(args, file)
+        match &args.config {
+            Some(path) => {
+                let text = read_file(path)?;
+                let file = parse(&text, path)?;
+                let name = path.display().to_string();
+                Self::merge(
+                    args,
+                    file,
+                    Source {
+                        name: &name,
+                        text: &text,
+                    },
+                )
+            }
+            None => Self::merge(args, FileConfig::default(), Source { name: "", text: "" }),
+        }
     }
 
     /// The configuration of the TOML text `text` (no flags): for tests and tools.
@@ -226,19 +207,21 @@ impl Config {
     /// # Errors
     /// Invalid TOML or values.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let file = toml::from_str(text).map_err(|e| ConfigError::Toml {
-            path: PathBuf::from("<text>"),
-            source: Box::new(e),
-        })?;
-        Self::merge(&HttpArgs::default(), file)
+        let name = "<text>";
+        let file = parse(text, Path::new(name))?;
+        Self::merge(&HttpArgs::default(), file, Source { name, text })
     }
 
-    fn merge(args: &HttpArgs, file: FileConfig) -> Result<Config, ConfigError> {
-        let backend = args
-            .backend
-            .clone()
-            .or(file.backend)
-            .ok_or_else(|| ConfigError::Invalid("no backend: give --backend URL".into()))?;
+    /// The route of a request for `host` (lowercase, no port) and `path`: the first rule that
+    /// matches, else the top level (index 0 of [`Config::routes`]).
+    pub fn route_index(&self, host: Option<&str>, path: &str) -> usize {
+        self.rules
+            .iter()
+            .find(|rule| rule.matches(host, path))
+            .map_or(0, |rule| rule.route)
+    }
+
+    fn merge(args: &HttpArgs, file: FileConfig, src: Source<'_>) -> Result<Config, ConfigError> {
         let mut listen = args.listen.clone();
         if listen.is_empty() {
             listen = file.listen.unwrap_or_default();
@@ -262,16 +245,19 @@ impl Config {
         if file.honour_client_directives == Some(true) {
             policy.client_directives = ClientDirectives::Honour;
         }
-        policy.set_cookie = match file.set_cookie.as_deref() {
-            None | Some("pass") => SetCookie::Pass,
-            Some("strip") => SetCookie::Strip,
-            Some("store") => SetCookie::Store,
-            Some(other) => {
-                return Err(ConfigError::Invalid(format!(
-                    "set_cookie: {other:?} is not pass, strip or store"
-                )))
-            }
-        };
+        if let Some(value) = &file.set_cookie {
+            policy.set_cookie = match value.get_ref().as_str() {
+                "pass" => SetCookie::Pass,
+                "strip" => SetCookie::Strip,
+                "store" => SetCookie::Store,
+                other => {
+                    return Err(ConfigError::Invalid(format!(
+                        "{}set_cookie: {other:?} is not pass, strip or store",
+                        src.at(Some(value.span().start))
+                    )))
+                }
+            };
+        }
         if file.cdn_cache_control == Some(true) {
             policy = policy.with_cdn_cache_control();
         }
@@ -280,34 +266,29 @@ impl Config {
             return Err(ConfigError::Invalid("memory must be at least 1 MiB".into()));
         }
         let memory = memory.saturating_mul(1 << 20);
-        let probe_path = args
-            .probe
-            .clone()
-            .or(file.probe.as_ref().and_then(|p| p.path.clone()));
-        let probe = match probe_path {
-            None => None,
-            Some(path) => {
-                if !path.starts_with('/') {
-                    return Err(ConfigError::Invalid(format!(
-                        "probe path {path:?} must start with /"
-                    )));
-                }
-                let p = file.probe.unwrap_or_default();
-                Some(Probe {
-                    path,
-                    interval: secs_f(p.interval.unwrap_or(5.0), "probe.interval")?,
-                    timeout: secs_f(p.timeout.unwrap_or(2.0), "probe.timeout")?,
-                    threshold: p.threshold.unwrap_or(3).max(1),
-                })
-            }
-        };
+        let probe = probe(args, file.probe, src)?;
         let threads = args
             .threads
             .or(file.threads)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
+        let backends = parse::backends(args, file.backend, file.backends, src)?;
+        let top = Route {
+            backend: 0,
+            policy: policy.clone(),
+            pass: false,
+            pass_cookie: false,
+            pass_authorization: true,
+        };
+        let mut routes = vec![top];
+        let mut rules = Vec::new();
+        for rule in file.rule.unwrap_or_default() {
+            rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
+        }
         Ok(Config {
-            backend: parse_backend(&backend)?,
+            backends,
+            routes,
+            rules,
             listen,
             listen_unix,
             tls,
@@ -329,90 +310,57 @@ impl Config {
                 .max(8 << 10),
             max_url: file.max_url_bytes.unwrap_or(8 << 10),
             max_connections: file.max_connections.unwrap_or(10_000).max(1),
-            connect_timeout: secs_f(file.connect_timeout.unwrap_or(3.5), "connect_timeout")?,
-            first_byte_timeout: secs_f(
-                file.first_byte_timeout.unwrap_or(60.0),
-                "first_byte_timeout",
-            )?,
+            connect_timeout: secs_f(file.connect_timeout, 3.5, "connect_timeout", src)?,
+            first_byte_timeout: secs_f(file.first_byte_timeout, 60.0, "first_byte_timeout", src)?,
             between_bytes_timeout: secs_f(
-                file.between_bytes_timeout.unwrap_or(60.0),
+                file.between_bytes_timeout,
+                60.0,
                 "between_bytes_timeout",
+                src,
             )?,
             probe,
         })
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+fn probe(
+    args: &HttpArgs,
+    file: Option<file::ProbeFile>,
+    src: Source<'_>,
+) -> Result<Option<Probe>, ConfigError> {
+    let file = file.unwrap_or_default();
+    let (path, at) = match (&args.probe, &file.path) {
+        (Some(path), _) => (path.clone(), None),
+        (None, Some(path)) => (path.get_ref().clone(), Some(path.span().start)),
+        (None, None) => return Ok(None),
+    };
+    if !path.starts_with('/') {
+        return Err(ConfigError::Invalid(format!(
+            "{}probe path {path:?} must start with /",
+            src.at(at)
+        )));
+    }
+    Ok(Some(Probe {
+        path,
+        interval: secs_f(file.interval, 5.0, "probe.interval", src)?,
+        timeout: secs_f(file.timeout, 2.0, "probe.timeout", src)?,
+        threshold: file.threshold.unwrap_or(3).max(1),
+    }))
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_owned(),
-        source,
-    })?;
-    toml::from_str(&text).map_err(|e| ConfigError::Toml {
+        error,
+    })
+}
+
+fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Toml {
         path: path.to_owned(),
-        source: Box::new(e),
+        error: Box::new(e),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_alone_are_enough() {
-        let args = HttpArgs {
-            backend: Some("http://127.0.0.1:8080".into()),
-            ..HttpArgs::default()
-        };
-        let config = Config::load(&args).unwrap();
-        assert_eq!(config.listen, vec!["127.0.0.1:6081".parse().unwrap()]);
-        assert_eq!(config.memory, 256 << 20);
-        assert_eq!(config.max_object, 32 << 20);
-        assert!(config.probe.is_none());
-    }
-
-    #[test]
-    fn file_settings() {
-        let config = Config::from_toml(
-            "backend = \"http://[::1]:9000\"\nmemory_mb = 64\ngrace = 30\nset_cookie = \"strip\"\n\
-             cdn_cache_control = true\n[probe]\npath = \"/health\"\ninterval = 0.5\n",
-        )
-        .unwrap();
-        assert_eq!(config.backend.authority().unwrap().as_str(), "[::1]:9000");
-        assert_eq!(config.policy.grace, Duration::from_secs(30));
-        assert_eq!(config.policy.set_cookie, SetCookie::Strip);
-        assert_eq!(config.policy.targeted_fields.len(), 1);
-        let probe = config.probe.unwrap();
-        assert_eq!(probe.interval, Duration::from_millis(500));
-        assert_eq!(probe.threshold, 3);
-    }
-
-    /// The example in docs/http.md is a valid file, with every key this version reads.
-    #[test]
-    fn the_documented_example_parses() {
-        let doc = include_str!("../../../docs/http.md");
-        let start = doc.find("```toml\n").expect("a TOML example") + 8;
-        let end = start + doc[start..].find("```").expect("its end");
-        let config = Config::from_toml(&doc[start..end]).unwrap();
-        assert_eq!(config.tls.len(), 1);
-        assert_eq!(config.listen_unix.len(), 1);
-        assert_eq!(config.max_connections, 10_000);
-        assert_eq!(config.probe.unwrap().path, "/health");
-    }
-
-    #[test]
-    fn bad_settings_are_refused() {
-        for text in [
-            "",
-            "backend = \"https://x\"",
-            "backend = \"http://x/path\"",
-            "backend = \"http://x\"\nmemory_mb = 0",
-            "backend = \"http://x\"\nunknown = 1",
-            "backend = \"http://x\"\nset_cookie = \"eat\"",
-            "backend = \"http://x\"\n[probe]\npath = \"health\"",
-            "backend = \"http://x\"\nconnect_timeout = -1.0",
-        ] {
-            assert!(Config::from_toml(text).is_err(), "{text}");
-        }
-    }
-}
+mod tests;

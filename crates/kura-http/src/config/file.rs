@@ -1,0 +1,91 @@
+//! The TOML file as read (every key optional), with the byte spans of the values that are
+//! checked after parsing, so that an error can name the line it comes from.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::TlsListener;
+
+/// The file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileConfig {
+    pub(super) backend: Option<Spanned<String>>,
+    pub(super) backends: Option<BTreeMap<String, Spanned<String>>>,
+    pub(super) rule: Option<Vec<Spanned<RuleFile>>>,
+    pub(super) listen: Option<Vec<SocketAddr>>,
+    pub(super) listen_unix: Option<Vec<PathBuf>>,
+    pub(super) tls: Option<Vec<TlsListener>>,
+    pub(super) memory_mb: Option<usize>,
+    pub(super) admin_listen: Option<SocketAddr>,
+    pub(super) access_log: Option<String>,
+    pub(super) threads: Option<usize>,
+    pub(super) default_ttl: Option<u64>,
+    pub(super) grace: Option<u64>,
+    pub(super) stale_if_error: Option<u64>,
+    pub(super) keep: Option<u64>,
+    pub(super) hit_for_miss: Option<u64>,
+    pub(super) honour_client_directives: Option<bool>,
+    pub(super) set_cookie: Option<Spanned<String>>,
+    pub(super) cdn_cache_control: Option<bool>,
+    pub(super) max_object_mb: Option<usize>,
+    pub(super) max_in_flight_mb: Option<usize>,
+    pub(super) max_header_kb: Option<usize>,
+    pub(super) max_url_bytes: Option<usize>,
+    pub(super) max_connections: Option<usize>,
+    pub(super) connect_timeout: Option<Spanned<f64>>,
+    pub(super) first_byte_timeout: Option<Spanned<f64>>,
+    pub(super) between_bytes_timeout: Option<Spanned<f64>>,
+    pub(super) probe: Option<ProbeFile>,
+}
+
+/// `[probe]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProbeFile {
+    pub(super) path: Option<Spanned<String>>,
+    pub(super) interval: Option<Spanned<f64>>,
+    pub(super) timeout: Option<Spanned<f64>>,
+    pub(super) threshold: Option<u32>,
+}
+
+/// One `[[rule]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RuleFile {
+    pub(super) host: Option<Spanned<String>>,
+    pub(super) path_prefix: Option<Spanned<String>>,
+    pub(super) path: Option<Spanned<String>>,
+    pub(super) backend: Option<Spanned<String>>,
+    pub(super) default_ttl: Option<u64>,
+    pub(super) grace: Option<u64>,
+    pub(super) stale_if_error: Option<u64>,
+    pub(super) pass: Option<bool>,
+    pub(super) cookie: Option<Spanned<String>>,
+    pub(super) authorization: Option<Spanned<String>>,
+}
+
+/// Where a value came from, to name it in an error: the file's text and its name.
+#[derive(Clone, Copy)]
+pub(super) struct Source<'a> {
+    pub(super) name: &'a str,
+    pub(super) text: &'a str,
+}
+
+impl Source<'_> {
+    /// "FILE line N: " for a value at byte `offset` of the file; "" for values from flags.
+    pub(super) fn at(&self, offset: Option<usize>) -> String {
+        match offset {
+            Some(offset) if !self.text.is_empty() => {
+                let before = &self.text.as_bytes()[..offset.min(self.text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                format!("{} line {line}: ", self.name)
+            }
+            _ => String::new(),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The settings: flags, the file, backends and rules, and the errors that name a line.
+
+use super::*;
+
+#[test]
+fn flags_alone_are_enough() {
+    let args = HttpArgs {
+        backend: Some("http://127.0.0.1:8080".into()),
+        ..HttpArgs::default()
+    };
+    let config = Config::load(&args).unwrap();
+    assert_eq!(config.listen, vec!["127.0.0.1:6081".parse().unwrap()]);
+    assert_eq!(config.memory, 256 << 20);
+    assert_eq!(config.max_object, 32 << 20);
+    assert!(config.probe.is_none());
+}
+
+#[test]
+fn file_settings() {
+    let config = Config::from_toml(
+        "backend = \"http://[::1]:9000\"\nmemory_mb = 64\ngrace = 30\nset_cookie = \"strip\"\n\
+         cdn_cache_control = true\n[probe]\npath = \"/health\"\ninterval = 0.5\n",
+    )
+    .unwrap();
+    let BackendAddr::Tcp(uri) = &config.backends[0].addr else {
+        panic!("a TCP backend")
+    };
+    assert_eq!(uri.authority().unwrap().as_str(), "[::1]:9000");
+    assert_eq!(config.policy.grace, Duration::from_secs(30));
+    assert_eq!(config.policy.set_cookie, SetCookie::Strip);
+    assert_eq!(config.policy.targeted_fields.len(), 1);
+    let probe = config.probe.unwrap();
+    assert_eq!(probe.interval, Duration::from_millis(500));
+    assert_eq!(probe.threshold, 3);
+}
+
+/// The example in docs/http.md is a valid file, with every key this version reads.
+#[test]
+fn the_documented_example_parses() {
+    let doc = include_str!("../../../../docs/http.md");
+    let start = doc.find("```toml\n").expect("a TOML example") + 8;
+    let end = start + doc[start..].find("```").expect("its end");
+    let config = Config::from_toml(&doc[start..end]).unwrap();
+    assert_eq!(config.tls.len(), 1);
+    assert_eq!(config.listen_unix.len(), 1);
+    assert_eq!(config.max_connections, 10_000);
+    assert_eq!(config.probe.unwrap().path, "/health");
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    for text in [
+        "",
+        "backend = \"https://x\"",
+        "backend = \"http://x/path\"",
+        "backend = \"http://x\"\nmemory_mb = 0",
+        "backend = \"http://x\"\nunknown = 1",
+        "backend = \"http://x\"\nset_cookie = \"eat\"",
+        "backend = \"http://x\"\n[probe]\npath = \"health\"",
+        "backend = \"http://x\"\nconnect_timeout = -1.0",
+    ] {
+        assert!(Config::from_toml(text).is_err(), "{text}");
+    }
+}
+
+const RULES: &str = "backend = \"http://127.0.0.1:1\"\n\
+    [backends]\n\
+    api = \"http://127.0.0.1:2\"\n\
+    local = \"unix:/run/app.sock\"\n\
+    [[rule]]\n\
+    host = \"API.example.com\"\n\
+    path_prefix = \"/v1/\"\n\
+    backend = \"api\"\n\
+    default_ttl = 5\n\
+    authorization = \"lookup\"\n\
+    [[rule]]\n\
+    host = \"*.example.com\"\n\
+    path = \"\\\\.css$\"\n\
+    backend = \"local\"\n\
+    grace = 300\n\
+    [[rule]]\n\
+    path_prefix = \"/account\"\n\
+    pass = true\n\
+    cookie = \"pass\"\n";
+
+#[test]
+fn rules_route_by_host_and_path_in_order() {
+    let config = Config::from_toml(RULES).unwrap();
+    assert_eq!(config.backends.len(), 3);
+    let name = |host: Option<&str>, path: &str| {
+        let route = &config.routes[config.route_index(host, path)];
+        (config.backends[route.backend].name.as_str(), route)
+    };
+    let (backend, route) = name(Some("api.example.com"), "/v1/users");
+    assert_eq!(backend, "api");
+    assert_eq!(route.policy.default_ttl, Duration::from_secs(5));
+    assert!(!route.pass_authorization);
+    let (backend, route) = name(Some("www.example.com"), "/a/site.css");
+    assert_eq!(backend, "local");
+    assert_eq!(route.policy.grace, Duration::from_secs(300));
+    assert_eq!(route.policy.default_ttl, Duration::from_secs(120));
+    assert!(route.pass_authorization);
+    let (backend, route) = name(Some("www.example.com"), "/account/me");
+    assert_eq!(backend, "default");
+    assert!(route.pass && route.pass_cookie);
+    let (backend, route) = name(Some("api.example.com"), "/v2/");
+    assert_eq!(backend, "default");
+    assert!(!route.pass && !route.pass_cookie);
+}
+
+#[test]
+fn a_bad_rule_is_named_by_its_line() {
+    for (text, line, what) in [
+        (
+            "backend = \"http://x\"\n\n[[rule]]\npath_prefix = \"/a\"\nbackend = \"nope\"\n",
+            5,
+            "no backend named \"nope\"",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\npath = \"(unclosed\"\n",
+            3,
+            "not a regular expression",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\npath_prefix = \"a/\"\n",
+            3,
+            "must start with /",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\nhost = \"a.*.com\"\n",
+            3,
+            "not a host name",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\npath_prefix = \"/a\"\npath = \"b\"\n",
+            4,
+            "not both",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\ncookie = \"eat\"\n",
+            3,
+            "not pass or lookup",
+        ),
+        (
+            "backend = \"http://x\"\n[backends]\nb = \"ftp://y\"\n",
+            3,
+            "only http:// and unix:",
+        ),
+        (
+            "backend = \"http://x\"\n[backends]\n\"a b\" = \"http://y\"\n",
+            3,
+            "letters, digits",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\npath_prefx = \"/a\"\n",
+            3,
+            "unknown field",
+        ),
+        (
+            "backend = \"http://x\"\n\nconnect_timeout = -1.0\n",
+            3,
+            "not a duration",
+        ),
+    ] {
+        let error = Config::from_toml(text).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("line {line}")) && error.contains(what),
+            "{text:?} gave {error:?}"
+        );
+    }
+}
+
+#[test]
+fn the_default_backend_may_be_named() {
+    let config =
+        Config::from_toml("[backends]\ndefault = \"http://a:1\"\nother = \"http://b:2\"\n")
+            .unwrap();
+    assert_eq!(config.backends[0].name, "default");
+    assert_eq!(config.backends[1].name, "other");
+    assert!(Config::from_toml("[backends]\nother = \"http://b:2\"\n").is_err());
+    assert!(
+        Config::from_toml("backend = \"http://a:1\"\n[backends]\ndefault = \"http://b:2\"\n")
+            .is_err()
+    );
+}
