@@ -1,0 +1,135 @@
+//! `stats`: memcached's names for what the proxy itself counts, then one
+//! group of lines per pool and per backend (requests, errors, timeouts,
+//! down transitions, journal length). The Prometheus page is built from
+//! the same pairs.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ctx::Ctx;
+
+#[derive(Default)]
+pub struct Stats {
+    pub curr_connections: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub cmd_get: AtomicU64,
+    pub cmd_set: AtomicU64,
+    pub cmd_touch: AtomicU64,
+    pub cmd_flush: AtomicU64,
+    pub get_hits: AtomicU64,
+    pub get_misses: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: usize) {
+    c.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+impl Stats {
+    pub fn count_get(&self, keys: usize, touch: bool) {
+        add(&self.cmd_get, keys);
+        if touch {
+            add(&self.cmd_touch, keys);
+        }
+    }
+
+    pub fn count_hits(&self, hits: usize, misses: usize) {
+        add(&self.get_hits, hits);
+        add(&self.get_misses, misses);
+    }
+
+    pub fn count_set(&self) {
+        add(&self.cmd_set, 1);
+    }
+
+    pub fn count_touch(&self) {
+        add(&self.cmd_touch, 1);
+    }
+
+    pub fn count_flush(&self) {
+        add(&self.cmd_flush, 1);
+    }
+}
+
+/// The stats of a group (`None`: the general group, `proxy`: the pools
+/// and backends only); `None` for a group the proxy does not have.
+pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    let s = &ctx.stats;
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed).to_string();
+    match group {
+        None => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            put("pid", std::process::id().to_string());
+            put("uptime", ctx.started.elapsed().as_secs().to_string());
+            put("time", now.to_string());
+            put("version", crate::admin::VERSION.to_string());
+            put("threads", ctx.threads.to_string());
+            put("curr_connections", get(&s.curr_connections));
+            put("total_connections", get(&s.total_connections));
+            put("cmd_get", get(&s.cmd_get));
+            put("cmd_set", get(&s.cmd_set));
+            put("cmd_flush", get(&s.cmd_flush));
+            put("cmd_touch", get(&s.cmd_touch));
+            put("get_hits", get(&s.get_hits));
+            put("get_misses", get(&s.get_misses));
+        }
+        Some(b"proxy") => {}
+        Some(_) => return None,
+    }
+    let router = ctx.router();
+    for p in &router.pools {
+        let name = &p.name;
+        let sum = |f: fn(&crate::router::Node) -> u64| p.nodes.iter().map(|n| f(n)).sum::<u64>();
+        out.push((format!("pool:{name}:backends"), p.nodes.len().to_string()));
+        out.push((
+            format!("pool:{name}:requests"),
+            sum(|n| n.stats.requests.load(Ordering::Relaxed)).to_string(),
+        ));
+        out.push((
+            format!("pool:{name}:errors"),
+            sum(|n| n.stats.errors.load(Ordering::Relaxed)).to_string(),
+        ));
+        out.push((
+            format!("pool:{name}:timeouts"),
+            sum(|n| n.stats.timeouts.load(Ordering::Relaxed)).to_string(),
+        ));
+        out.push((
+            format!("pool:{name}:down"),
+            sum(|n| u64::from(!n.available())).to_string(),
+        ));
+    }
+    for n in &router.nodes {
+        let a = &n.addr;
+        let (journal, overflowed) = n.journal_len();
+        let rows = [
+            ("requests", n.stats.requests.load(Ordering::Relaxed)),
+            ("errors", n.stats.errors.load(Ordering::Relaxed)),
+            ("timeouts", n.stats.timeouts.load(Ordering::Relaxed)),
+            ("down_transitions", n.down_transitions()),
+            ("down", u64::from(n.is_down())),
+            ("serving", u64::from(n.available())),
+            ("journal_keys", journal as u64),
+            ("journal_overflowed", u64::from(overflowed)),
+            ("journal_replayed", n.stats.replayed.load(Ordering::Relaxed)),
+        ];
+        for (k, v) in rows {
+            out.push((format!("backend:{a}:{k}"), v.to_string()));
+        }
+    }
+    Some(out)
+}
+
+/// The text reply of `stats [group]`.
+pub fn render(ctx: &Ctx, group: Option<&[u8]>) -> Vec<u8> {
+    let Some(pairs) = pairs(ctx, group) else {
+        return b"ERROR\r\n".to_vec();
+    };
+    let mut out = Vec::new();
+    for (k, v) in pairs {
+        kura_proto::reply::stat(&mut out, &k, v);
+    }
+    out.extend_from_slice(kura_proto::reply::END);
+    out
+}
