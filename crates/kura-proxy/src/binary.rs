@@ -18,15 +18,26 @@ use crate::config::DownReply;
 use crate::conn::{ready, Out, ReplyFut, Step};
 use crate::ctx::Ctx;
 
-/// Appends a key as meta carries it: as is, or base64 with ` b` after it
-/// when it has bytes meta keys cannot have.
+/// Whether meta can carry `key` as it is (else it goes base64, flag `b`).
+fn plain(key: &[u8]) -> bool {
+    key.iter().all(|&c| c > b' ' && c < 0x7f)
+}
+
+/// Appends a key as meta carries it: as is, or base64 when it has bytes
+/// meta keys cannot have (the caller then adds the `b` flag: [`b_flag`]).
 pub fn put_key(b: &mut BytesMut, key: &[u8]) {
-    if key.iter().all(|&c| c > b' ' && c < 0x7f) {
+    if plain(key) {
         b.put_slice(key);
     } else {
         let mut enc = Vec::new();
         kura_proto::reply::put_base64(&mut enc, key);
         b.put_slice(&enc);
+    }
+}
+
+/// ` b` when `key` went base64.
+fn b_flag(b: &mut BytesMut, key: &[u8]) {
+    if !plain(key) {
         b.put_slice(b" b");
     }
 }
@@ -153,6 +164,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             let (call, _) = Call::one(&router, lane, key, false, |b, op| {
                 b.put_slice(b"mg ");
                 put_key(b, key);
+                b_flag(b, key);
                 b.put_slice(if *with_value { b" v f c" } else { b" f c" });
                 if let Some(t) = touch {
                     b.put_slice(b" T");
@@ -247,6 +259,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
                 put_key(b, key);
                 b.put_slice(b" ");
                 num(b, data.len());
+                b_flag(b, key);
                 b.put_slice(b" F");
                 num(b, *flags);
                 b.put_slice(b" T");
@@ -286,6 +299,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             let (call, _) = Call::one(&router, lane, key, true, |b, op| {
                 b.put_slice(b"md ");
                 put_key(b, key);
+                b_flag(b, key);
                 if cas != 0 {
                     b.put_slice(b" C");
                     num(b, cas);
@@ -317,6 +331,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             let (call, _) = Call::one(&router, lane, key, true, |b, op| {
                 b.put_slice(b"ma ");
                 put_key(b, key);
+                b_flag(b, key);
                 b.put_slice(if *incr { b" v c MI D" } else { b" v c MD D" });
                 num(b, *delta);
                 if *exptime != binary::ARITH_NO_CREATE {

@@ -50,9 +50,15 @@ fn build(
     let quiet = flags.quiet;
     let op = if quiet { 0 } else { opaque() };
     let mut client_opaque = None;
+    // Ours takes the place of the client's `O`, so the reply's flags come
+    // in the order the client's would.
     for f in flags.iter() {
         match f.code {
-            b'O' => client_opaque = Some(f.token.to_vec()),
+            b'O' => {
+                client_opaque = Some(f.token.to_vec());
+                b.put_slice(b" O");
+                num(&mut b, op);
+            }
             b'q' => {}
             _ => {
                 b.put_slice(b" ");
@@ -61,8 +67,10 @@ fn build(
             }
         }
     }
-    b.put_slice(b" O");
-    num(&mut b, op);
+    if client_opaque.is_none() {
+        b.put_slice(b" O");
+        num(&mut b, op);
+    }
     if quiet {
         b.put_slice(b" q");
     }

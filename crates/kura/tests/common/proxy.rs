@@ -1,0 +1,166 @@
+//! Shared by the proxy's tests: backends (kura or Debian's memcached), a
+//! `kura proxy` in front of them, and a client that reads exactly one
+//! reply of a known shape.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::{free_port, kura, Server};
+
+/// Which server software the backends run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Kura,
+    Memcached,
+}
+
+/// Debian's memcached, if installed (CI installs it).
+pub fn memcached_installed() -> bool {
+    Path::new("/usr/bin/memcached").exists()
+}
+
+/// One backend of `kind` on a free port.
+pub fn backend(kind: Kind) -> Server {
+    match kind {
+        Kind::Kura => Server::start_in_memory(&[]),
+        Kind::Memcached => {
+            let port = free_port();
+            let child = Command::new("/usr/bin/memcached")
+                .args([
+                    "-p",
+                    &port.to_string(),
+                    "-U",
+                    "0",
+                    "-l",
+                    "127.0.0.1",
+                    "-t",
+                    "1",
+                ])
+                .arg("-u")
+                .arg("root")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("memcached");
+            Server::adopt(child, "127.0.0.1", port)
+        }
+    }
+}
+
+/// `n` backends of `kind`.
+pub fn backends(kind: Kind, n: usize) -> Vec<Server> {
+    (0..n).map(|_| backend(kind)).collect()
+}
+
+/// "host:port,host:port" of `servers`.
+pub fn pool_of(servers: &[Server]) -> String {
+    servers
+        .iter()
+        .map(|s| format!("{}:{}", s.host, s.port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A `kura proxy` with these arguments (its listen address is added).
+pub fn proxy(args: &[&str]) -> Server {
+    proxy_on(free_port(), args)
+}
+
+/// A `kura proxy` on `port` (a restarted proxy takes its old port).
+pub fn proxy_on(port: u16, args: &[&str]) -> Server {
+    let child = kura()
+        .args(["proxy", "-l", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Server::adopt(child, "127.0.0.1", port)
+}
+
+/// A proxy in front of `servers` with the quick-start flags.
+pub fn proxy_for(servers: &[Server], extra: &[&str]) -> Server {
+    let pool = pool_of(servers);
+    let mut args = vec!["--pool", pool.as_str()];
+    args.extend_from_slice(extra);
+    proxy(&args)
+}
+
+/// Writes `req` and reads until the bytes end with `until`.
+pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
+    super::ask(s, req, until)
+}
+
+/// Writes `req` and reads exactly `n` bytes.
+pub fn ask_n(s: &mut TcpStream, req: &[u8], n: usize) -> Vec<u8> {
+    s.write_all(req).unwrap();
+    let mut out = vec![0u8; n];
+    s.read_exact(&mut out).unwrap();
+    out
+}
+
+/// Whether nothing more arrives within a short while (no stray reply).
+pub fn silent(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    let quiet = match s.read(&mut b) {
+        Ok(0) => false,
+        Ok(_) => false,
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    quiet
+}
+
+/// A binary request.
+pub fn bin(op: u8, key: &[u8], extras: &[u8], value: &[u8], opaque: u32, cas: u64) -> Vec<u8> {
+    let mut v = vec![0x80, op];
+    v.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    v.push(extras.len() as u8);
+    v.extend_from_slice(&[0, 0, 0]);
+    v.extend_from_slice(&((key.len() + extras.len() + value.len()) as u32).to_be_bytes());
+    v.extend_from_slice(&opaque.to_be_bytes());
+    v.extend_from_slice(&cas.to_be_bytes());
+    v.extend_from_slice(extras);
+    v.extend_from_slice(key);
+    v.extend_from_slice(value);
+    v
+}
+
+/// One binary response: (opcode, status, opaque, cas, extras, key, value).
+pub struct BinResponse {
+    pub opcode: u8,
+    pub status: u16,
+    pub opaque: u32,
+    pub cas: u64,
+    pub extras: Vec<u8>,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+pub fn read_bin(s: &mut TcpStream) -> BinResponse {
+    let mut h = [0u8; 24];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[0], 0x81, "response magic");
+    let key_len = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let ext = h[4] as usize;
+    let body = u32::from_be_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    let mut b = vec![0u8; body];
+    s.read_exact(&mut b).unwrap();
+    BinResponse {
+        opcode: h[1],
+        status: u16::from_be_bytes([h[6], h[7]]),
+        opaque: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        cas: u64::from_be_bytes(h[16..24].try_into().unwrap()),
+        extras: b[..ext].to_vec(),
+        key: b[ext..ext + key_len].to_vec(),
+        value: b[ext + key_len..].to_vec(),
+    }
+}
