@@ -128,7 +128,7 @@ impl Node {
     ) -> Result<Pending, Error> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let r = if self.gated.load(Ordering::Acquire) {
-            Err(Error::ServerDown(self.addr.clone()))
+            Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
         } else {
             self.backend.send(lane, bytes, expect).await
         };

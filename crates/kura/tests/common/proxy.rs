@@ -164,3 +164,61 @@ pub fn read_bin(s: &mut TcpStream) -> BinResponse {
         value: b[ext + key_len..].to_vec(),
     }
 }
+
+/// A TOML file of one pool over `servers` (libmemcached's ring) with these
+/// `[health]` lines, in `dir`.
+pub fn config(dir: &Path, servers: &[String], health: &str) -> std::path::PathBuf {
+    let list = servers
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!("[pools.main]\nservers = [{list}]\n\n[health]\n{health}\n");
+    let path = dir.join("proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `n` keys that the libmemcached ring over `servers` puts on `servers[at]`.
+pub fn keys_on(servers: &[String], at: usize, n: usize, prefix: &str) -> Vec<String> {
+    let ring = kura_ring::Ring::new(
+        kura_ring::Kind::Libmemcached,
+        servers.iter().map(|s| s.parse().unwrap()).collect(),
+    )
+    .unwrap();
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|k| ring.index_for(k.as_bytes()) == at)
+        .take(n)
+        .collect()
+}
+
+/// One line (or a VALUE block ended by END) of the text protocol.
+pub fn reply(s: &mut TcpStream, req: &[u8]) -> String {
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        s.read_exact(&mut b).unwrap();
+        out.push(b[0]);
+        if out.ends_with(b"\r\n") {
+            let done = !out.starts_with(b"VALUE") || out.ends_with(b"END\r\n");
+            if done {
+                return String::from_utf8_lossy(&out).into_owned();
+            }
+        }
+    }
+}
+
+/// A proxy stat.
+pub fn stat(s: &mut TcpStream, name: &str) -> u64 {
+    super::stat(s, name)
+}
+
+/// Sends a signal to a child.
+pub fn signal(server: &Server, sig: i32) {
+    // SAFETY: kill() on our own child's pid.
+    unsafe {
+        libc::kill(server.child.id() as i32, sig);
+    }
+}
