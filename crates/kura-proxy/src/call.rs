@@ -1,25 +1,72 @@
-//! One request to one backend, routed now and awaited later: the piece
-//! every protocol's translation is built from.
+//! One request for one key, routed now and awaited later: the piece every
+//! protocol's translation is built from. A plain pool sends it to the
+//! key's backend. A replicated pool sends a write to every replica and
+//! aggregates the replies by its write mode, and sends a read to the first
+//! replica that serves, failing over to the next when that one fails. A
+//! sampled share goes to a shadow pool as well (its replies are dropped).
 
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kura_client::raw::{Expect, Pending, Reply};
+use futures_util::future::join_all;
+use kura_client::raw::{Expect, Pending, Reply, Status};
 use kura_client::Error;
 
+use crate::config::WriteMode;
 use crate::router::{opaque, Node, Router};
+
+type Sent = (Arc<Node>, Result<Pending, Error>);
+
+enum Kind {
+    One(Sent),
+    /// A read with replicas to fail over to.
+    Failover {
+        first: Sent,
+        rest: Vec<Arc<Node>>,
+        lane: usize,
+        bytes: Bytes,
+        expect: Expect,
+    },
+    /// A write to every replica.
+    All(Vec<Sent>, WriteMode),
+}
 
 /// A routed request.
 pub struct Call {
-    node: Arc<Node>,
-    sent: Result<Pending, Error>,
-    /// The key a write changes (journaled if the write fails).
+    kind: Kind,
+    /// The key a write changes (journaled where the write fails).
     write_key: Option<Vec<u8>>,
 }
 
+/// How bad a replica's outcome is, mcrouter's way round: an error of the
+/// proxy's (unreachable, timeout) is worst, then a backend's error reply,
+/// then "not stored"/"exists", then "not found"/miss; success is best.
+fn severity(r: &Result<Vec<Reply>, Error>) -> u8 {
+    match r {
+        Err(_) => 5,
+        Ok(replies) => match replies.iter().rev().find(|r| r.status != Status::Noop) {
+            None => 0,
+            Some(r) => match r.status {
+                Status::Value | Status::Done | Status::Noop | Status::Version => 0,
+                Status::Miss | Status::NotFound | Status::End => 1,
+                Status::NotStored | Status::Exists => 2,
+                Status::Error => 4,
+            },
+        },
+    }
+}
+
+async fn wait(sent: Sent, write_key: Option<&[u8]>) -> Result<Vec<Reply>, Error> {
+    let (node, r) = sent;
+    match r {
+        Ok(p) => node.wait(p, write_key).await,
+        Err(e) => Err(e),
+    }
+}
+
 impl Call {
-    /// Queues `bytes` (built by `build` with the opaque to carry) for the
-    /// backend of `key`.
+    /// Queues the request `build` writes (given the opaque to carry) for
+    /// `key`; returns the call and that opaque.
     pub async fn one(
         router: &Router,
         lane: usize,
@@ -27,33 +74,68 @@ impl Call {
         write: bool,
         build: impl FnOnce(&mut BytesMut, u32),
     ) -> (Call, u32) {
-        let node = router.node_for(key).clone();
         let op = opaque();
         let mut buf = BytesMut::with_capacity(64 + key.len());
         build(&mut buf, op);
-        let call = Call::to(
-            node,
-            lane,
-            buf.freeze(),
-            Expect::Meta(op),
-            write.then_some(key),
-        )
-        .await;
+        let call = Call::route(router, lane, key, write, buf.freeze(), Expect::Meta(op)).await;
         (call, op)
     }
 
-    /// Queues `bytes` for `node`.
-    pub async fn to(
-        node: Arc<Node>,
+    /// Queues `bytes` for `key`'s backend(s).
+    pub async fn route(
+        router: &Router,
         lane: usize,
+        key: &[u8],
+        write: bool,
         bytes: Bytes,
         expect: Expect,
-        write_key: Option<&[u8]>,
     ) -> Call {
-        let sent = node.send(lane, bytes, expect, write_key).await;
+        let t = router.target(key, write);
+        if let Some(s) = t.shadow {
+            let (b, lane) = (bytes.clone(), lane);
+            tokio::spawn(async move {
+                if let Ok(p) = s.send(lane, b, expect, None).await {
+                    let _ = s.wait(p, None).await;
+                }
+            });
+        }
+        let write_key = write.then_some(key);
+        let kind = match (write, t.nodes.len()) {
+            (_, 0 | 1) => {
+                let node = match t.nodes.into_iter().next() {
+                    Some(n) => n,
+                    None => router.node_for(key),
+                };
+                let sent = node.send(lane, bytes, expect, write_key).await;
+                Kind::One((node, sent))
+            }
+            (true, _) => {
+                let mut parts = Vec::with_capacity(t.nodes.len());
+                for n in t.nodes {
+                    let sent = n.send(lane, bytes.clone(), expect, write_key).await;
+                    parts.push((n, sent));
+                }
+                Kind::All(parts, t.write)
+            }
+            (false, _) => {
+                let node = router.node_for(key);
+                let rest = t
+                    .nodes
+                    .into_iter()
+                    .filter(|n| !Arc::ptr_eq(n, &node))
+                    .collect();
+                let sent = node.send(lane, bytes.clone(), expect, None).await;
+                Kind::Failover {
+                    first: (node, sent),
+                    rest,
+                    lane,
+                    bytes,
+                    expect,
+                }
+            }
+        };
         Call {
-            node,
-            sent,
+            kind,
             write_key: write_key.map(<[u8]>::to_vec),
         }
     }
@@ -61,11 +143,53 @@ impl Call {
     /// The replies.
     ///
     /// # Errors
-    /// The backend was unavailable or failed.
+    /// The backend (every replica tried, for a read) was unavailable or
+    /// failed; for a replicated write, as its write mode says.
     pub async fn finish(self) -> Result<Vec<Reply>, Error> {
-        match self.sent {
-            Ok(p) => self.node.wait(p, self.write_key.as_deref()).await,
-            Err(e) => Err(e),
+        let key = self.write_key;
+        match self.kind {
+            Kind::One(sent) => wait(sent, key.as_deref()).await,
+            Kind::Failover {
+                first,
+                rest,
+                lane,
+                bytes,
+                expect,
+            } => {
+                let mut r = wait(first, None).await;
+                for n in rest {
+                    match &r {
+                        Err(e) if unavailable(e) => {}
+                        _ => break,
+                    }
+                    let sent = n.send(lane, bytes.clone(), expect, None).await;
+                    r = wait((n, sent), None).await;
+                }
+                r
+            }
+            Kind::All(parts, WriteMode::AllAsync) => {
+                let mut parts = parts.into_iter();
+                let first = parts.next();
+                for p in parts {
+                    let key = key.clone();
+                    tokio::spawn(async move { wait(p, key.as_deref()).await });
+                }
+                match first {
+                    Some(p) => wait(p, key.as_deref()).await,
+                    None => Err(Error::Config("a pool without replicas".into())),
+                }
+            }
+            Kind::All(parts, mode) => {
+                let n = parts.len();
+                let results = join_all(parts.into_iter().map(|p| wait(p, key.as_deref()))).await;
+                let ok = results.iter().filter(|r| severity(r) == 0).count();
+                let pick = if mode == WriteMode::Majority && ok * 2 > n {
+                    results.into_iter().find(|r| severity(r) == 0)
+                } else {
+                    results.into_iter().max_by_key(severity)
+                };
+                pick.unwrap_or_else(|| Err(Error::Config("a pool without replicas".into())))
+            }
         }
     }
 
@@ -74,11 +198,19 @@ impl Call {
     /// # Errors
     /// As [`Call::finish`], or no reply at all.
     pub async fn reply(self) -> Result<Reply, Error> {
-        let addr = self.node.addr.clone();
-        self.finish()
-            .await?
-            .pop()
-            .ok_or(Error::ConnectionClosed(addr))
+        self.finish().await?.pop().ok_or_else(|| Error::Protocol {
+            server: "proxy".into(),
+            what: "no reply".into(),
+        })
+    }
+
+    /// Queues `bytes` for `node` alone.
+    pub async fn to(node: Arc<Node>, lane: usize, bytes: Bytes, expect: Expect) -> Call {
+        let sent = node.send(lane, bytes, expect, None).await;
+        Call {
+            kind: Kind::One((node, sent)),
+            write_key: None,
+        }
     }
 }
 
@@ -89,7 +221,7 @@ pub fn server_error(e: &Error) -> Vec<u8> {
 }
 
 /// Whether the error means the key's backend could not answer (as opposed
-/// to a bad request), so the down policy applies.
+/// to a bad request), so the down policy and failover apply.
 pub fn unavailable(e: &Error) -> bool {
     e.is_server_failure() || matches!(e, Error::ServerDown(_))
 }

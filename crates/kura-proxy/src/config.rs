@@ -105,25 +105,67 @@ impl Health {
     }
 }
 
-/// A pool in the file (`[pools.NAME]`).
-#[derive(Debug, Clone, Deserialize)]
+/// How a replicated pool answers a write sent to every replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// Waits for every replica; the worst reply (docs/proxy.md's order).
+    #[default]
+    AllSync,
+    /// Answers with the first replica's reply; the others are not waited for.
+    AllAsync,
+    /// Success when more than half the replicas succeeded, else the worst.
+    Majority,
+}
+
+/// A pool in the file (`[pools.NAME]`): servers on a ring, or replicas
+/// (other pools, each holding every key).
+#[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct PoolFile {
     /// HOST:PORT[:WEIGHT][ NAME] (a twemproxy node name after a space).
+    #[serde(default)]
     pub servers: Vec<String>,
     #[serde(default)]
     pub ring: Option<String>,
     #[serde(default)]
     pub hash: Option<String>,
+    /// The pools that replicate this one (instead of `servers`).
+    #[serde(default)]
+    pub replicas: Vec<String>,
+    #[serde(default)]
+    pub write: WriteMode,
 }
 
 /// A route in the file (`[[routes]]`): keys starting with `prefix` go to
-/// `pool`.
+/// `pool`, reads to `read_pool` and writes to `write_pool` when given; a
+/// `shadow_rate` share of the requests is mirrored to `shadow`; `warm`
+/// fills `pool` from a warm pool on a miss.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteFile {
     pub prefix: String,
     pub pool: String,
+    #[serde(default)]
+    pub read_pool: Option<String>,
+    #[serde(default)]
+    pub write_pool: Option<String>,
+    #[serde(default)]
+    pub shadow: Option<String>,
+    #[serde(default)]
+    pub shadow_rate: Option<f64>,
+    #[serde(default)]
+    pub warm: Option<String>,
+}
+
+/// A route ready to use: pool indexes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    pub prefix: Vec<u8>,
+    pub read: usize,
+    pub write: usize,
+    pub shadow: Option<(usize, f64)>,
+    pub warm: Option<usize>,
 }
 
 /// The TOML file.
@@ -144,11 +186,14 @@ pub struct FileConfig {
     pub routes: Vec<RouteFile>,
 }
 
-/// A pool ready to build: its name and ring.
+/// A pool ready to build: its name and ring, or its replicas.
 #[derive(Debug, Clone)]
 pub struct PoolSpec {
     pub name: String,
-    pub ring: Ring,
+    pub ring: Option<Ring>,
+    /// Indexes of the replica pools (each a ring pool).
+    pub replicas: Vec<usize>,
+    pub write: WriteMode,
 }
 
 /// Everything `kura proxy` runs with.
@@ -159,8 +204,8 @@ pub struct Config {
     pub journal_dir: Option<PathBuf>,
     pub health: Health,
     pub pools: Vec<PoolSpec>,
-    /// (prefix, index in `pools`), longest prefix first.
-    pub routes: Vec<(Vec<u8>, usize)>,
+    /// Longest prefix first.
+    pub routes: Vec<RouteSpec>,
     pub default_pool: usize,
     /// The file it was read from, read again on SIGHUP.
     pub file: Option<PathBuf>,
@@ -229,6 +274,7 @@ impl Config {
                     servers,
                     ring: args.ring.clone(),
                     hash: args.hash.clone(),
+                    ..Default::default()
                 },
             );
         } else if args.ring.is_some() || args.hash.is_some() {
@@ -239,21 +285,47 @@ impl Config {
                 "no pool: give --pool HOST:PORT,... or a [pools.NAME] in --config",
             ));
         }
-        let mut pools = Vec::new();
-        for (name, p) in &file.pools {
-            let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
-                .map_err(|e| err(format!("pool {name}: {e}")))?;
-            pools.push(PoolSpec {
-                name: name.clone(),
-                ring,
-            });
-        }
+        let names: Vec<&String> = file.pools.keys().collect();
         let index = |name: &str| {
-            pools
+            names
                 .iter()
-                .position(|p| p.name == name)
+                .position(|p| *p == name)
                 .ok_or_else(|| err(format!("no pool named {name:?}")))
         };
+        let mut pools = Vec::new();
+        for (name, p) in &file.pools {
+            let spec = if p.replicas.is_empty() {
+                let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
+                    .map_err(|e| err(format!("pool {name}: {e}")))?;
+                PoolSpec {
+                    name: name.clone(),
+                    ring: Some(ring),
+                    replicas: Vec::new(),
+                    write: p.write,
+                }
+            } else {
+                if !p.servers.is_empty() || p.ring.is_some() || p.hash.is_some() {
+                    return Err(err(format!("pool {name}: replicas or servers, not both")));
+                }
+                let mut replicas = Vec::new();
+                for r in &p.replicas {
+                    let i = index(r)?;
+                    if !file.pools[r].replicas.is_empty() {
+                        return Err(err(format!(
+                            "pool {name}: replica {r} is itself replicated"
+                        )));
+                    }
+                    replicas.push(i);
+                }
+                PoolSpec {
+                    name: name.clone(),
+                    ring: None,
+                    replicas,
+                    write: p.write,
+                }
+            };
+            pools.push(spec);
+        }
         let default_pool = match &file.default_pool {
             Some(n) => index(n)?,
             None if pools.len() == 1 => 0,
@@ -262,9 +334,35 @@ impl Config {
         };
         let mut routes = Vec::new();
         for r in &file.routes {
-            routes.push((r.prefix.as_bytes().to_vec(), index(&r.pool)?));
+            let pool = index(&r.pool)?;
+            let shadow = match (&r.shadow, r.shadow_rate) {
+                (Some(s), rate) => {
+                    let rate = rate.unwrap_or(1.0);
+                    if !(0.0..=1.0).contains(&rate) {
+                        return Err(err(format!(
+                            "route {:?}: shadow_rate must be within 0..1",
+                            r.prefix
+                        )));
+                    }
+                    Some((index(s)?, rate))
+                }
+                (None, Some(_)) => {
+                    return Err(err(format!(
+                        "route {:?}: shadow_rate without shadow",
+                        r.prefix
+                    )))
+                }
+                (None, None) => None,
+            };
+            routes.push(RouteSpec {
+                prefix: r.prefix.as_bytes().to_vec(),
+                read: r.read_pool.as_deref().map_or(Ok(pool), index)?,
+                write: r.write_pool.as_deref().map_or(Ok(pool), index)?,
+                shadow,
+                warm: r.warm.as_deref().map(index).transpose()?,
+            });
         }
-        routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        routes.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
         Ok(Config {
             listen: args
                 .listen
@@ -309,7 +407,7 @@ mod tests {
         };
         let c = Config::load(&args).unwrap();
         assert_eq!(c.pools.len(), 1);
-        assert_eq!(c.pools[0].ring.kind(), Kind::Libmemcached);
+        assert_eq!(c.pools[0].ring.as_ref().unwrap().kind(), Kind::Libmemcached);
         assert_eq!(c.listen, "127.0.0.1:11311");
     }
 
@@ -335,7 +433,7 @@ mod tests {
         .unwrap();
         let c = Config::build(&ProxyArgs::default(), file).unwrap();
         assert_eq!(c.pools[c.default_pool].name, "main");
-        assert_eq!(c.routes, vec![(b"u:".to_vec(), 1)]);
+        assert_eq!((c.routes[0].read, c.routes[0].write), (1, 1));
         assert_eq!(c.health.down_reply, DownReply::Miss);
         assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nbogus=1").is_err());
         let bad = |t: &str| Config::build(&ProxyArgs::default(), toml::from_str(t).unwrap());
@@ -343,5 +441,11 @@ mod tests {
         assert!(bad("[pools.a]\nservers=[\"h:1\"]\nhash=\"md5\"").is_err());
         assert!(bad("[pools.a]\nservers=[\"h:1\"]\n[[routes]]\nprefix=\"x\"\npool=\"b\"").is_err());
         assert!(bad("").is_err());
+        let repl = "[pools.a]\nservers=[\"h:1\"]\n[pools.b]\nservers=[\"h:2\"]\n[pools.r]\nreplicas=[\"a\",\"b\"]\nwrite=\"majority\"\n";
+        let c = bad(&format!("default_pool=\"r\"\n{repl}")).unwrap();
+        assert_eq!(c.pools[2].replicas, vec![0, 1]);
+        assert_eq!(c.pools[2].write, WriteMode::Majority);
+        assert!(bad(&format!("{repl}[pools.rr]\nreplicas=[\"r\"]\n")).is_err());
+        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nreplicas=[\"a\"]").is_err());
     }
 }

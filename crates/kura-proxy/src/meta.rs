@@ -186,9 +186,7 @@ pub async fn route(ctx: &Ctx, lane: usize, req: &Request<'_>, len: usize) -> Ste
         _ => unreachable!("meta::route is given meta commands"),
     };
     let router = ctx.router();
-    let node = router.node_for(&key.bytes).clone();
-    let write_key = write.then_some(&key.bytes[..]);
-    let call = Call::to(node, lane, fwd.bytes, fwd.expect, write_key).await;
+    let call = Call::route(&router, lane, &key.bytes, write, fwd.bytes, fwd.expect).await;
     let down_miss = read && router.down_reply == DownReply::Miss;
     let stats = ctx.stats.clone();
     let (op, quiet, client_opaque) = (fwd.op, fwd.quiet, fwd.client_opaque);

