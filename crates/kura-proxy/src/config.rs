@@ -32,6 +32,9 @@ pub struct ProxyArgs {
     /// Directory of the rejoin journals (kept in memory without one).
     #[arg(long, value_name = "DIR")]
     pub journal_dir: Option<PathBuf>,
+    /// Address of the Prometheus endpoint (`GET /metrics`; off without it).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// Worker threads (default 2).
     #[arg(long, short = 't', value_name = "N")]
     pub threads: Option<usize>,
@@ -173,6 +176,7 @@ pub struct RouteSpec {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    pub metrics_listen: Option<String>,
     pub threads: Option<usize>,
     pub journal_dir: Option<PathBuf>,
     /// The pool of keys no route names (default: the pool named "default",
@@ -200,6 +204,7 @@ pub struct PoolSpec {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: String,
+    pub metrics_listen: Option<String>,
     pub threads: usize,
     pub journal_dir: Option<PathBuf>,
     pub health: Health,
@@ -369,6 +374,7 @@ impl Config {
                 .clone()
                 .or(file.listen)
                 .unwrap_or_else(|| "127.0.0.1:11311".into()),
+            metrics_listen: args.metrics_listen.clone().or(file.metrics_listen),
             threads: args.threads.or(file.threads).unwrap_or(2).max(1),
             journal_dir: args.journal_dir.clone().or(file.journal_dir),
             health: file.health,

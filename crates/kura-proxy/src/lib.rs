@@ -10,7 +10,7 @@
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
 //! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
 //!   rejoin journal that keeps a returning backend from serving old values.
-//! - `stats.rs`, `config.rs`, `server.rs`.
+//! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`, `server.rs`.
 //!
 //! docs/proxy.md has every decision.
 
@@ -23,6 +23,7 @@ mod ctx;
 mod get;
 mod journal;
 mod meta;
+mod metrics;
 mod router;
 mod server;
 mod stats;

@@ -31,6 +31,11 @@ async fn serve(mut config: Config) -> std::io::Result<()> {
     router.start();
     let ctx = Arc::new(Ctx::new(router, config.threads));
     let listener = TcpListener::bind(&config.listen).await?;
+    if let Some(addr) = &config.metrics_listen {
+        let m = TcpListener::bind(addr).await?;
+        tracing::info!(listen = %m.local_addr()?, "metrics endpoint");
+        tokio::spawn(crate::metrics::serve(m, ctx.clone()));
+    }
     tracing::info!(listen = %listener.local_addr()?, "kura proxy listening");
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;

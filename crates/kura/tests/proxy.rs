@@ -342,3 +342,63 @@ fn placement_equals_nutcrackers_for_ten_thousand_keys() {
     let hits = r.windows(5).filter(|w| w == b"VALUE").count();
     assert!(hits < 300, "another ring found every key");
 }
+
+#[test]
+fn stats_and_metrics_count_per_pool_and_backend() {
+    let three = backends(Kind::Kura, 3);
+    let mport = common::free_port();
+    let maddr = format!("127.0.0.1:{mport}");
+    let p = proxy_for(&three, &["--metrics-listen", &maddr]);
+    let mut c = p.connect();
+    let mut req = Vec::new();
+    for i in 0..30 {
+        req.extend_from_slice(format!("set s{i} 0 0 1\r\nx\r\n").as_bytes());
+    }
+    ask(&mut c, &req, "STORED\r\n".repeat(30).as_bytes());
+    ask(&mut c, b"get s1 s2 nope\r\n", b"END\r\n");
+    let stats = String::from_utf8(ask(&mut c, b"stats\r\n", b"END\r\n")).unwrap();
+    let stat = |name: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {stats}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        (
+            stat("cmd_set"),
+            stat("cmd_get"),
+            stat("get_hits"),
+            stat("get_misses")
+        ),
+        (30, 3, 2, 1)
+    );
+    assert_eq!(stat("curr_connections"), 1);
+    let per_backend: u64 = three
+        .iter()
+        .map(|b| stat(&format!("backend:127.0.0.1:{}:requests", b.port)))
+        .sum();
+    assert_eq!(per_backend, stat("pool:default:requests"));
+    assert!(per_backend >= 31);
+    assert_eq!(
+        stat(&format!("backend:127.0.0.1:{}:journal_keys", three[0].port)),
+        0
+    );
+    let mut m = std::net::TcpStream::connect(&maddr).unwrap();
+    m.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut page = String::new();
+    std::io::Read::read_to_string(&mut m, &mut page).unwrap();
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("memcached_up 1\n"));
+    assert!(
+        page.contains("memcached_commands_total{command=\"get\",status=\"hit\"} 2\n"),
+        "{page}"
+    );
+    let line = format!(
+        "kura_proxy_backend_serving{{backend=\"127.0.0.1:{}\"}} 1\n",
+        three[1].port
+    );
+    assert!(page.contains(&line), "{page}");
+}
