@@ -367,7 +367,7 @@ impl Config {
                 warm: r.warm.as_deref().map(index).transpose()?,
             });
         }
-        routes.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         Ok(Config {
             listen: args
                 .listen

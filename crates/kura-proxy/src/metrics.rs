@@ -80,6 +80,9 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A per-backend family: name, type, help, and the figure.
+type Row = (&'static str, &'static str, &'static str, fn(&crate::router::Node) -> u64);
+
 /// The whole page.
 pub fn render(ctx: &Ctx) -> String {
     let s = &ctx.stats;
@@ -146,7 +149,7 @@ pub fn render(ctx: &Ctx) -> String {
         n(&s.cmd_touch)
     );
     let router = ctx.router();
-    let rows: [(&str, &str, &str, fn(&crate::router::Node) -> u64); 8] = [
+    let rows: [Row; 8] = [
         (
             "kura_proxy_backend_requests_total",
             "counter",
