@@ -34,9 +34,9 @@ pub async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -
             let ctx = ctx.clone();
             Step::Barrier {
                 len,
-                run: Box::pin(
-                    async move { Out::Bytes(crate::stats::render(&ctx, group.as_deref())) },
-                ),
+                run: Box::pin(async move {
+                    Out::Bytes(crate::stats::render(&ctx, group.as_deref()).await)
+                }),
             }
         }
         Request::FlushAll(f) => {

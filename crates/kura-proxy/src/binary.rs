@@ -379,29 +379,34 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             ready(e.message(Status::Success, crate::admin::VERSION.as_bytes())),
         ),
         Command::Stat { group } => {
-            let group = (!group.is_empty()).then_some(*group);
-            let mut out = Vec::new();
-            match crate::stats::pairs(ctx, group) {
-                Some(pairs) => {
-                    for (k, v) in pairs
-                        .iter()
-                        .chain(std::iter::once(&(String::new(), String::new())))
-                    {
-                        binary::response(
-                            &mut out,
-                            &Response {
-                                opcode: e.opcode,
-                                opaque: e.opaque,
-                                key: k.as_bytes(),
-                                ..Default::default()
-                            },
-                            v.as_bytes(),
-                        );
+            let group = (!group.is_empty()).then(|| group.to_vec());
+            let ctx = ctx.clone();
+            let run = async move {
+                let mut out = Vec::new();
+                match crate::stats::pairs_with_backends(&ctx, group.as_deref()).await {
+                    Some(pairs) => {
+                        let end = (String::new(), String::new());
+                        for (k, v) in pairs.iter().chain(std::iter::once(&end)) {
+                            binary::response(
+                                &mut out,
+                                &Response {
+                                    opcode: e.opcode,
+                                    opaque: e.opaque,
+                                    key: k.as_bytes(),
+                                    ..Default::default()
+                                },
+                                v.as_bytes(),
+                            );
+                        }
                     }
+                    None => out = e.error(Status::KeyNotFound),
                 }
-                None => out = e.error(Status::KeyNotFound),
+                Out::Bytes(out)
+            };
+            Step::Barrier {
+                len,
+                run: Box::pin(run),
             }
-            Step::reply(len, ready(out))
         }
         Command::Flush { exptime } => {
             let arg = exptime.map_or_else(String::new, |t| format!(" {t}"));

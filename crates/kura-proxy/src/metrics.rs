@@ -81,7 +81,12 @@ fn label(v: &str) -> String {
 }
 
 /// A per-backend family: name, type, help, and the figure.
-type Row = (&'static str, &'static str, &'static str, fn(&crate::router::Node) -> u64);
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&crate::router::Node) -> u64,
+);
 
 /// The whole page.
 pub fn render(ctx: &Ctx) -> String {

@@ -168,13 +168,19 @@ impl Node {
     /// Sends one line of the text protocol on a connection of its own
     /// (`flush_all`, whose `OK` is no meta reply) and returns the reply line.
     pub async fn text_command(&self, line: &[u8]) -> Result<Vec<u8>, String> {
+        self.text_exchange(line, b"\r\n").await
+    }
+
+    /// Sends `line` on a connection of its own and reads until the reply
+    /// ends with `until` (at most 1 MiB).
+    pub async fn text_exchange(&self, line: &[u8], until: &[u8]) -> Result<Vec<u8>, String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let run = async {
             let mut s = tokio::net::TcpStream::connect(&self.addr).await?;
             s.write_all(line).await?;
             let mut got = Vec::new();
-            let mut b = [0u8; 256];
-            while !got.ends_with(b"\r\n") && got.len() < 4096 {
+            let mut b = [0u8; 4096];
+            while !got.ends_with(until) && got.len() < 1 << 20 {
                 let n = s.read(&mut b).await?;
                 if n == 0 {
                     return Err(std::io::ErrorKind::UnexpectedEof.into());

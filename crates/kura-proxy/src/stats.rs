@@ -49,6 +49,64 @@ impl Stats {
     }
 }
 
+/// Figures of the backends' own `stats` that the proxy's general group
+/// gives summed over the backends that answered (clients read them for
+/// capacity and item counts).
+const SUMMED: &[&str] = &[
+    "curr_items",
+    "total_items",
+    "bytes",
+    "limit_maxbytes",
+    "evictions",
+    "expired_unfetched",
+    "evicted_unfetched",
+];
+
+/// The sums of [`SUMMED`] over every serving backend.
+async fn backend_sums(ctx: &Ctx) -> Vec<(String, String)> {
+    let router = ctx.router();
+    let asks = router
+        .nodes
+        .iter()
+        .filter(|n| n.available())
+        .map(|n| n.text_exchange(b"stats\r\n", b"END\r\n"));
+    let mut sums = vec![0u64; SUMMED.len()];
+    for reply in futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        for line in String::from_utf8_lossy(&reply).lines() {
+            let mut w = line.split(' ');
+            let (Some("STAT"), Some(name), Some(v)) = (w.next(), w.next(), w.next()) else {
+                continue;
+            };
+            if let (Some(i), Ok(v)) = (SUMMED.iter().position(|s| *s == name), v.parse::<u64>()) {
+                sums[i] += v;
+            }
+        }
+    }
+    SUMMED
+        .iter()
+        .zip(sums)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// [`pairs`] with the backends' summed figures in the general group.
+pub async fn pairs_with_backends(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
+    let mut out = pairs(ctx, group)?;
+    if group.is_none() {
+        let at = out
+            .iter()
+            .position(|(k, _)| k.starts_with("pool:"))
+            .unwrap_or(out.len());
+        let sums = backend_sums(ctx).await;
+        out.splice(at..at, sums);
+    }
+    Some(out)
+}
+
 /// The stats of a group (`None`: the general group, `proxy`: the pools
 /// and backends only); `None` for a group the proxy does not have.
 pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
@@ -122,8 +180,8 @@ pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
 }
 
 /// The text reply of `stats [group]`.
-pub fn render(ctx: &Ctx, group: Option<&[u8]>) -> Vec<u8> {
-    let Some(pairs) = pairs(ctx, group) else {
+pub async fn render(ctx: &Ctx, group: Option<&[u8]>) -> Vec<u8> {
+    let Some(pairs) = pairs_with_backends(ctx, group).await else {
         return b"ERROR\r\n".to_vec();
     };
     let mut out = Vec::new();

@@ -73,8 +73,7 @@ fn the_proxy_answers_as_one_kura_server() {
 
 #[test]
 fn the_proxy_answers_as_one_memcached() {
-    if !memcached_installed() {
-        eprintln!("skipped: /usr/bin/memcached is not installed (apt-get install memcached)");
+    if !have("/usr/bin/memcached", "memcached") {
         return;
     }
     same_bytes_as_one_server(Kind::Memcached);
@@ -228,8 +227,7 @@ fn binary_clients_are_answered_as_memcached_does() {
 }
 
 fn memccapable(kind: Kind) {
-    if !std::path::Path::new("/usr/bin/memccapable").exists() {
-        eprintln!("skipped: memccapable is not installed (apt-get install libmemcached-tools)");
+    if !have("/usr/bin/memccapable", "libmemcached-tools") {
         return;
     }
     let three = backends(kind, 3);
@@ -255,8 +253,7 @@ fn memccapable_passes_through_the_proxy_to_kura() {
 
 #[test]
 fn memccapable_passes_through_the_proxy_to_memcached() {
-    if !memcached_installed() {
-        eprintln!("skipped: memcached is not installed");
+    if !have("/usr/bin/memcached", "memcached") {
         return;
     }
     memccapable(Kind::Memcached);
@@ -266,8 +263,7 @@ fn memccapable_passes_through_the_proxy_to_memcached() {
 /// the proxy with the same pool in its TOML finds every one of them.
 #[test]
 fn placement_equals_nutcrackers_for_ten_thousand_keys() {
-    if !std::path::Path::new("/usr/sbin/nutcracker").exists() {
-        eprintln!("skipped: nutcracker is not installed (apt-get install nutcracker)");
+    if !have("/usr/sbin/nutcracker", "nutcracker") {
         return;
     }
     let three = backends(Kind::Kura, 3);

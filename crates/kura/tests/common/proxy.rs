@@ -17,11 +17,6 @@ pub enum Kind {
     Memcached,
 }
 
-/// Debian's memcached, if installed (CI installs it).
-pub fn memcached_installed() -> bool {
-    Path::new("/usr/bin/memcached").exists()
-}
-
 /// One backend of `kind` on a free port.
 pub fn backend(kind: Kind) -> Server {
     match kind {
@@ -221,4 +216,18 @@ pub fn signal(server: &Server, sig: i32) {
     unsafe {
         libc::kill(server.child.id() as i32, sig);
     }
+}
+
+/// Whether `tool` is installed; when not, says the test is skipped, or
+/// fails under `KURA_REQUIRE_MEMCACHED=1` (CI, where every tool is there).
+pub fn have(tool: &str, package: &str) -> bool {
+    if Path::new(tool).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() != Ok("1"),
+        "{tool} is missing and KURA_REQUIRE_MEMCACHED=1 (apt-get install {package})"
+    );
+    eprintln!("skipped: {tool} is not installed (apt-get install {package})");
+    false
 }
