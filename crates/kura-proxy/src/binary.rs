@@ -6,41 +6,17 @@
 
 use std::sync::Arc;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 use kura_client::raw::{Reply, Status as Meta};
 use kura_proto::binary::{
     self, error_response, message_response, BinFrame, BinRequest, Command, Response, Status,
 };
 use kura_proto::{Data, StoreMode};
 
-use crate::call::{num, unavailable, Call};
+use crate::call::{b_flag, num, put_key, unavailable, Call};
 use crate::config::DownReply;
 use crate::conn::{ready, Out, ReplyFut, Step};
 use crate::ctx::Ctx;
-
-/// Whether meta can carry `key` as it is (else it goes base64, flag `b`).
-fn plain(key: &[u8]) -> bool {
-    key.iter().all(|&c| c > b' ' && c < 0x7f)
-}
-
-/// Appends a key as meta carries it: as is, or base64 when it has bytes
-/// meta keys cannot have (the caller then adds the `b` flag: [`b_flag`]).
-pub fn put_key(b: &mut BytesMut, key: &[u8]) {
-    if plain(key) {
-        b.put_slice(key);
-    } else {
-        let mut enc = Vec::new();
-        kura_proto::reply::put_base64(&mut enc, key);
-        b.put_slice(&enc);
-    }
-}
-
-/// ` b` when `key` went base64.
-fn b_flag(b: &mut BytesMut, key: &[u8]) {
-    if !plain(key) {
-        b.put_slice(b" b");
-    }
-}
 
 pub async fn step(ctx: &Arc<Ctx>, lane: usize, buf: &[u8]) -> Step {
     match binary::parse(buf, &crate::text::LIMITS) {
@@ -161,20 +137,16 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             with_value,
         } => {
             ctx.stats.count_get(1, touch.is_some());
-            let (call, _) = Call::one(&router, lane, key, false, |b, op| {
-                b.put_slice(b"mg ");
-                put_key(b, key);
-                b_flag(b, key);
-                b.put_slice(if *with_value { b" v f c" } else { b" f c" });
-                if let Some(t) = touch {
-                    b.put_slice(b" T");
-                    num(b, *t);
-                }
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let mut args = if *with_value {
+                b" v f c".to_vec()
+            } else {
+                b" f c".to_vec()
+            };
+            if let Some(t) = touch {
+                args.extend_from_slice(b" T");
+                num(&mut args, *t);
+            }
+            let call = Call::simple(&router, lane, key, false, b"mg", &args).await;
             let key = if *with_key { key.to_vec() } else { Vec::new() };
             let key2 = key.clone();
             let miss_on_down = router.down_reply == DownReply::Miss;
@@ -296,19 +268,12 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             Step::reply(len, reply)
         }
         Command::Delete { key } => {
-            let (call, _) = Call::one(&router, lane, key, true, |b, op| {
-                b.put_slice(b"md ");
-                put_key(b, key);
-                b_flag(b, key);
-                if cas != 0 {
-                    b.put_slice(b" C");
-                    num(b, cas);
-                }
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let mut args = Vec::new();
+            if cas != 0 {
+                args.extend_from_slice(b" C");
+                num(&mut args, cas);
+            }
+            let call = Call::simple(&router, lane, key, true, b"md", &args).await;
             let reply = reply_of(
                 call,
                 move |rep| match rep.status {
@@ -328,27 +293,23 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
             initial,
             exptime,
         } => {
-            let (call, _) = Call::one(&router, lane, key, true, |b, op| {
-                b.put_slice(b"ma ");
-                put_key(b, key);
-                b_flag(b, key);
-                b.put_slice(if *incr { b" v c MI D" } else { b" v c MD D" });
-                num(b, *delta);
-                if *exptime != binary::ARITH_NO_CREATE {
-                    b.put_slice(b" N");
-                    num(b, *exptime);
-                    b.put_slice(b" J");
-                    num(b, *initial);
-                }
-                if cas != 0 {
-                    b.put_slice(b" C");
-                    num(b, cas);
-                }
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let mut args = if *incr {
+                b" v c MI D".to_vec()
+            } else {
+                b" v c MD D".to_vec()
+            };
+            num(&mut args, *delta);
+            if *exptime != binary::ARITH_NO_CREATE {
+                args.extend_from_slice(b" N");
+                num(&mut args, *exptime);
+                args.extend_from_slice(b" J");
+                num(&mut args, *initial);
+            }
+            if cas != 0 {
+                args.extend_from_slice(b" C");
+                num(&mut args, cas);
+            }
+            let call = Call::simple(&router, lane, key, true, b"ma", &args).await;
             let reply = reply_of(
                 call,
                 move |rep| match (rep.status, &rep.value) {

@@ -81,6 +81,30 @@ impl Call {
         (call, op)
     }
 
+    /// Queues `<cmd> <key>[ b]<args> O<opaque>` for `key`: the meta
+    /// commands without a data block. A key meta cannot carry as it is goes
+    /// base64 with the `b` flag.
+    pub async fn simple(
+        router: &Router,
+        lane: usize,
+        key: &[u8],
+        write: bool,
+        cmd: &[u8],
+        args: &[u8],
+    ) -> Call {
+        let build = |b: &mut BytesMut, op: u32| {
+            b.put_slice(cmd);
+            b.put_slice(b" ");
+            put_key(b, key);
+            b_flag(b, key);
+            b.put_slice(args);
+            b.put_slice(b" O");
+            num(b, op);
+            b.put_slice(b"\r\n");
+        };
+        Call::one(router, lane, key, write, build).await.0
+    }
+
     /// Queues `bytes` for `key`'s backend(s).
     pub async fn route(
         router: &Router,
@@ -224,6 +248,30 @@ pub fn server_error(e: &Error) -> Vec<u8> {
 /// to a bad request), so the down policy and failover apply.
 pub fn unavailable(e: &Error) -> bool {
     e.is_server_failure() || matches!(e, Error::ServerDown(_))
+}
+
+/// Whether meta can carry `key` as it is (else it goes base64, flag `b`).
+fn plain(key: &[u8]) -> bool {
+    key.iter().all(|&c| c > b' ' && c < 0x7f)
+}
+
+/// Appends a key as meta carries it: as is, or base64 when it has bytes
+/// meta keys cannot have (the `b` flag then goes among the flags: [`b_flag`]).
+pub fn put_key(b: &mut BytesMut, key: &[u8]) {
+    if plain(key) {
+        b.put_slice(key);
+    } else {
+        let mut enc = Vec::new();
+        kura_proto::reply::put_base64(&mut enc, key);
+        b.put_slice(&enc);
+    }
+}
+
+/// ` b` when `key` went base64.
+pub fn b_flag(b: &mut BytesMut, key: &[u8]) {
+    if !plain(key) {
+        b.put_slice(b" b");
+    }
 }
 
 pub fn num(buf: &mut impl BufMut, n: impl itoa::Integer) {

@@ -165,14 +165,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
             )
         }
         Request::Delete(d) => {
-            let (call, _) = Call::one(&ctx.router(), lane, d.key, true, |b, op| {
-                b.put_slice(b"md ");
-                b.put_slice(d.key);
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let call = Call::simple(&ctx.router(), lane, d.key, true, b"md", b"").await;
             Step::reply(
                 len,
                 quiet_unless(d.noreply, async move {
@@ -188,16 +181,13 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
             )
         }
         Request::Arith(a) => {
-            let (call, _) = Call::one(&ctx.router(), lane, a.key, true, |b, op| {
-                b.put_slice(b"ma ");
-                b.put_slice(a.key);
-                b.put_slice(if a.incr { b" v MI D" } else { b" v MD D" });
-                num(b, a.delta);
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let mut args = if a.incr {
+                b" v MI D".to_vec()
+            } else {
+                b" v MD D".to_vec()
+            };
+            num(&mut args, a.delta);
+            let call = Call::simple(&ctx.router(), lane, a.key, true, b"ma", &args).await;
             Step::reply(
                 len,
                 quiet_unless(a.noreply, async move {
@@ -215,16 +205,9 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
         Request::Touch(t) => {
             ctx.stats.count_touch();
             let down_reply = ctx.router().down_reply;
-            let (call, _) = Call::one(&ctx.router(), lane, t.key, false, |b, op| {
-                b.put_slice(b"mg ");
-                b.put_slice(t.key);
-                b.put_slice(b" T");
-                num(b, t.exptime);
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-            })
-            .await;
+            let mut args = b" T".to_vec();
+            num(&mut args, t.exptime);
+            let call = Call::simple(&ctx.router(), lane, t.key, false, b"mg", &args).await;
             Step::reply(
                 len,
                 quiet_unless(t.noreply, async move {
@@ -256,14 +239,7 @@ pub async fn too_large(
     line: &'static [u8],
 ) -> impl std::future::Future<Output = Vec<u8>> + Send + 'static {
     let call = if drop_old {
-        let (c, _) = Call::one(&ctx.router(), lane, key, true, |b, op| {
-            b.put_slice(b"md ");
-            b.put_slice(key);
-            b.put_slice(b" O");
-            num(b, op);
-            b.put_slice(b"\r\n");
-        })
-        .await;
+        let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
         Some(c)
     } else {
         None

@@ -9,9 +9,7 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::proxy::{
-    ask, backends, bin, memcached_installed, pool_of, proxy, proxy_for, read_bin, silent, Kind,
-};
+use common::proxy::{ask, backends, bin, have, pool_of, proxy, proxy_for, read_bin, silent, Kind};
 use common::Server;
 
 /// Every text and meta command with deterministic replies (no CAS values),

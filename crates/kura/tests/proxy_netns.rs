@@ -11,23 +11,9 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::proxy::{config, keys_on, proxy, reply, stat, Kind};
-use common::{free_port, Server};
-
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn must(cmd: &str, args: &[&str]) {
-    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
-}
+use common::proxy::{config, keys_on, never_stale, proxy, reply, set_when_up, until_down, Kind};
+use common::{free_port, must, run, Server};
 
 /// A namespace reached over one veth pair; removed when dropped.
 struct Net {
@@ -147,24 +133,9 @@ fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
     let keys = keys_on(&servers, 1, 2, "net");
     for flap in 0..2 {
         let v1 = format!("v1-{flap}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while reply(
-            &mut c,
-            format!("set {} 0 0 {}\r\n{v1}\r\n", keys[0], v1.len()).as_bytes(),
-        ) != "STORED\r\n"
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the backend never took the write"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        set_when_up(&mut c, &keys[0], &v1);
         net.cut(true);
-        while stat(&mut c, &format!("backend:{}:down", servers[1])) == 0 {
-            let r = reply(&mut c, format!("get {}\r\n", keys[1]).as_bytes());
-            assert!(r.starts_with("SERVER_ERROR") || r == "END\r\n", "{r}");
-            assert!(Instant::now() < deadline, "never marked down");
-        }
+        until_down(&mut c, &servers[1], &keys[1]);
         assert!(
             reply(&mut c, format!("delete {}\r\n", keys[0]).as_bytes()).starts_with("SERVER_ERROR")
         );
@@ -174,17 +145,6 @@ fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
         )
         .starts_with("SERVER_ERROR"));
         net.cut(false);
-        loop {
-            let r = reply(&mut c, format!("get {}\r\n", keys[0]).as_bytes());
-            assert!(!r.contains(&v1), "stale read after rejoin: {r}");
-            if r == "END\r\n" {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline + Duration::from_secs(30),
-                "never back: {r}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        never_stale(&mut c, &keys[0], &v1);
     }
 }

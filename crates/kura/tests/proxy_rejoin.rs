@@ -9,58 +9,49 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::proxy::{config, keys_on, proxy_on, reply, signal, stat, Kind};
+use common::proxy::{
+    config, keys_on, never_stale, proxy_on, reply, set_when_up, signal, stat, until_down, Kind,
+};
 use common::Server;
 
 const HEALTH: &str = "request_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200";
+
+/// A durable backend acknowledges a write once it is in its log, so a
+/// SIGKILL right after loses nothing.
+const ALWAYS: &[&str] = &["--fsync", "always"];
 
 fn addr(s: &Server) -> String {
     format!("127.0.0.1:{}", s.port)
 }
 
-/// Reads `key` through the proxy until it misses (the backend is back and
-/// its journal replayed), failing if v1 is ever served.
-fn never_stale(c: &mut std::net::TcpStream, key: &str, stale: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = reply(c, format!("get {key}\r\n").as_bytes());
-        assert!(!r.contains(stale), "stale read after rejoin: {r}");
-        if r == "END\r\n" {
-            return;
-        }
-        assert!(r.starts_with("SERVER_ERROR"), "{r}");
-        assert!(
-            Instant::now() < deadline,
-            "the backend never came back: {r}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// The config and journal dir of a proxy in front of `servers`, as the
+/// proxy's arguments.
+fn proxy_args(name: &str, servers: &[String], health: &str) -> Vec<String> {
+    let dir = common::tempdir(name);
+    let cfg = config(&dir, servers, health);
+    let journal = dir.join("journal");
+    vec![
+        "--config".into(),
+        cfg.to_str().unwrap().into(),
+        "--journal-dir".into(),
+        journal.to_str().unwrap().into(),
+    ]
 }
 
-/// Sets `key` until the backend takes it (it may still be rejoining).
-fn set_when_up(c: &mut std::net::TcpStream, key: &str, value: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = reply(
-            c,
-            format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
-        );
-        if r == "STORED\r\n" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn start(args: &[String]) -> Server {
+    start_on(common::free_port(), args)
 }
 
-/// Reads the backend's other keys until the proxy has marked it down.
-fn until_down(c: &mut std::net::TcpStream, backend: &str, other_key: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while stat(c, &format!("backend:{backend}:down")) == 0 {
-        let r = reply(c, format!("get {other_key}\r\n").as_bytes());
-        assert!(r.starts_with("SERVER_ERROR") || r == "END\r\n", "{r}");
-        assert!(Instant::now() < deadline, "never marked down");
-    }
+fn start_on(port: u16, args: &[String]) -> Server {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    proxy_on(port, &args)
+}
+
+/// The files of a proxy's journal dir (from its arguments).
+fn journal_files(args: &[String]) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(&args[3])
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -68,18 +59,8 @@ fn a_stopped_backend_never_serves_what_changed_while_it_was_away() {
     let a = common::proxy::backend(Kind::Kura);
     let b = common::proxy::backend(Kind::Kura);
     let servers = vec![addr(&a), addr(&b)];
-    let dir = common::tempdir("proxy-rejoin-stop");
-    let cfg = config(&dir, &servers, HEALTH);
-    let journal = dir.join("journal");
-    let p = proxy_on(
-        common::free_port(),
-        &[
-            "--config",
-            cfg.to_str().unwrap(),
-            "--journal-dir",
-            journal.to_str().unwrap(),
-        ],
-    );
+    let args = proxy_args("proxy-rejoin-stop", &servers, HEALTH);
+    let p = start(&args);
     let mut c = p.connect();
     let keys = keys_on(&servers, 1, 2, "flap");
     for flap in 0..3 {
@@ -111,21 +92,11 @@ fn a_stopped_backend_never_serves_what_changed_while_it_was_away() {
 fn a_killed_backend_restarted_on_its_data_never_serves_the_old_value() {
     let a = common::proxy::backend(Kind::Kura);
     let bdir = common::tempdir("proxy-rejoin-kill-data");
-    let b = Server::start(&bdir, &[]);
+    let b = Server::start(&bdir, ALWAYS);
     let bport = b.port;
     let servers = vec![addr(&a), addr(&b)];
-    let dir = common::tempdir("proxy-rejoin-kill");
-    let cfg = config(&dir, &servers, HEALTH);
-    let journal = dir.join("journal");
-    let p = proxy_on(
-        common::free_port(),
-        &[
-            "--config",
-            cfg.to_str().unwrap(),
-            "--journal-dir",
-            journal.to_str().unwrap(),
-        ],
-    );
+    let args = proxy_args("proxy-rejoin-kill", &servers, HEALTH);
+    let p = start(&args);
     let mut c = p.connect();
     let keys = keys_on(&servers, 1, 3, "kill");
     set_when_up(&mut c, &keys[0], "v1");
@@ -137,7 +108,7 @@ fn a_killed_backend_restarted_on_its_data_never_serves_the_old_value() {
         format!("set {} 0 0 2\r\nv2\r\n", keys[0]).as_bytes()
     )
     .starts_with("SERVER_ERROR"));
-    let _b = Server::start_on_port(&bdir, bport, &[]);
+    let _b = Server::start_on_port(&bdir, bport, ALWAYS);
     never_stale(&mut c, &keys[0], "v1");
     // Only the journaled key went: the others are still there.
     assert_eq!(
@@ -150,20 +121,12 @@ fn a_killed_backend_restarted_on_its_data_never_serves_the_old_value() {
 fn the_journal_survives_a_proxy_restart_between_the_delete_and_the_return() {
     let a = common::proxy::backend(Kind::Kura);
     let bdir = common::tempdir("proxy-rejoin-restart-data");
-    let b = Server::start(&bdir, &[]);
+    let b = Server::start(&bdir, ALWAYS);
     let bport = b.port;
     let servers = vec![addr(&a), addr(&b)];
-    let dir = common::tempdir("proxy-rejoin-restart");
-    let cfg = config(&dir, &servers, HEALTH);
-    let journal = dir.join("journal");
-    let args = [
-        "--config",
-        cfg.to_str().unwrap(),
-        "--journal-dir",
-        journal.to_str().unwrap(),
-    ];
+    let args = proxy_args("proxy-rejoin-restart", &servers, HEALTH);
     let pport = common::free_port();
-    let p = proxy_on(pport, &args);
+    let p = start_on(pport, &args);
     let mut c = p.connect();
     let keys = keys_on(&servers, 1, 1, "restart");
     set_when_up(&mut c, &keys[0], "v1");
@@ -171,14 +134,14 @@ fn the_journal_survives_a_proxy_restart_between_the_delete_and_the_return() {
     assert!(reply(&mut c, format!("delete {}\r\n", keys[0]).as_bytes()).starts_with("SERVER_ERROR"));
     drop(c);
     p.kill();
-    let b = Server::start_on_port(&bdir, bport, &[]);
+    let b = Server::start_on_port(&bdir, bport, ALWAYS);
     // The backend holds v1 again, as its data dir had it.
     let mut direct = b.connect();
     assert_eq!(
         reply(&mut direct, format!("get {}\r\n", keys[0]).as_bytes()),
         format!("VALUE {} 0 2\r\nv1\r\nEND\r\n", keys[0])
     );
-    let p = proxy_on(pport, &args);
+    let p = start_on(pport, &args);
     let mut c = p.connect();
     never_stale(&mut c, &keys[0], "v1");
     assert_eq!(
@@ -192,22 +155,12 @@ fn an_overflowed_journal_flushes_the_backend_or_keeps_it_out() {
     for policy in ["flush", "keep-out"] {
         let a = common::proxy::backend(Kind::Kura);
         let bdir = common::tempdir("proxy-overflow-data");
-        let b = Server::start(&bdir, &[]);
+        let b = Server::start(&bdir, ALWAYS);
         let bport = b.port;
         let servers = vec![addr(&a), addr(&b)];
-        let dir = common::tempdir("proxy-overflow");
         let health = format!("{HEALTH}\njournal_max_keys = 2\njournal_overflow = \"{policy}\"");
-        let cfg = config(&dir, &servers, &health);
-        let journal = dir.join("journal");
-        let p = proxy_on(
-            common::free_port(),
-            &[
-                "--config",
-                cfg.to_str().unwrap(),
-                "--journal-dir",
-                journal.to_str().unwrap(),
-            ],
-        );
+        let args = proxy_args("proxy-overflow", &servers, &health);
+        let p = start(&args);
         let mut c = p.connect();
         let keys = keys_on(&servers, 1, 6, "of");
         for k in &keys {
@@ -224,7 +177,7 @@ fn an_overflowed_journal_flushes_the_backend_or_keeps_it_out() {
             ),
             1
         );
-        let _b = Server::start_on_port(&bdir, bport, &[]);
+        let _b = Server::start_on_port(&bdir, bport, ALWAYS);
         if policy == "flush" {
             // Flushed: even the keys never journaled are gone.
             for k in &keys {
@@ -235,8 +188,8 @@ fn an_overflowed_journal_flushes_the_backend_or_keeps_it_out() {
             let r = reply(&mut c, format!("get {}\r\n", keys[5]).as_bytes());
             assert!(r.contains("rejoining"), "{r}");
             // The operator decides: the journal file removed lets it in.
-            for e in std::fs::read_dir(&journal).unwrap() {
-                std::fs::remove_file(e.unwrap().path()).unwrap();
+            for f in journal_files(&args) {
+                std::fs::remove_file(f).unwrap();
             }
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {

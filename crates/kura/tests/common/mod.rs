@@ -144,6 +144,21 @@ impl Drop for Server {
     }
 }
 
+/// Runs a command (`ip`, `tc`) with `args`; whether it succeeded.
+pub fn run(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs a command that must succeed.
+pub fn must(cmd: &str, args: &[&str]) {
+    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
+}
+
 pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
     s.write_all(req).unwrap();
     let mut out = Vec::new();

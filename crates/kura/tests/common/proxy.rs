@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{free_port, kura, Server};
 
@@ -230,4 +230,49 @@ pub fn have(tool: &str, package: &str) -> bool {
     );
     eprintln!("skipped: {tool} is not installed (apt-get install {package})");
     false
+}
+
+/// Reads `key` through the proxy until it misses (the backend is back and
+/// its journal replayed), failing if v1 is ever served.
+pub fn never_stale(c: &mut std::net::TcpStream, key: &str, stale: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = reply(c, format!("get {key}\r\n").as_bytes());
+        assert!(!r.contains(stale), "stale read after rejoin: {r}");
+        if r == "END\r\n" {
+            return;
+        }
+        assert!(r.starts_with("SERVER_ERROR"), "{r}");
+        assert!(
+            Instant::now() < deadline,
+            "the backend never came back: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sets `key` until the backend takes it (it may still be rejoining).
+pub fn set_when_up(c: &mut std::net::TcpStream, key: &str, value: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = reply(
+            c,
+            format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+        );
+        if r == "STORED\r\n" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads the backend's other keys until the proxy has marked it down.
+pub fn until_down(c: &mut std::net::TcpStream, backend: &str, other_key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stat(c, &format!("backend:{backend}:down")) == 0 {
+        let r = reply(c, format!("get {other_key}\r\n").as_bytes());
+        assert!(r.starts_with("SERVER_ERROR") || r == "END\r\n", "{r}");
+        assert!(Instant::now() < deadline, "never marked down");
+    }
 }
