@@ -130,8 +130,23 @@ impl Call {
                     Some(n) => n,
                     None => router.node_for(key),
                 };
-                let sent = node.send(lane, bytes, expect, write_key).await;
-                Kind::One((node, sent))
+                match t.gutter.filter(|_| !node.available()) {
+                    // The server does not serve: its gutter takes the
+                    // request, writes with their TTL capped, and the key is
+                    // journaled for the server all the same.
+                    Some((g, ttl)) => {
+                        if let Some(k) = write_key {
+                            node.journal_key(k);
+                        }
+                        let bytes = if write { cap_ttl(&bytes, ttl) } else { bytes };
+                        let sent = g.send(lane, bytes, expect, None).await;
+                        Kind::One((g, sent))
+                    }
+                    None => {
+                        let sent = node.send(lane, bytes, expect, write_key).await;
+                        Kind::One((node, sent))
+                    }
+                }
             }
             (true, _) => {
                 let mut parts = Vec::with_capacity(t.nodes.len());
@@ -238,6 +253,33 @@ impl Call {
     }
 }
 
+/// A meta request with its TTLs (`T`, and `N` of a vivifying `ma`) at most
+/// `cap` seconds: 0 (never expires) and absolute times become `cap`. Only
+/// the first line changes; a data block follows as it was.
+pub fn cap_ttl(bytes: &Bytes, cap: u32) -> Bytes {
+    let Some(end) = bytes.iter().position(|&b| b == b'\r') else {
+        return bytes.clone();
+    };
+    let mut out = BytesMut::with_capacity(bytes.len() + 8);
+    for (i, w) in bytes[..end].split(|&b| b == b' ').enumerate() {
+        if i > 0 {
+            out.put_u8(b' ');
+        }
+        let ttl = (i >= 2 && matches!(w.first(), Some(b'T' | b'N')))
+            .then(|| std::str::from_utf8(&w[1..]).ok()?.parse::<i64>().ok())
+            .flatten();
+        match ttl {
+            Some(t) if t == 0 || t > i64::from(cap) => {
+                out.put_u8(w[0]);
+                num(&mut out, cap);
+            }
+            _ => out.put_slice(w),
+        }
+    }
+    out.put_slice(&bytes[end..]);
+    out.freeze()
+}
+
 /// `SERVER_ERROR <why>\r\n` for a backend's failure.
 pub fn server_error(e: &Error) -> Vec<u8> {
     let msg = e.to_string().replace(['\r', '\n'], " ");
@@ -276,4 +318,30 @@ pub fn b_flag(b: &mut BytesMut, key: &[u8]) {
 
 pub fn num(buf: &mut impl BufMut, n: impl itoa::Integer) {
     buf.put_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gutter_ttls_are_capped_on_the_request_line_only() {
+        let capped =
+            |s: &str| String::from_utf8(cap_ttl(&Bytes::from(s.to_string()), 10).to_vec()).unwrap();
+        assert_eq!(
+            capped("ms k 2 F0 T0 MS O1\r\nT0\r\n"),
+            "ms k 2 F0 T10 MS O1\r\nT0\r\n"
+        );
+        assert_eq!(capped("ms k 2 T5 O1\r\nab\r\n"), "ms k 2 T5 O1\r\nab\r\n");
+        assert_eq!(
+            capped("ms k 2 T2000000000 O1\r\nab\r\n"),
+            "ms k 2 T10 O1\r\nab\r\n"
+        );
+        assert_eq!(capped("ma k v N0 J5 O1\r\n"), "ma k v N10 J5 O1\r\n");
+        assert_eq!(
+            capped("ms Tkey 2 T-1 O1\r\nab\r\n"),
+            "ms Tkey 2 T-1 O1\r\nab\r\n"
+        );
+        assert_eq!(capped("md k O1\r\n"), "md k O1\r\n");
+    }
 }

@@ -138,6 +138,12 @@ pub struct PoolFile {
     pub replicas: Vec<String>,
     #[serde(default)]
     pub write: WriteMode,
+    /// A pool that takes the keys of this pool's unavailable servers.
+    #[serde(default)]
+    pub gutter: Option<String>,
+    /// The longest TTL of a write to the gutter, in seconds (default 10).
+    #[serde(default)]
+    pub gutter_ttl: Option<u32>,
 }
 
 /// A route in the file (`[[routes]]`): keys starting with `prefix` go to
@@ -198,6 +204,8 @@ pub struct PoolSpec {
     /// Indexes of the replica pools (each a ring pool).
     pub replicas: Vec<usize>,
     pub write: WriteMode,
+    /// The gutter pool and its TTL cap.
+    pub gutter: Option<(usize, u32)>,
 }
 
 /// Everything `kura proxy` runs with.
@@ -302,11 +310,19 @@ impl Config {
             let spec = if p.replicas.is_empty() {
                 let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
                     .map_err(|e| err(format!("pool {name}: {e}")))?;
+                let gutter = match &p.gutter {
+                    Some(g) if g == name => {
+                        return Err(err(format!("pool {name}: its own gutter")))
+                    }
+                    Some(g) => Some((index(g)?, p.gutter_ttl.unwrap_or(10).max(1))),
+                    None => None,
+                };
                 PoolSpec {
                     name: name.clone(),
                     ring: Some(ring),
                     replicas: Vec::new(),
                     write: p.write,
+                    gutter,
                 }
             } else {
                 if !p.servers.is_empty() || p.ring.is_some() || p.hash.is_some() {
@@ -322,11 +338,17 @@ impl Config {
                     }
                     replicas.push(i);
                 }
+                if p.gutter.is_some() {
+                    return Err(err(format!(
+                        "pool {name}: a replicated pool fails over to its replicas, not a gutter"
+                    )));
+                }
                 PoolSpec {
                     name: name.clone(),
                     ring: None,
                     replicas,
                     write: p.write,
+                    gutter: None,
                 }
             };
             pools.push(spec);

@@ -295,6 +295,7 @@ pub struct Pool {
     pub nodes: Vec<Arc<Node>>,
     pub replicas: Vec<usize>,
     pub write: WriteMode,
+    gutter: Option<(usize, u32)>,
 }
 
 /// Where one request goes.
@@ -306,6 +307,8 @@ pub struct Target {
     pub shadow: Option<Arc<Node>>,
     /// The warm pool's node, to fill this one from on a miss.
     pub warm: Option<Arc<Node>>,
+    /// The gutter's node for the key and the TTL cap, if the pool has one.
+    pub gutter: Option<(Arc<Node>, u32)>,
 }
 
 /// Every pool and route of one configuration.
@@ -356,6 +359,7 @@ impl Router {
                 nodes: pn,
                 replicas: spec.replicas.clone(),
                 write: spec.write,
+                gutter: spec.gutter,
             });
         }
         Ok(Router {
@@ -407,17 +411,27 @@ impl Router {
             .and_then(|r| r.warm)
             .filter(|_| !write)
             .and_then(|p| self.nodes_of(p, key).into_iter().next());
+        let gutter = self.pools[pool]
+            .gutter
+            .and_then(|(g, ttl)| Some((self.ring_node(g, key)?.clone(), ttl)));
         Target {
             nodes: self.nodes_of(pool, key),
             write: self.pools[pool].write,
             shadow,
             warm,
+            gutter,
         }
     }
 
-    /// The node a read of `key` goes to: the first replica that serves.
+    /// The node a read of `key` goes to: the first replica that serves,
+    /// or the gutter's node while the key's server does not serve.
     pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
         let t = self.target(key, false);
+        if let (Some((g, _)), Some(n)) = (&t.gutter, t.nodes.first()) {
+            if !n.available() {
+                return g.clone();
+            }
+        }
         let first = t.nodes.first().cloned();
         t.nodes
             .into_iter()

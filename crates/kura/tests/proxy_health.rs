@@ -159,3 +159,41 @@ fn down_reply_miss_answers_reads_of_a_dead_backend_with_a_miss() {
         );
     }
 }
+
+#[test]
+fn a_gutter_pool_takes_a_dead_backends_keys_with_a_short_ttl() {
+    let s = backends(Kind::Kura, 2);
+    let dead = format!("127.0.0.1:{}", common::free_port());
+    let servers = vec![format!("127.0.0.1:{}", s[0].port), dead.clone()];
+    let dir = common::tempdir("proxy-gutter");
+    let toml = format!(
+        "default_pool = \"main\"\n[pools.main]\nservers = [\"{}\", \"{dead}\"]\ngutter = \"g\"\ngutter_ttl = 5\n\
+         [pools.g]\nservers = [\"127.0.0.1:{}\"]\n[health]\n{HEALTH}\n",
+        servers[0], s[1].port
+    );
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let p = proxy(&["--config", cfg.to_str().unwrap()]);
+    let mut c = p.connect();
+    let k = &keys_on(&servers, 1, 1, "g")[0];
+    // Until the dead backend is marked down its writes fail; then the
+    // gutter takes them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reply(&mut c, format!("set {k} 0 0 1\r\nx\r\n").as_bytes()) != "STORED\r\n" {
+        assert!(Instant::now() < deadline, "the gutter never took the write");
+    }
+    assert_eq!(
+        reply(&mut c, format!("get {k}\r\n").as_bytes()),
+        format!("VALUE {k} 0 1\r\nx\r\nEND\r\n")
+    );
+    let mut g = s[1].connect();
+    let ttl: i64 = reply(&mut g, format!("mg {k} t\r\n").as_bytes())
+        .trim()
+        .strip_prefix("HD t")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=5).contains(&ttl), "{ttl}");
+    // Journaled for the dead backend all the same.
+    assert!(stat(&mut c, &format!("backend:{dead}:journal_keys")) >= 1);
+}
