@@ -88,7 +88,7 @@ fn a_multi_get_is_split_per_backend_and_answered_in_the_clients_order() {
             format!("set key:{i} {i} 0 {}\r\nv{i}\r\n", format!("v{i}").len()).as_bytes(),
         );
     }
-    let r = ask(&mut c, &req, format!("STORED\r\n").repeat(300).as_bytes());
+    let r = ask(&mut c, &req, "STORED\r\n".repeat(300).as_bytes());
     assert_eq!(r.len(), 300 * 8);
     // Reverse order, a duplicate and misses in between.
     let mut get = b"get".to_vec();
@@ -143,11 +143,7 @@ fn noreply_and_quiet_requests_get_no_reply_and_lose_none() {
         );
         want.extend_from_slice(format!("VALUE p{i} 0 5\r\n{i:05}\r\nEND\r\n").as_bytes());
     }
-    let got = ask(
-        &mut c,
-        &req,
-        format!("VALUE p1999 0 5\r\n01999\r\nEND\r\n").as_bytes(),
-    );
+    let got = ask(&mut c, &req, b"VALUE p1999 0 5\r\n01999\r\nEND\r\n");
     assert_eq!(got, want);
     assert!(silent(&mut c));
     // Quiet meta: misses and successes say nothing, the MN ends the batch.
