@@ -10,7 +10,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::proxy::{
-    config, keys_on, never_stale, proxy_on, reply, set_when_up, signal, stat, until_down, Kind,
+    change_while_away, config, keys_on, never_stale, proxy_on, reply, set_when_up, signal, stat,
+    until_down, Kind,
 };
 use common::Server;
 
@@ -69,14 +70,7 @@ fn a_stopped_backend_never_serves_what_changed_while_it_was_away() {
         signal(&b, libc::SIGSTOP);
         until_down(&mut c, &servers[1], &keys[1]);
         // Never sent (the backend is down): journaled instead.
-        assert!(
-            reply(&mut c, format!("delete {}\r\n", keys[0]).as_bytes()).starts_with("SERVER_ERROR")
-        );
-        assert!(reply(
-            &mut c,
-            format!("set {} 0 0 2\r\nv2\r\n", keys[0]).as_bytes()
-        )
-        .starts_with("SERVER_ERROR"));
+        change_while_away(&mut c, &keys[0]);
         assert!(stat(&mut c, &format!("backend:{}:journal_keys", servers[1])) >= 1);
         signal(&b, libc::SIGCONT);
         never_stale(&mut c, &keys[0], &v1);

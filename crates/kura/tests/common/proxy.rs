@@ -276,3 +276,12 @@ pub fn until_down(c: &mut std::net::TcpStream, backend: &str, other_key: &str) {
         assert!(Instant::now() < deadline, "never marked down");
     }
 }
+
+/// Deletes `key`, then sets it to `v2`, through the proxy while its backend
+/// is away: both fail (and are journaled).
+pub fn change_while_away(c: &mut TcpStream, key: &str) {
+    let r = reply(c, format!("delete {key}\r\n").as_bytes());
+    assert!(r.starts_with("SERVER_ERROR"), "{r}");
+    let r = reply(c, format!("set {key} 0 0 2\r\nv2\r\n").as_bytes());
+    assert!(r.starts_with("SERVER_ERROR"), "{r}");
+}
