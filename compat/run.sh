@@ -5,6 +5,9 @@
 #   compat/run.sh --skip-build         use the already built binary
 #   compat/run.sh --against-memcached  run the same suite against Debian's /usr/bin/memcached
 #                                      instead (checks the suite itself, not kura)
+#   compat/run.sh --through-proxy      the clients talk to `kura proxy` in front of three kura
+#                                      servers (with --against-memcached: three memcached);
+#                                      SASL, TLS and durable are skipped (not the proxy's)
 #
 # Environment: PYTHON (default python3), PERL (default perl), KURA_BIN (binary to use;
 # implies --skip-build), COMPAT_TIMEOUT (seconds per client, default 300).
@@ -45,6 +48,7 @@ PERL="${PERL:-perl}"
 COMPAT_TIMEOUT="${COMPAT_TIMEOUT:-300}"
 build=1
 target=kura
+through_proxy=0
 [[ -n "${KURA_BIN:-}" ]] && build=0
 
 usage() { sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -52,6 +56,7 @@ while (($#)); do
     case "$1" in
         --skip-build) build=0 ;;
         --against-memcached) target=memcached; build=0 ;;
+        --through-proxy) through_proxy=1 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "compat/run.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -60,6 +65,7 @@ done
 
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/kura-compat.XXXXXX")"
 server_pid=""
+backend_pids=()
 sasl_pid=""
 tls_pid=""
 stop_pid() {
@@ -80,6 +86,7 @@ cleanup() {
         kill -KILL "$sasl_pid" 2>/dev/null || true
     fi
     stop_pid "$server_pid"
+    for p in "${backend_pids[@]}"; do stop_pid "$p"; done
     stop_pid "$tls_pid"
     rm -rf "$workdir"
     exit "$rc"
@@ -111,6 +118,17 @@ if [[ "$target" == kura ]]; then
 else
     bin="$(command -v memcached || true)"
     [[ -n "$bin" ]] || { echo "compat/run.sh: memcached not installed" >&2; exit 1; }
+fi
+kura_bin="${KURA_BIN:-}"
+if ((through_proxy)) && [[ -z "$kura_bin" ]]; then
+    if [[ "$target" == kura ]]; then
+        kura_bin="$bin"
+    else
+        target_dir="$(cargo metadata --format-version 1 --no-deps |
+            "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+        kura_bin="$target_dir/release/kura"
+        [[ -x "$kura_bin" ]] || cargo build --release -p kura
+    fi
 fi
 
 # ---------------------------------------------------------------- server
@@ -159,7 +177,26 @@ start_server() {
     exit 1
 }
 
-start_server
+if ((through_proxy)); then
+    pool=""
+    for i in 1 2 3; do
+        start_server
+        backend_pids+=("$server_pid")
+        pool+="${pool:+,}127.0.0.1:$port"
+        cp "$workdir/server.log" "$workdir/backend-$i.log"
+    done
+    port="$(free_port)"
+    server_cmd=("$kura_bin" proxy -l "127.0.0.1:$port" --pool "$pool" --journal-dir "$workdir/journal")
+    log "starting: ${server_cmd[*]}"
+    "${server_cmd[@]}" >"$workdir/server.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do port_open "$port" && break; sleep 0.1; done
+    port_open "$port" || { echo "compat/run.sh: kura proxy did not come up" >&2; cat "$workdir/server.log"; exit 1; }
+    log "kura proxy is up on 127.0.0.1:$port in front of $pool"
+    target="$target-through-proxy"
+else
+    start_server
+fi
 
 # ---------------------------------------------------------------- clients
 names=()
@@ -267,7 +304,7 @@ run_client pylibmc-binary check_exit \
 # A second kura requiring SASL, for Dalli's username/password.
 sasl_pid=""
 sasl_args=()
-if [[ "$target" == kura ]]; then
+if [[ "$target" == kura ]]; then  # not through the proxy, which has no SASL
     printf 'compat:s3cret-pw\nother:x\n' >"$workdir/auth"
     sasl_port="$(free_port)"
     "$bin" server -p "$sasl_port" -S -Y "$workdir/auth" >"$workdir/sasl-server.log" 2>&1 &
@@ -378,6 +415,9 @@ if [[ "$target" == kura ]]; then
             --certfile "$workdir/tls/client.pem" --keyfile "$workdir/tls/client-key.pem"
         run_client tls-openssl check_exit tls_openssl
     fi
+elif ((through_proxy)); then
+    skip_client tls-pymemcache "kura proxy has no TLS"
+    skip_client tls-openssl "kura proxy has no TLS"
 else
     skip_client tls-pymemcache "Debian's memcached is built without TLS"
     skip_client tls-openssl "Debian's memcached is built without TLS"
@@ -404,6 +444,8 @@ durable_roundtrip() {
 }
 if [[ "$target" == kura ]]; then
     run_client durable check_exit durable_roundtrip
+elif ((through_proxy)); then
+    skip_client durable "the durable mode is the server's (tests/proxy_rejoin.rs covers the proxy)"
 else
     skip_client durable "memcached keeps nothing across a restart"
 fi

@@ -39,7 +39,7 @@ const WRITE_MAX: usize = 1024 * 1024;
 
 /// What replies a request expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expect {
+pub enum Expect {
     /// One meta reply carrying `O<opaque>` (binary: the opaque field).
     Meta(u32),
     /// Meta replies with opaques below `n`, ended by `MN` (binary: `NOOP`).
@@ -47,6 +47,9 @@ pub(crate) enum Expect {
     /// `n` text replies: each one line, or `VALUE`s ended by `END`.
     Text(u32),
 }
+
+/// Where a queued request's replies come.
+pub(crate) type Replies = oneshot::Receiver<Result<Vec<Reply>>>;
 
 /// A request on its way to the writer.
 struct Job {
@@ -158,15 +161,29 @@ impl Conn {
     /// # Errors
     /// The connection fails or closes before the replies are complete.
     pub async fn call(&self, bytes: Bytes, expect: Expect) -> Result<Vec<Reply>> {
-        let closed = || Error::ConnectionClosed(self.shared.server.clone());
+        let rx = self.enqueue(bytes, expect).await?;
+        rx.await
+            .map_err(|_| Error::ConnectionClosed(self.shared.server.clone()))?
+    }
+
+    /// Queues `bytes` for the writer and returns where its replies will
+    /// come. Requests queued one after another by one task are written
+    /// (and answered) in that order.
+    ///
+    /// # Errors
+    /// The connection is closed.
+    pub async fn enqueue(&self, bytes: Bytes, expect: Expect) -> Result<Replies> {
         let (tx, rx) = oneshot::channel();
         let job = Job {
             bytes,
             expect,
             reply: tx,
         };
-        self.jobs.send(job).await.map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())?
+        self.jobs
+            .send(job)
+            .await
+            .map_err(|_| Error::ConnectionClosed(self.shared.server.clone()))?;
+        Ok(rx)
     }
 }
 

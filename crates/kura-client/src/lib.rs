@@ -51,6 +51,7 @@ mod multi;
 mod near;
 mod ops;
 mod pool;
+pub mod raw;
 #[cfg(feature = "redis")]
 mod redis_near;
 mod reply;

@@ -5,7 +5,7 @@
 //! network, while a probe task retries it with exponential backoff and
 //! jitter and marks it up when it answers again.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ pub(crate) struct ServerPool {
     next: AtomicUsize,
     failures: AtomicU32,
     down: AtomicBool,
+    /// Times the server was marked down.
+    downs: AtomicU64,
     cfg: Arc<Config>,
     /// The client's near cache: each connection subscribes to its
     /// invalidations when the server offers them.
@@ -43,6 +45,7 @@ impl ServerPool {
             next: AtomicUsize::new(0),
             failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
+            downs: AtomicU64::new(0),
             cfg,
             near,
         })
@@ -83,7 +86,15 @@ impl ServerPool {
     /// A connection of the pool, connecting when its slot is empty or
     /// its connection closed.
     async fn conn(&self) -> Result<Arc<Conn>> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        self.conn_in(self.next.fetch_add(1, Ordering::Relaxed))
+            .await
+    }
+
+    /// The connection of slot `lane` (modulo the pool's size), connecting
+    /// when it is empty or closed: one caller that always asks for the
+    /// same lane has its requests answered in the order it queued them.
+    pub async fn conn_in(&self, lane: usize) -> Result<Arc<Conn>> {
+        let i = lane % self.slots.len();
         let mut slot = self.slots[i].lock().await;
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
@@ -122,17 +133,34 @@ impl ServerPool {
             }
             Err(e) => Err(e),
         };
-        match &result {
+        self.settle(&result);
+        result
+    }
+
+    /// Counts a request's outcome towards the server's health: a success
+    /// clears the failures, a server failure adds one.
+    pub fn settle<T>(self: &Arc<Self>, result: &Result<T>) {
+        match result {
             Ok(_) => self.failures.store(0, Ordering::Relaxed),
             Err(e) if e.is_server_failure() => self.failed(),
             Err(_) => {}
         }
-        result
+    }
+
+    /// The settings the pool was made with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Times the server was marked down since the pool was made.
+    pub fn down_transitions(&self) -> u64 {
+        self.downs.load(Ordering::Relaxed)
     }
 
     fn failed(self: &Arc<Self>) {
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= self.cfg.failure_limit && !self.down.swap(true, Ordering::AcqRel) {
+            self.downs.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(server = %self.addr, failures = n, "server marked down");
             tokio::spawn(probe(Arc::downgrade(self)));
         }

@@ -15,7 +15,7 @@ const VALUE_MAX: usize = 1 << 30;
 
 /// A reply's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
+pub enum Status {
     /// A value follows (meta `VA`, text `VALUE`, or a text counter's number).
     Value,
     /// Success without a value (meta `HD`; text `STORED`, `DELETED`, `TOUCHED`).
@@ -40,7 +40,7 @@ pub(crate) enum Status {
 
 /// One reply: its status, the rest of its line, and its value if any.
 #[derive(Debug, Clone)]
-pub(crate) struct Reply {
+pub struct Reply {
     pub status: Status,
     /// Meta: the flags after the status (and size); text `VALUE`: the key,
     /// flags, size and CAS; errors: the whole line.

@@ -2,7 +2,8 @@
 //! memcached-compatible server; `kura bench` loads a server and measures it;
 //! `kura log` checks and repairs an update-log directory; `kura ring`
 //! prints which server of a cluster holds each key; `kura http` runs the
-//! caching reverse proxy (kura-http).
+//! caching reverse proxy (kura-http); `kura proxy` the memcached router
+//! (kura-proxy).
 
 mod log;
 mod process;
@@ -35,6 +36,19 @@ enum Command {
     Ring(ring::RingArgs),
     /// Run the caching HTTP reverse proxy (RFC 9111) in front of a backend.
     Http(Box<HttpCommand>),
+    /// Run the memcached router (text, meta and binary clients) in front of
+    /// pools of memcached-protocol servers.
+    Proxy(Box<ProxyCommand>),
+}
+
+/// `kura proxy`'s flags, with the verbosity the other commands have.
+#[derive(clap::Args)]
+struct ProxyCommand {
+    #[command(flatten)]
+    args: kura_proxy::ProxyArgs,
+    /// Log more (-v info, -vv debug, -vvv trace).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 /// `kura http`'s flags, with the verbosity the other commands have.
@@ -54,6 +68,7 @@ fn main() {
         Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
         Command::Http(cmd) => run_http(*cmd),
+        Command::Proxy(cmd) => run_proxy(*cmd),
         Command::Ring(args) => ring::run(
             &args,
             std::io::stdin().lock(),
@@ -82,6 +97,12 @@ fn run_http(cmd: HttpCommand) -> anyhow::Result<()> {
     init_logging(cmd.verbose.max(1));
     let config = kura_http::Config::load(&cmd.args)?;
     kura_http::run(config).map_err(|e| anyhow::anyhow!(e))
+}
+
+fn run_proxy(cmd: ProxyCommand) -> anyhow::Result<()> {
+    init_logging(cmd.verbose.max(1));
+    let config = kura_proxy::Config::load(&cmd.args)?;
+    Ok(kura_proxy::run(config)?)
 }
 
 fn init_logging(verbosity: u8) {

@@ -16,21 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::{caught_up, contents, load, same};
-use common::{free_port, stat, stat_str, Server};
-
-/// Runs `ip`/`tc` with `args`; whether it succeeded.
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn must(cmd: &str, args: &[&str]) {
-    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
-}
+use common::{free_port, must, run, stat, stat_str, Server};
 
 /// The namespace and its links; removed when dropped.
 struct Net {

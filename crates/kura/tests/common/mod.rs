@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod proxy;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -141,6 +142,21 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Runs a command (`ip`, `tc`) with `args`; whether it succeeded.
+pub fn run(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs a command that must succeed.
+pub fn must(cmd: &str, args: &[&str]) {
+    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
 }
 
 pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {

@@ -1,0 +1,114 @@
+//! The layer under [`crate::Client`], for a proxy: one server's pool of
+//! pipelined connections with its timeouts and health, taking requests
+//! already in wire form. The caller writes the bytes (meta, text or
+//! binary, as [`Config::protocol`] says) and says which replies to expect;
+//! the connection checks that the replies are this request's (order and
+//! opaque token) and closes itself on anything else, as for the client.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::conn::{Conn, Replies};
+use crate::error::{Error, Result};
+use crate::pool::ServerPool;
+
+pub use crate::conn::Expect;
+pub use crate::reply::{Reply, Status};
+
+/// One server: its connections, timeouts and down marking.
+#[derive(Clone)]
+pub struct Backend {
+    pool: Arc<ServerPool>,
+}
+
+/// A request written (or queued to be) on one connection.
+pub struct Pending {
+    rx: Replies,
+    conn: Arc<Conn>,
+    pool: Arc<ServerPool>,
+    deadline: Instant,
+}
+
+impl Backend {
+    /// A backend at `addr` ("host:port"), connected on first use.
+    pub fn new(addr: impl Into<String>, config: Config) -> Backend {
+        Backend {
+            pool: ServerPool::new(addr.into(), Arc::new(config), None),
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        self.pool.addr()
+    }
+
+    /// Whether the server is marked down (its requests fail at once while a
+    /// probe retries it).
+    pub fn is_down(&self) -> bool {
+        self.pool.is_down()
+    }
+
+    /// Times the server was marked down.
+    pub fn down_transitions(&self) -> u64 {
+        self.pool.down_transitions()
+    }
+
+    /// Queues `bytes` on the connection of slot `lane`, connecting first if
+    /// needed. Requests one task queues on one lane are answered in order.
+    ///
+    /// # Errors
+    /// [`Error::ServerDown`] at once when the server is marked down, a
+    /// connect error (counted towards marking it down), or a closed
+    /// connection.
+    pub async fn send(&self, lane: usize, bytes: Bytes, expect: Expect) -> Result<Pending> {
+        if self.pool.is_down() {
+            return Err(Error::ServerDown(self.pool.addr().to_string()));
+        }
+        let queued = match self.pool.conn_in(lane).await {
+            Ok(conn) => conn.enqueue(bytes, expect).await.map(|rx| (conn, rx)),
+            Err(e) => Err(e),
+        };
+        match queued {
+            Ok((conn, rx)) => Ok(Pending {
+                rx,
+                conn,
+                pool: self.pool.clone(),
+                deadline: Instant::now() + self.pool.config().request_timeout,
+            }),
+            Err(e) => {
+                self.pool.settle::<()>(&Err(e.clone()));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Pending {
+    /// The request's replies, within the request timeout counted from when
+    /// it was queued. A timeout closes the connection (a late reply can
+    /// reach no other request); every outcome counts towards the server's
+    /// health.
+    ///
+    /// # Errors
+    /// Timeout, I/O, a closed connection or a reply that is not this
+    /// request's.
+    pub async fn wait(self) -> Result<Vec<Reply>> {
+        let server = || self.pool.addr().to_string();
+        let result = match tokio::time::timeout_at(self.deadline, self.rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(Error::ConnectionClosed(server())),
+            Err(_) => {
+                let e = Error::Timeout {
+                    server: server(),
+                    after: self.pool.config().request_timeout,
+                };
+                self.conn.close(e.clone());
+                Err(e)
+            }
+        };
+        self.pool.settle(&result);
+        result
+    }
+}

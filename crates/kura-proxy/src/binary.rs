@@ -1,0 +1,389 @@
+//! memcached's binary protocol, translated to meta commands: each opcode
+//! (quiet forms included) becomes one meta command to the key's backend,
+//! and the meta reply becomes the binary response memcached would send.
+//! Keys the meta protocol cannot carry as they are (spaces, control bytes)
+//! go base64-encoded (`b`).
+
+use std::sync::Arc;
+
+use bytes::BufMut;
+use kura_client::raw::{Reply, Status as Meta};
+use kura_proto::binary::{
+    self, error_response, message_response, BinFrame, BinRequest, Command, Response, Status,
+};
+use kura_proto::{Data, StoreMode};
+
+use crate::call::{b_flag, num, put_key, unavailable, Call};
+use crate::config::DownReply;
+use crate::conn::{ready, Out, ReplyFut, Step};
+use crate::ctx::Ctx;
+
+pub async fn step(ctx: &Arc<Ctx>, lane: usize, buf: &[u8]) -> Step {
+    match binary::parse(buf, &crate::text::LIMITS) {
+        BinFrame::Incomplete { .. } => Step::Incomplete,
+        BinFrame::Close => Step::Close(None),
+        BinFrame::Error {
+            opcode,
+            opaque,
+            status,
+            len,
+            swallow,
+            close,
+            ..
+        } => {
+            let mut out = Vec::new();
+            error_response(&mut out, opcode, opaque, status);
+            if close {
+                Step::Close(Some(ready(out)))
+            } else {
+                Step::Done {
+                    len,
+                    swallow,
+                    reply: Some(ready(out)),
+                }
+            }
+        }
+        BinFrame::Request { request, len } => route(ctx, lane, &request, len).await,
+    }
+}
+
+/// The header fields a response echoes.
+#[derive(Clone, Copy)]
+struct Echo {
+    opcode: u8,
+    opaque: u32,
+    quiet: bool,
+}
+
+impl Echo {
+    fn error(self, status: Status) -> Vec<u8> {
+        let mut out = Vec::new();
+        error_response(&mut out, self.opcode, self.opaque, status);
+        out
+    }
+
+    fn message(self, status: Status, msg: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        message_response(&mut out, self.opcode, self.opaque, status, msg);
+        out
+    }
+
+    fn ok(self, cas: u64, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
+        if self.quiet {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        binary::response(
+            &mut out,
+            &Response {
+                opcode: self.opcode,
+                opaque: self.opaque,
+                cas,
+                extras,
+                key,
+                ..Default::default()
+            },
+            value,
+        );
+        out
+    }
+
+    /// A backend's error line as a binary status.
+    fn backend_error(self, r: &Reply) -> Vec<u8> {
+        let t = &r.tokens[..];
+        let status = if t.starts_with(b"CLIENT_ERROR cannot increment") {
+            Status::NonNumeric
+        } else if t.starts_with(b"SERVER_ERROR out of memory") {
+            Status::OutOfMemory
+        } else if t.starts_with(b"SERVER_ERROR object too large") {
+            Status::TooLarge
+        } else {
+            return self.message(Status::TemporaryFailure, t);
+        };
+        self.error(status)
+    }
+
+    fn failed(self, e: &kura_client::Error) -> Vec<u8> {
+        self.message(Status::TemporaryFailure, e.to_string().as_bytes())
+    }
+}
+
+fn reply_of(
+    call: Call,
+    f: impl FnOnce(Reply) -> Vec<u8> + Send + 'static,
+    down: impl FnOnce(&kura_client::Error) -> Vec<u8> + Send + 'static,
+) -> ReplyFut {
+    Box::pin(async move {
+        Out::Bytes(match call.reply().await {
+            Ok(r) => f(r),
+            Err(e) => down(&e),
+        })
+    })
+}
+
+async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> Step {
+    let e = Echo {
+        opcode: r.opcode,
+        opaque: r.opaque,
+        quiet: r.quiet,
+    };
+    let cas = r.cas;
+    let router = ctx.router();
+    match &r.command {
+        Command::Get {
+            key,
+            touch,
+            with_key,
+            with_value,
+        } => {
+            ctx.stats.count_get(1, touch.is_some());
+            let mut args = if *with_value {
+                b" v f c".to_vec()
+            } else {
+                b" f c".to_vec()
+            };
+            if let Some(t) = touch {
+                args.extend_from_slice(b" T");
+                num(&mut args, *t);
+            }
+            let call = Call::simple(&router, lane, key, false, b"mg", &args).await;
+            let key = if *with_key { key.to_vec() } else { Vec::new() };
+            let key2 = key.clone();
+            let miss_on_down = router.down_reply == DownReply::Miss;
+            let stats = ctx.stats.clone();
+            let stats2 = ctx.stats.clone();
+            let miss = move |e: Echo, key: &[u8]| {
+                if e.quiet {
+                    Vec::new()
+                } else if key.is_empty() {
+                    e.error(Status::KeyNotFound)
+                } else {
+                    let mut out = Vec::new();
+                    binary::response(
+                        &mut out,
+                        &Response {
+                            opcode: e.opcode,
+                            status: Status::KeyNotFound as u16,
+                            opaque: e.opaque,
+                            key,
+                            ..Default::default()
+                        },
+                        b"",
+                    );
+                    out
+                }
+            };
+            let reply = reply_of(
+                call,
+                move |rep| match rep.status {
+                    Meta::Value | Meta::Done => {
+                        stats.count_hits(1, 0);
+                        let flags = rep.number::<u32>(b'f').unwrap_or(0).to_be_bytes();
+                        let cas = rep.number::<u64>(b'c').unwrap_or(0);
+                        let value = rep.value.as_deref().unwrap_or_default();
+                        Echo { quiet: false, ..e }.ok(cas, &flags, &key, value)
+                    }
+                    Meta::Miss => {
+                        stats.count_hits(0, 1);
+                        miss(e, &key)
+                    }
+                    _ => e.backend_error(&rep),
+                },
+                move |err| {
+                    if miss_on_down && unavailable(err) {
+                        stats2.count_hits(0, 1);
+                        miss(e, &key2)
+                    } else {
+                        e.failed(err)
+                    }
+                },
+            );
+            Step::reply(len, reply)
+        }
+        Command::Store {
+            mode,
+            key,
+            flags,
+            exptime,
+            data,
+        } => {
+            ctx.stats.count_set();
+            let Data::Bytes(data) = data else {
+                let Data::TooLarge { len: n } = data else {
+                    unreachable!()
+                };
+                return Step::Done {
+                    len,
+                    swallow: *n,
+                    reply: Some(ready(e.error(Status::TooLarge))),
+                };
+            };
+            let m: &[u8] = match mode {
+                StoreMode::Set => b"S",
+                StoreMode::Add => b"E",
+                StoreMode::Replace => b"R",
+                StoreMode::Append => b"A",
+                StoreMode::Prepend => b"P",
+                StoreMode::Rotate { .. } => b"S",
+            };
+            let (call, _) = Call::one(&router, lane, key, true, |b, op| {
+                b.put_slice(b"ms ");
+                put_key(b, key);
+                b.put_slice(b" ");
+                num(b, data.len());
+                b_flag(b, key);
+                b.put_slice(b" F");
+                num(b, *flags);
+                b.put_slice(b" T");
+                num(b, *exptime);
+                b.put_slice(b" M");
+                b.put_slice(m);
+                if cas != 0 {
+                    b.put_slice(b" C");
+                    num(b, cas);
+                }
+                b.put_slice(b" c O");
+                num(b, op);
+                b.put_slice(b"\r\n");
+                b.put_slice(data);
+                b.put_slice(b"\r\n");
+            })
+            .await;
+            let mode = *mode;
+            let reply = reply_of(
+                call,
+                move |rep| match rep.status {
+                    Meta::Done => e.ok(rep.number::<u64>(b'c').unwrap_or(0), b"", b"", b""),
+                    Meta::NotStored => e.error(match mode {
+                        StoreMode::Add => Status::KeyExists,
+                        StoreMode::Replace => Status::KeyNotFound,
+                        _ => Status::NotStored,
+                    }),
+                    Meta::Exists => e.error(Status::KeyExists),
+                    Meta::NotFound => e.error(Status::KeyNotFound),
+                    _ => e.backend_error(&rep),
+                },
+                move |err| e.failed(err),
+            );
+            Step::reply(len, reply)
+        }
+        Command::Delete { key } => {
+            let mut args = Vec::new();
+            if cas != 0 {
+                args.extend_from_slice(b" C");
+                num(&mut args, cas);
+            }
+            let call = Call::simple(&router, lane, key, true, b"md", &args).await;
+            let reply = reply_of(
+                call,
+                move |rep| match rep.status {
+                    Meta::Done => e.ok(0, b"", b"", b""),
+                    Meta::NotFound => e.error(Status::KeyNotFound),
+                    Meta::Exists => e.error(Status::KeyExists),
+                    _ => e.backend_error(&rep),
+                },
+                move |err| e.failed(err),
+            );
+            Step::reply(len, reply)
+        }
+        Command::Arith {
+            key,
+            incr,
+            delta,
+            initial,
+            exptime,
+        } => {
+            let mut args = if *incr {
+                b" v c MI D".to_vec()
+            } else {
+                b" v c MD D".to_vec()
+            };
+            num(&mut args, *delta);
+            if *exptime != binary::ARITH_NO_CREATE {
+                args.extend_from_slice(b" N");
+                num(&mut args, *exptime);
+                args.extend_from_slice(b" J");
+                num(&mut args, *initial);
+            }
+            if cas != 0 {
+                args.extend_from_slice(b" C");
+                num(&mut args, cas);
+            }
+            let call = Call::simple(&router, lane, key, true, b"ma", &args).await;
+            let reply = reply_of(
+                call,
+                move |rep| match (rep.status, &rep.value) {
+                    (Meta::Value, Some(v)) => {
+                        let n: u64 = std::str::from_utf8(v)
+                            .ok()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0);
+                        e.ok(
+                            rep.number::<u64>(b'c').unwrap_or(0),
+                            b"",
+                            b"",
+                            &n.to_be_bytes(),
+                        )
+                    }
+                    (Meta::NotFound, _) => e.error(Status::KeyNotFound),
+                    (Meta::Exists, _) => e.error(Status::KeyExists),
+                    _ => e.backend_error(&rep),
+                },
+                move |err| e.failed(err),
+            );
+            Step::reply(len, reply)
+        }
+        Command::Quit => Step::Close((!r.quiet).then(|| ready(e.ok(0, b"", b"", b"")))),
+        Command::Noop => Step::reply(len, ready(Echo { quiet: false, ..e }.ok(0, b"", b"", b""))),
+        Command::Version => Step::reply(
+            len,
+            ready(e.message(Status::Success, crate::admin::VERSION.as_bytes())),
+        ),
+        Command::Stat { group } => {
+            let group = (!group.is_empty()).then(|| group.to_vec());
+            let ctx = ctx.clone();
+            let run = async move {
+                let mut out = Vec::new();
+                match crate::stats::pairs_with_backends(&ctx, group.as_deref()).await {
+                    Some(pairs) => {
+                        let end = (String::new(), String::new());
+                        for (k, v) in pairs.iter().chain(std::iter::once(&end)) {
+                            binary::response(
+                                &mut out,
+                                &Response {
+                                    opcode: e.opcode,
+                                    opaque: e.opaque,
+                                    key: k.as_bytes(),
+                                    ..Default::default()
+                                },
+                                v.as_bytes(),
+                            );
+                        }
+                    }
+                    None => out = e.error(Status::KeyNotFound),
+                }
+                Out::Bytes(out)
+            };
+            Step::Barrier {
+                len,
+                run: Box::pin(run),
+            }
+        }
+        Command::Flush { exptime } => {
+            let arg = exptime.map_or_else(String::new, |t| format!(" {t}"));
+            let flush = crate::admin::flush_all(ctx, arg);
+            Step::Barrier {
+                len,
+                run: Box::pin(async move {
+                    let b = flush.await;
+                    Out::Bytes(if b == kura_proto::reply::OK {
+                        e.ok(0, b"", b"", b"")
+                    } else {
+                        e.message(Status::TemporaryFailure, b.trim_ascii_end())
+                    })
+                }),
+            }
+        }
+        _ => Step::reply(len, ready(e.error(Status::UnknownCommand))),
+    }
+}

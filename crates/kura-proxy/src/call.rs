@@ -1,0 +1,347 @@
+//! One request for one key, routed now and awaited later: the piece every
+//! protocol's translation is built from. A plain pool sends it to the
+//! key's backend. A replicated pool sends a write to every replica and
+//! aggregates the replies by its write mode, and sends a read to the first
+//! replica that serves, failing over to the next when that one fails. A
+//! sampled share goes to a shadow pool as well (its replies are dropped).
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::future::join_all;
+use kura_client::raw::{Expect, Pending, Reply, Status};
+use kura_client::Error;
+
+use crate::config::WriteMode;
+use crate::router::{opaque, Node, Router};
+
+type Sent = (Arc<Node>, Result<Pending, Error>);
+
+enum Kind {
+    One(Sent),
+    /// A read with replicas to fail over to.
+    Failover {
+        first: Sent,
+        rest: Vec<Arc<Node>>,
+        lane: usize,
+        bytes: Bytes,
+        expect: Expect,
+    },
+    /// A write to every replica.
+    All(Vec<Sent>, WriteMode),
+}
+
+/// A routed request.
+pub struct Call {
+    kind: Kind,
+    /// The key a write changes (journaled where the write fails).
+    write_key: Option<Vec<u8>>,
+}
+
+/// How bad a replica's outcome is, mcrouter's way round: an error of the
+/// proxy's (unreachable, timeout) is worst, then a backend's error reply,
+/// then "not stored"/"exists", then "not found"/miss; success is best.
+fn severity(r: &Result<Vec<Reply>, Error>) -> u8 {
+    match r {
+        Err(_) => 5,
+        Ok(replies) => match replies.iter().rev().find(|r| r.status != Status::Noop) {
+            None => 0,
+            Some(r) => match r.status {
+                Status::Value | Status::Done | Status::Noop | Status::Version => 0,
+                Status::Miss | Status::NotFound | Status::End => 1,
+                Status::NotStored | Status::Exists => 2,
+                Status::Error => 4,
+            },
+        },
+    }
+}
+
+async fn wait(sent: Sent, write_key: Option<&[u8]>) -> Result<Vec<Reply>, Error> {
+    let (node, r) = sent;
+    match r {
+        Ok(p) => node.wait(p, write_key).await,
+        Err(e) => Err(e),
+    }
+}
+
+impl Call {
+    /// Queues the request `build` writes (given the opaque to carry) for
+    /// `key`; returns the call and that opaque.
+    pub async fn one(
+        router: &Router,
+        lane: usize,
+        key: &[u8],
+        write: bool,
+        build: impl FnOnce(&mut BytesMut, u32),
+    ) -> (Call, u32) {
+        let op = opaque();
+        let mut buf = BytesMut::with_capacity(64 + key.len());
+        build(&mut buf, op);
+        let call = Call::route(router, lane, key, write, buf.freeze(), Expect::Meta(op)).await;
+        (call, op)
+    }
+
+    /// Queues `<cmd> <key>[ b]<args> O<opaque>` for `key`: the meta
+    /// commands without a data block. A key meta cannot carry as it is goes
+    /// base64 with the `b` flag.
+    pub async fn simple(
+        router: &Router,
+        lane: usize,
+        key: &[u8],
+        write: bool,
+        cmd: &[u8],
+        args: &[u8],
+    ) -> Call {
+        let build = |b: &mut BytesMut, op: u32| {
+            b.put_slice(cmd);
+            b.put_slice(b" ");
+            put_key(b, key);
+            b_flag(b, key);
+            b.put_slice(args);
+            b.put_slice(b" O");
+            num(b, op);
+            b.put_slice(b"\r\n");
+        };
+        Call::one(router, lane, key, write, build).await.0
+    }
+
+    /// Queues `bytes` for `key`'s backend(s).
+    pub async fn route(
+        router: &Router,
+        lane: usize,
+        key: &[u8],
+        write: bool,
+        bytes: Bytes,
+        expect: Expect,
+    ) -> Call {
+        let t = router.target(key, write);
+        if let Some(s) = t.shadow {
+            let (b, lane) = (bytes.clone(), lane);
+            tokio::spawn(async move {
+                if let Ok(p) = s.send(lane, b, expect, None).await {
+                    let _ = s.wait(p, None).await;
+                }
+            });
+        }
+        let write_key = write.then_some(key);
+        let kind = match (write, t.nodes.len()) {
+            (_, 0 | 1) => {
+                let node = match t.nodes.into_iter().next() {
+                    Some(n) => n,
+                    None => router.node_for(key),
+                };
+                match t.gutter.filter(|_| !node.available()) {
+                    // The server does not serve: its gutter takes the
+                    // request, writes with their TTL capped, and the key is
+                    // journaled for the server all the same.
+                    Some((g, ttl)) => {
+                        if let Some(k) = write_key {
+                            node.journal_key(k);
+                        }
+                        let bytes = if write { cap_ttl(&bytes, ttl) } else { bytes };
+                        let sent = g.send(lane, bytes, expect, None).await;
+                        Kind::One((g, sent))
+                    }
+                    None => {
+                        let sent = node.send(lane, bytes, expect, write_key).await;
+                        Kind::One((node, sent))
+                    }
+                }
+            }
+            (true, _) => {
+                let mut parts = Vec::with_capacity(t.nodes.len());
+                for n in t.nodes {
+                    let sent = n.send(lane, bytes.clone(), expect, write_key).await;
+                    parts.push((n, sent));
+                }
+                Kind::All(parts, t.write)
+            }
+            (false, _) => {
+                let node = router.node_for(key);
+                let rest = t
+                    .nodes
+                    .into_iter()
+                    .filter(|n| !Arc::ptr_eq(n, &node))
+                    .collect();
+                let sent = node.send(lane, bytes.clone(), expect, None).await;
+                Kind::Failover {
+                    first: (node, sent),
+                    rest,
+                    lane,
+                    bytes,
+                    expect,
+                }
+            }
+        };
+        Call {
+            kind,
+            write_key: write_key.map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The replies.
+    ///
+    /// # Errors
+    /// The backend (every replica tried, for a read) was unavailable or
+    /// failed; for a replicated write, as its write mode says.
+    pub async fn finish(self) -> Result<Vec<Reply>, Error> {
+        let key = self.write_key;
+        match self.kind {
+            Kind::One(sent) => wait(sent, key.as_deref()).await,
+            Kind::Failover {
+                first,
+                rest,
+                lane,
+                bytes,
+                expect,
+            } => {
+                let mut r = wait(first, None).await;
+                for n in rest {
+                    match &r {
+                        Err(e) if unavailable(e) => {}
+                        _ => break,
+                    }
+                    let sent = n.send(lane, bytes.clone(), expect, None).await;
+                    r = wait((n, sent), None).await;
+                }
+                r
+            }
+            Kind::All(parts, WriteMode::AllAsync) => {
+                let mut parts = parts.into_iter();
+                let first = parts.next();
+                for p in parts {
+                    let key = key.clone();
+                    tokio::spawn(async move { wait(p, key.as_deref()).await });
+                }
+                match first {
+                    Some(p) => wait(p, key.as_deref()).await,
+                    None => Err(Error::Config("a pool without replicas".into())),
+                }
+            }
+            Kind::All(parts, mode) => {
+                let n = parts.len();
+                let results = join_all(parts.into_iter().map(|p| wait(p, key.as_deref()))).await;
+                let ok = results.iter().filter(|r| severity(r) == 0).count();
+                let pick = if mode == WriteMode::Majority && ok * 2 > n {
+                    results.into_iter().find(|r| severity(r) == 0)
+                } else {
+                    results.into_iter().max_by_key(severity)
+                };
+                pick.unwrap_or_else(|| Err(Error::Config("a pool without replicas".into())))
+            }
+        }
+    }
+
+    /// The single reply of a request expecting one.
+    ///
+    /// # Errors
+    /// As [`Call::finish`], or no reply at all.
+    pub async fn reply(self) -> Result<Reply, Error> {
+        self.finish().await?.pop().ok_or_else(|| Error::Protocol {
+            server: "proxy".into(),
+            what: "no reply".into(),
+        })
+    }
+
+    /// Queues `bytes` for `node` alone.
+    pub async fn to(node: Arc<Node>, lane: usize, bytes: Bytes, expect: Expect) -> Call {
+        let sent = node.send(lane, bytes, expect, None).await;
+        Call {
+            kind: Kind::One((node, sent)),
+            write_key: None,
+        }
+    }
+}
+
+/// A meta request with its TTLs (`T`, and `N` of a vivifying `ma`) at most
+/// `cap` seconds: 0 (never expires) and absolute times become `cap`. Only
+/// the first line changes; a data block follows as it was.
+pub fn cap_ttl(bytes: &Bytes, cap: u32) -> Bytes {
+    let Some(end) = bytes.iter().position(|&b| b == b'\r') else {
+        return bytes.clone();
+    };
+    let mut out = BytesMut::with_capacity(bytes.len() + 8);
+    for (i, w) in bytes[..end].split(|&b| b == b' ').enumerate() {
+        if i > 0 {
+            out.put_u8(b' ');
+        }
+        let ttl = (i >= 2 && matches!(w.first(), Some(b'T' | b'N')))
+            .then(|| std::str::from_utf8(&w[1..]).ok()?.parse::<i64>().ok())
+            .flatten();
+        match ttl {
+            Some(t) if t == 0 || t > i64::from(cap) => {
+                out.put_u8(w[0]);
+                num(&mut out, cap);
+            }
+            _ => out.put_slice(w),
+        }
+    }
+    out.put_slice(&bytes[end..]);
+    out.freeze()
+}
+
+/// `SERVER_ERROR <why>\r\n` for a backend's failure.
+pub fn server_error(e: &Error) -> Vec<u8> {
+    let msg = e.to_string().replace(['\r', '\n'], " ");
+    format!("SERVER_ERROR {msg}\r\n").into_bytes()
+}
+
+/// Whether the error means the key's backend could not answer (as opposed
+/// to a bad request), so the down policy and failover apply.
+pub fn unavailable(e: &Error) -> bool {
+    e.is_server_failure() || matches!(e, Error::ServerDown(_))
+}
+
+/// Whether meta can carry `key` as it is (else it goes base64, flag `b`).
+fn plain(key: &[u8]) -> bool {
+    key.iter().all(|&c| c > b' ' && c < 0x7f)
+}
+
+/// Appends a key as meta carries it: as is, or base64 when it has bytes
+/// meta keys cannot have (the `b` flag then goes among the flags: [`b_flag`]).
+pub fn put_key(b: &mut BytesMut, key: &[u8]) {
+    if plain(key) {
+        b.put_slice(key);
+    } else {
+        let mut enc = Vec::new();
+        kura_proto::reply::put_base64(&mut enc, key);
+        b.put_slice(&enc);
+    }
+}
+
+/// ` b` when `key` went base64.
+pub fn b_flag(b: &mut BytesMut, key: &[u8]) {
+    if !plain(key) {
+        b.put_slice(b" b");
+    }
+}
+
+pub fn num(buf: &mut impl BufMut, n: impl itoa::Integer) {
+    buf.put_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gutter_ttls_are_capped_on_the_request_line_only() {
+        let capped =
+            |s: &str| String::from_utf8(cap_ttl(&Bytes::from(s.to_string()), 10).to_vec()).unwrap();
+        assert_eq!(
+            capped("ms k 2 F0 T0 MS O1\r\nT0\r\n"),
+            "ms k 2 F0 T10 MS O1\r\nT0\r\n"
+        );
+        assert_eq!(capped("ms k 2 T5 O1\r\nab\r\n"), "ms k 2 T5 O1\r\nab\r\n");
+        assert_eq!(
+            capped("ms k 2 T2000000000 O1\r\nab\r\n"),
+            "ms k 2 T10 O1\r\nab\r\n"
+        );
+        assert_eq!(capped("ma k v N0 J5 O1\r\n"), "ma k v N10 J5 O1\r\n");
+        assert_eq!(
+            capped("ms Tkey 2 T-1 O1\r\nab\r\n"),
+            "ms Tkey 2 T-1 O1\r\nab\r\n"
+        );
+        assert_eq!(capped("md k O1\r\n"), "md k O1\r\n");
+    }
+}

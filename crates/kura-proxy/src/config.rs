@@ -1,0 +1,479 @@
+//! `kura proxy`'s settings: the quick-start flags ([`ProxyArgs`]) and the
+//! TOML file (`--config`), merged into one [`Config`]. docs/proxy.md lists
+//! every setting.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use kura_ring::{Hash, Kind, Ring, Server};
+use serde::Deserialize;
+
+/// Run `kura proxy`, a memcached router for text, meta and binary clients.
+#[derive(Args, Debug, Default, Clone)]
+pub struct ProxyArgs {
+    /// Address to listen on (default 127.0.0.1:11311).
+    #[arg(long, short = 'l', value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The backends of the default pool, comma-separated HOST:PORT[:WEIGHT].
+    #[arg(long, value_name = "SERVERS")]
+    pub pool: Option<String>,
+    /// The pool's placement: libmemcached (ketama, the default), dalli,
+    /// twemproxy, ch3, jump.
+    #[arg(long, value_name = "KIND")]
+    pub ring: Option<String>,
+    /// twemproxy's key hash (with --ring twemproxy; default fnv1a_64).
+    #[arg(long, value_name = "HASH")]
+    pub hash: Option<String>,
+    /// TOML configuration file (pools, routes, health, journal).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of the rejoin journals (kept in memory without one).
+    #[arg(long, value_name = "DIR")]
+    pub journal_dir: Option<PathBuf>,
+    /// Address of the Prometheus endpoint (`GET /metrics`; off without it).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Worker threads (default 2).
+    #[arg(long, short = 't', value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// What reads of an unavailable backend's keys answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DownReply {
+    /// `SERVER_ERROR ...` (binary: temporary failure).
+    #[default]
+    Error,
+    /// A miss.
+    Miss,
+}
+
+/// What a backend whose journal overflowed gets before it serves again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overflow {
+    /// `flush_all`: everything it held is dropped.
+    #[default]
+    Flush,
+    /// Kept out until an operator removes its journal file.
+    KeepOut,
+}
+
+/// Health and journal settings (TOML `[health]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Health {
+    pub connect_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub failure_limit: u32,
+    pub probe_backoff_min_ms: u64,
+    pub probe_backoff_max_ms: u64,
+    pub down_reply: DownReply,
+    pub connections_per_backend: usize,
+    pub journal_max_keys: usize,
+    pub journal_overflow: Overflow,
+}
+
+impl Default for Health {
+    fn default() -> Health {
+        Health {
+            connect_timeout_ms: 500,
+            request_timeout_ms: 1000,
+            failure_limit: 3,
+            probe_backoff_min_ms: 100,
+            probe_backoff_max_ms: 5000,
+            down_reply: DownReply::Error,
+            connections_per_backend: 2,
+            journal_max_keys: 100_000,
+            journal_overflow: Overflow::Flush,
+        }
+    }
+}
+
+impl Health {
+    /// The backend client's settings (meta protocol to every backend).
+    pub fn client_config(&self) -> kura_client::Config {
+        kura_client::Config {
+            connections_per_server: self.connections_per_backend.max(1),
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            failure_limit: self.failure_limit.max(1),
+            probe_backoff_min: Duration::from_millis(self.probe_backoff_min_ms),
+            probe_backoff_max: Duration::from_millis(self.probe_backoff_max_ms),
+            ..Default::default()
+        }
+    }
+}
+
+/// How a replicated pool answers a write sent to every replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// Waits for every replica; the worst reply (docs/proxy.md's order).
+    #[default]
+    AllSync,
+    /// Answers with the first replica's reply; the others are not waited for.
+    AllAsync,
+    /// Success when more than half the replicas succeeded, else the worst.
+    Majority,
+}
+
+/// A pool in the file (`[pools.NAME]`): servers on a ring, or replicas
+/// (other pools, each holding every key).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PoolFile {
+    /// HOST:PORT[:WEIGHT][ NAME] (a twemproxy node name after a space).
+    #[serde(default)]
+    pub servers: Vec<String>,
+    #[serde(default)]
+    pub ring: Option<String>,
+    #[serde(default)]
+    pub hash: Option<String>,
+    /// The pools that replicate this one (instead of `servers`).
+    #[serde(default)]
+    pub replicas: Vec<String>,
+    #[serde(default)]
+    pub write: WriteMode,
+    /// A pool that takes the keys of this pool's unavailable servers.
+    #[serde(default)]
+    pub gutter: Option<String>,
+    /// The longest TTL of a write to the gutter, in seconds (default 10).
+    #[serde(default)]
+    pub gutter_ttl: Option<u32>,
+}
+
+/// A route in the file (`[[routes]]`): keys starting with `prefix` go to
+/// `pool`, reads to `read_pool` and writes to `write_pool` when given; a
+/// `shadow_rate` share of the requests is mirrored to `shadow`; `warm`
+/// fills `pool` from a warm pool on a miss.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteFile {
+    pub prefix: String,
+    pub pool: String,
+    #[serde(default)]
+    pub read_pool: Option<String>,
+    #[serde(default)]
+    pub write_pool: Option<String>,
+    #[serde(default)]
+    pub shadow: Option<String>,
+    #[serde(default)]
+    pub shadow_rate: Option<f64>,
+    #[serde(default)]
+    pub warm: Option<String>,
+}
+
+/// A route ready to use: pool indexes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSpec {
+    pub prefix: Vec<u8>,
+    pub read: usize,
+    pub write: usize,
+    pub shadow: Option<(usize, f64)>,
+    pub warm: Option<usize>,
+}
+
+/// The TOML file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub metrics_listen: Option<String>,
+    pub threads: Option<usize>,
+    pub journal_dir: Option<PathBuf>,
+    /// The pool of keys no route names (default: the pool named "default",
+    /// or the only pool).
+    pub default_pool: Option<String>,
+    #[serde(default)]
+    pub health: Health,
+    #[serde(default)]
+    pub pools: BTreeMap<String, PoolFile>,
+    #[serde(default)]
+    pub routes: Vec<RouteFile>,
+}
+
+/// A pool ready to build: its name and ring, or its replicas.
+#[derive(Debug, Clone)]
+pub struct PoolSpec {
+    pub name: String,
+    pub ring: Option<Ring>,
+    /// Indexes of the replica pools (each a ring pool).
+    pub replicas: Vec<usize>,
+    pub write: WriteMode,
+    /// The gutter pool and its TTL cap.
+    pub gutter: Option<(usize, u32)>,
+}
+
+/// Everything `kura proxy` runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: String,
+    pub metrics_listen: Option<String>,
+    pub threads: usize,
+    pub journal_dir: Option<PathBuf>,
+    pub health: Health,
+    pub pools: Vec<PoolSpec>,
+    /// Longest prefix first.
+    pub routes: Vec<RouteSpec>,
+    pub default_pool: usize,
+    /// The file it was read from, read again on SIGHUP.
+    pub file: Option<PathBuf>,
+    pub args: ProxyArgs,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn err(s: impl Into<String>) -> ConfigError {
+    ConfigError(s.into())
+}
+
+/// Builds a ring from the settings' strings.
+pub fn ring(
+    kind: Option<&str>,
+    hash: Option<&str>,
+    servers: &[String],
+) -> Result<Ring, ConfigError> {
+    let mut k: Kind = kind
+        .unwrap_or("libmemcached")
+        .parse()
+        .map_err(|e| err(format!("{e}")))?;
+    if let Some(h) = hash {
+        let Kind::Twemproxy(_) = k else {
+            return Err(err(format!(
+                "hash {h:?} is twemproxy's setting; {} has its own",
+                k.name()
+            )));
+        };
+        k = Kind::Twemproxy(h.parse::<Hash>().map_err(|e| err(format!("{e}")))?);
+    }
+    let servers = servers
+        .iter()
+        .map(|s| {
+            s.trim()
+                .parse::<Server>()
+                .map_err(|e| err(format!("server {s:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ring::new(k, servers).map_err(|e| err(format!("{e}")))
+}
+
+impl Config {
+    /// Reads the file (if any) and applies the flags over it.
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, an unknown ring, hash or pool, or no
+    /// pool at all.
+    pub fn load(args: &ProxyArgs) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Config::build(args, file)
+    }
+
+    fn build(args: &ProxyArgs, mut file: FileConfig) -> Result<Config, ConfigError> {
+        if let Some(servers) = &args.pool {
+            let servers: Vec<String> = servers.split(',').map(str::to_string).collect();
+            file.pools.insert(
+                "default".into(),
+                PoolFile {
+                    servers,
+                    ring: args.ring.clone(),
+                    hash: args.hash.clone(),
+                    ..Default::default()
+                },
+            );
+        } else if args.ring.is_some() || args.hash.is_some() {
+            return Err(err("--ring and --hash go with --pool"));
+        }
+        if file.pools.is_empty() {
+            return Err(err(
+                "no pool: give --pool HOST:PORT,... or a [pools.NAME] in --config",
+            ));
+        }
+        let names: Vec<&String> = file.pools.keys().collect();
+        let index = |name: &str| {
+            names
+                .iter()
+                .position(|p| *p == name)
+                .ok_or_else(|| err(format!("no pool named {name:?}")))
+        };
+        let mut pools = Vec::new();
+        for (name, p) in &file.pools {
+            let spec = if p.replicas.is_empty() {
+                let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
+                    .map_err(|e| err(format!("pool {name}: {e}")))?;
+                let gutter = match &p.gutter {
+                    Some(g) if g == name => {
+                        return Err(err(format!("pool {name}: its own gutter")))
+                    }
+                    Some(g) => Some((index(g)?, p.gutter_ttl.unwrap_or(10).max(1))),
+                    None => None,
+                };
+                PoolSpec {
+                    name: name.clone(),
+                    ring: Some(ring),
+                    replicas: Vec::new(),
+                    write: p.write,
+                    gutter,
+                }
+            } else {
+                if !p.servers.is_empty() || p.ring.is_some() || p.hash.is_some() {
+                    return Err(err(format!("pool {name}: replicas or servers, not both")));
+                }
+                let mut replicas = Vec::new();
+                for r in &p.replicas {
+                    let i = index(r)?;
+                    if !file.pools[r].replicas.is_empty() {
+                        return Err(err(format!(
+                            "pool {name}: replica {r} is itself replicated"
+                        )));
+                    }
+                    replicas.push(i);
+                }
+                if p.gutter.is_some() {
+                    return Err(err(format!(
+                        "pool {name}: a replicated pool fails over to its replicas, not a gutter"
+                    )));
+                }
+                PoolSpec {
+                    name: name.clone(),
+                    ring: None,
+                    replicas,
+                    write: p.write,
+                    gutter: None,
+                }
+            };
+            pools.push(spec);
+        }
+        let default_pool = match &file.default_pool {
+            Some(n) => index(n)?,
+            None if pools.len() == 1 => 0,
+            None => index("default")
+                .map_err(|_| err("several pools and no default_pool (or pool named default)"))?,
+        };
+        let mut routes = Vec::new();
+        for r in &file.routes {
+            let pool = index(&r.pool)?;
+            let shadow = match (&r.shadow, r.shadow_rate) {
+                (Some(s), rate) => {
+                    let rate = rate.unwrap_or(1.0);
+                    if !(0.0..=1.0).contains(&rate) {
+                        return Err(err(format!(
+                            "route {:?}: shadow_rate must be within 0..1",
+                            r.prefix
+                        )));
+                    }
+                    Some((index(s)?, rate))
+                }
+                (None, Some(_)) => {
+                    return Err(err(format!(
+                        "route {:?}: shadow_rate without shadow",
+                        r.prefix
+                    )))
+                }
+                (None, None) => None,
+            };
+            routes.push(RouteSpec {
+                prefix: r.prefix.as_bytes().to_vec(),
+                read: r.read_pool.as_deref().map_or(Ok(pool), index)?,
+                write: r.write_pool.as_deref().map_or(Ok(pool), index)?,
+                shadow,
+                warm: r.warm.as_deref().map(index).transpose()?,
+            });
+        }
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        Ok(Config {
+            listen: args
+                .listen
+                .clone()
+                .or(file.listen)
+                .unwrap_or_else(|| "127.0.0.1:11311".into()),
+            metrics_listen: args.metrics_listen.clone().or(file.metrics_listen),
+            threads: args.threads.or(file.threads).unwrap_or(2).max(1),
+            journal_dir: args.journal_dir.clone().or(file.journal_dir),
+            health: file.health,
+            pools,
+            routes,
+            default_pool,
+            file: args.config.clone(),
+            args: args.clone(),
+        })
+    }
+
+    /// The same flags over the file as it is now (SIGHUP).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn reload(&self) -> Result<Config, ConfigError> {
+        Config::load(&self.args)
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("reading {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| err(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_start_makes_one_ketama_pool() {
+        let args = ProxyArgs {
+            pool: Some("127.0.0.1:11211,127.0.0.1:11212".into()),
+            ..Default::default()
+        };
+        let c = Config::load(&args).unwrap();
+        assert_eq!(c.pools.len(), 1);
+        assert_eq!(c.pools[0].ring.as_ref().unwrap().kind(), Kind::Libmemcached);
+        assert_eq!(c.listen, "127.0.0.1:11311");
+    }
+
+    #[test]
+    fn file_pools_routes_and_errors() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            default_pool = "main"
+            [pools.main]
+            servers = ["127.0.0.1:1:2 a", "127.0.0.1:2:1 b"]
+            ring = "twemproxy"
+            hash = "murmur"
+            [pools.users]
+            servers = ["127.0.0.1:3"]
+            [[routes]]
+            prefix = "u:"
+            pool = "users"
+            [health]
+            down_reply = "miss"
+            journal_overflow = "keep-out"
+            "#,
+        )
+        .unwrap();
+        let c = Config::build(&ProxyArgs::default(), file).unwrap();
+        assert_eq!(c.pools[c.default_pool].name, "main");
+        assert_eq!((c.routes[0].read, c.routes[0].write), (1, 1));
+        assert_eq!(c.health.down_reply, DownReply::Miss);
+        assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nbogus=1").is_err());
+        let bad = |t: &str| Config::build(&ProxyArgs::default(), toml::from_str(t).unwrap());
+        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nring=\"nope\"").is_err());
+        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nhash=\"md5\"").is_err());
+        assert!(bad("[pools.a]\nservers=[\"h:1\"]\n[[routes]]\nprefix=\"x\"\npool=\"b\"").is_err());
+        assert!(bad("").is_err());
+        let repl = "[pools.a]\nservers=[\"h:1\"]\n[pools.b]\nservers=[\"h:2\"]\n[pools.r]\nreplicas=[\"a\",\"b\"]\nwrite=\"majority\"\n";
+        let c = bad(&format!("default_pool=\"r\"\n{repl}")).unwrap();
+        assert_eq!(c.pools[2].replicas, vec![0, 1]);
+        assert_eq!(c.pools[2].write, WriteMode::Majority);
+        assert!(bad(&format!("{repl}[pools.rr]\nreplicas=[\"r\"]\n")).is_err());
+        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nreplicas=[\"a\"]").is_err());
+    }
+}

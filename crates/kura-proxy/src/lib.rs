@@ -1,0 +1,33 @@
+//! kura-proxy: `kura proxy`, a memcached router. Clients speak text, meta
+//! or binary (detected per connection from the first byte, as kura-server
+//! does, and parsed with kura-proto's parsers); backends are any servers
+//! with memcached's meta protocol (kura, memcached 1.6), reached through
+//! kura-client's pipelined connections, placed on kura-ring's rings.
+//!
+//! - `conn.rs`: a client connection (reader routes, writer answers in order).
+//! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
+//!   commands as meta commands to the backends, and the replies back;
+//!   `get.rs` splits multi-gets into one quiet batch per backend.
+//! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
+//!   rejoin journal that keeps a returning backend from serving old values.
+//! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`, `server.rs`.
+//!
+//! docs/proxy.md has every decision.
+
+mod admin;
+mod binary;
+mod call;
+pub mod config;
+mod conn;
+mod ctx;
+mod get;
+mod journal;
+mod meta;
+mod metrics;
+mod router;
+mod server;
+mod stats;
+mod text;
+
+pub use config::{Config, ConfigError, ProxyArgs};
+pub use server::run;

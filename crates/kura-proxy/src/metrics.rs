@@ -1,0 +1,233 @@
+//! The Prometheus endpoint (`--metrics-listen ADDR`, `GET /metrics`): the
+//! `stats` figures in the text format with the server's names
+//! (memcached_exporter's where it has one: `memcached_up`,
+//! `memcached_current_connections`, `memcached_commands_total{command,status}`;
+//! `kura_proxy_*` for the proxy's own, per pool and per backend with a
+//! label). At most a few scrapers at once, each bounded in time.
+
+use std::convert::Infallible;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::ctx::Ctx;
+
+const MAX_SCRAPERS: usize = 8;
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves scrapers for ever.
+pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
+    let slots = Arc::new(Semaphore::new(MAX_SCRAPERS));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            continue;
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let service = service_fn(|req: Request<hyper::body::Incoming>| {
+                let reply = respond(&ctx, &req);
+                async move { Ok::<_, Infallible>(reply) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .max_buf_size(16 * 1024)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;
+            drop(slot);
+        });
+    }
+}
+
+fn respond<B>(ctx: &Ctx, req: &Request<B>) -> Response<Full<Bytes>> {
+    let (status, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") => (StatusCode::OK, render(ctx)),
+        (_, "/metrics") => (StatusCode::METHOD_NOT_ALLOWED, String::new()),
+        _ => (StatusCode::NOT_FOUND, "see /metrics\n".to_string()),
+    };
+    let mut reply = Response::new(Full::new(Bytes::from(body)));
+    *reply.status_mut() = status;
+    reply
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT));
+    reply
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A per-backend family: name, type, help, and the figure.
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&crate::router::Node) -> u64,
+);
+
+/// The whole page.
+pub fn render(ctx: &Ctx) -> String {
+    let s = &ctx.stats;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let mut out = String::with_capacity(4096);
+    family(
+        &mut out,
+        "memcached_up",
+        "gauge",
+        "Could the memcached server be reached.",
+    );
+    out.push_str("memcached_up 1\n");
+    family(
+        &mut out,
+        "memcached_current_connections",
+        "gauge",
+        "Current number of open connections.",
+    );
+    let _ = writeln!(
+        out,
+        "memcached_current_connections {}",
+        n(&s.curr_connections)
+    );
+    family(
+        &mut out,
+        "memcached_connections_total",
+        "counter",
+        "Total number of connections opened since the server started running.",
+    );
+    let _ = writeln!(
+        out,
+        "memcached_connections_total {}",
+        n(&s.total_connections)
+    );
+    family(
+        &mut out,
+        "memcached_commands_total",
+        "counter",
+        "Total number of all requests broken down by command (get, set, etc.) and status.",
+    );
+    let _ = writeln!(
+        out,
+        "memcached_commands_total{{command=\"get\",status=\"hit\"}} {}",
+        n(&s.get_hits)
+    );
+    let _ = writeln!(
+        out,
+        "memcached_commands_total{{command=\"get\",status=\"miss\"}} {}",
+        n(&s.get_misses)
+    );
+    let _ = writeln!(
+        out,
+        "memcached_commands_total{{command=\"set\",status=\"hit\"}} {}",
+        n(&s.cmd_set)
+    );
+    let _ = writeln!(
+        out,
+        "memcached_commands_total{{command=\"flush\",status=\"hit\"}} {}",
+        n(&s.cmd_flush)
+    );
+    let _ = writeln!(
+        out,
+        "memcached_commands_total{{command=\"touch\",status=\"hit\"}} {}",
+        n(&s.cmd_touch)
+    );
+    let router = ctx.router();
+    let rows: [Row; 8] = [
+        (
+            "kura_proxy_backend_requests_total",
+            "counter",
+            "Requests sent to the backend.",
+            |n| n.stats.requests.load(Ordering::Relaxed),
+        ),
+        (
+            "kura_proxy_backend_errors_total",
+            "counter",
+            "Requests to the backend that failed.",
+            |n| n.stats.errors.load(Ordering::Relaxed),
+        ),
+        (
+            "kura_proxy_backend_timeouts_total",
+            "counter",
+            "Requests to the backend that timed out.",
+            |n| n.stats.timeouts.load(Ordering::Relaxed),
+        ),
+        (
+            "kura_proxy_backend_down_transitions_total",
+            "counter",
+            "Times the backend was marked down.",
+            |n| n.down_transitions(),
+        ),
+        (
+            "kura_proxy_backend_down",
+            "gauge",
+            "Whether the backend is marked down.",
+            |n| u64::from(n.is_down()),
+        ),
+        (
+            "kura_proxy_backend_serving",
+            "gauge",
+            "Whether requests go to the backend (up and its journal replayed).",
+            |n| u64::from(n.available()),
+        ),
+        (
+            "kura_proxy_backend_journal_keys",
+            "gauge",
+            "Keys to delete on the backend before it serves again.",
+            |n| n.journal_len().0 as u64,
+        ),
+        (
+            "kura_proxy_backend_journal_replayed_total",
+            "counter",
+            "Journaled keys deleted on the backend.",
+            |n| n.stats.replayed.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, kind, help, f) in rows {
+        family(&mut out, name, kind, help);
+        for node in &router.nodes {
+            let _ = writeln!(
+                out,
+                "{name}{{backend=\"{}\"}} {}",
+                label(&node.addr),
+                f(node)
+            );
+        }
+    }
+    family(
+        &mut out,
+        "kura_proxy_pool_backends",
+        "gauge",
+        "Backends of the pool (0 for a replicated pool).",
+    );
+    for p in &router.pools {
+        let _ = writeln!(
+            out,
+            "kura_proxy_pool_backends{{pool=\"{}\"}} {}",
+            label(&p.name),
+            p.nodes.len()
+        );
+    }
+    out
+}

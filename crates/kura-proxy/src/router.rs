@@ -1,0 +1,442 @@
+//! Pools, their backends (`Node`s) and which backend a key goes to. A
+//! node wraps kura-client's pipelined backend with the proxy's own gate:
+//! it serves only while its rejoin journal is empty, and every write the
+//! proxy could not be sure it applied puts the key in that journal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kura_client::raw::{Backend, Expect, Pending, Reply, Status};
+use kura_client::Error;
+use kura_ring::Ring;
+
+use crate::config::{Config, DownReply, Overflow, RouteSpec, WriteMode};
+use crate::journal::Journal;
+
+/// Keys deleted per replay batch.
+const REPLAY_BATCH: usize = 500;
+
+/// Per-backend counters (`stats`, /metrics).
+#[derive(Default)]
+pub struct NodeStats {
+    pub requests: AtomicU64,
+    pub errors: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub replayed: AtomicU64,
+}
+
+/// One backend.
+pub struct Node {
+    pub addr: String,
+    backend: Backend,
+    journal: Mutex<Journal>,
+    /// The journal is not empty: reads and writes stay away.
+    gated: AtomicBool,
+    replaying: AtomicBool,
+    overflow: Overflow,
+    request_timeout: Duration,
+    pub stats: NodeStats,
+}
+
+static OPAQUE: AtomicU32 = AtomicU32::new(1);
+
+/// A fresh opaque token for a backend request.
+pub fn opaque() -> u32 {
+    OPAQUE.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Node {
+    fn new(addr: &str, cfg: &Config) -> std::io::Result<Arc<Node>> {
+        let h = &cfg.health;
+        let journal = Journal::open(cfg.journal_dir.as_deref(), addr, h.journal_max_keys)?;
+        let gated = !journal.is_empty();
+        let node = Arc::new(Node {
+            addr: addr.to_string(),
+            backend: Backend::new(addr, h.client_config()),
+            journal: Mutex::new(journal),
+            gated: AtomicBool::new(gated),
+            replaying: AtomicBool::new(false),
+            overflow: h.journal_overflow,
+            request_timeout: Duration::from_millis(h.request_timeout_ms),
+            stats: NodeStats::default(),
+        });
+        Ok(node)
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether requests may go to the backend now.
+    pub fn available(&self) -> bool {
+        !self.gated.load(Ordering::Acquire) && !self.backend.is_down()
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.backend.is_down()
+    }
+
+    pub fn down_transitions(&self) -> u64 {
+        self.backend.down_transitions()
+    }
+
+    /// Keys in the journal, and whether it overflowed.
+    pub fn journal_len(&self) -> (usize, bool) {
+        let j = self.journal();
+        (j.len(), j.overflowed())
+    }
+
+    /// Records a key the backend may hold an old value of.
+    pub fn journal_key(self: &Arc<Self>, key: &[u8]) {
+        let mut j = self.journal();
+        j.add(key);
+        self.gated.store(true, Ordering::Release);
+        drop(j);
+        self.start_replay();
+    }
+
+    /// Records that the backend may hold anything (a flush it missed).
+    pub fn journal_everything(self: &Arc<Self>) {
+        let mut j = self.journal();
+        j.mark_overflow();
+        self.gated.store(true, Ordering::Release);
+        drop(j);
+        self.start_replay();
+    }
+
+    /// Starts the replay task if the journal has work and none runs.
+    pub fn start_replay(self: &Arc<Self>) {
+        if self.gated.load(Ordering::Acquire) && !self.replaying.swap(true, Ordering::AcqRel) {
+            tokio::spawn(replay(self.clone()));
+        }
+    }
+
+    /// Queues a request for the backend. `write_key` is the key a write
+    /// changes: it is journaled when the write cannot be sent.
+    ///
+    /// # Errors
+    /// The backend is unavailable, or the request could not be queued.
+    pub async fn send(
+        self: &Arc<Self>,
+        lane: usize,
+        bytes: Bytes,
+        expect: Expect,
+        write_key: Option<&[u8]>,
+    ) -> Result<Pending, Error> {
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let r = if self.gated.load(Ordering::Acquire) {
+            Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
+        } else {
+            self.backend.send(lane, bytes, expect).await
+        };
+        if let Err(e) = &r {
+            self.failed(e, write_key);
+        }
+        r
+    }
+
+    /// Waits for a queued request's replies.
+    ///
+    /// # Errors
+    /// Timeout, a closed connection, a bad reply.
+    pub async fn wait(
+        self: &Arc<Self>,
+        p: Pending,
+        write_key: Option<&[u8]>,
+    ) -> Result<Vec<Reply>, Error> {
+        let r = p.wait().await;
+        if let Err(e) = &r {
+            self.failed(e, write_key);
+        }
+        r
+    }
+
+    fn failed(self: &Arc<Self>, e: &Error, write_key: Option<&[u8]>) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        if matches!(e, Error::Timeout { .. }) {
+            self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        let unsure = e.is_server_failure() || matches!(e, Error::ServerDown(_));
+        if let (Some(k), true) = (write_key, unsure) {
+            self.journal_key(k);
+        }
+    }
+
+    /// Sends one line of the text protocol on a connection of its own
+    /// (`flush_all`, whose `OK` is no meta reply) and returns the reply line.
+    pub async fn text_command(&self, line: &[u8]) -> Result<Vec<u8>, String> {
+        self.text_exchange(line, b"\r\n").await
+    }
+
+    /// Sends `line` on a connection of its own and reads until the reply
+    /// ends with `until` (at most 1 MiB).
+    pub async fn text_exchange(&self, line: &[u8], until: &[u8]) -> Result<Vec<u8>, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let run = async {
+            let mut s = tokio::net::TcpStream::connect(&self.addr).await?;
+            s.write_all(line).await?;
+            let mut got = Vec::new();
+            let mut b = [0u8; 4096];
+            while !got.ends_with(until) && got.len() < 1 << 20 {
+                let n = s.read(&mut b).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                got.extend_from_slice(&b[..n]);
+            }
+            Ok::<_, std::io::Error>(got)
+        };
+        match tokio::time::timeout(self.request_timeout, run).await {
+            Ok(Ok(line)) => Ok(line),
+            Ok(Err(e)) => Err(format!("{}: {e}", self.addr)),
+            Err(_) => Err(format!(
+                "{}: no reply within {:?}",
+                self.addr, self.request_timeout
+            )),
+        }
+    }
+}
+
+/// Deletes the journal's keys on the backend once it answers, then lets
+/// requests through again. Runs until the journal is empty.
+async fn replay(node: Arc<Node>) {
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        let (batch, overflowed, released) = {
+            let mut j = node.journal();
+            if j.released()
+                && (j.overflowed() || !j.is_empty())
+                && node.overflow == Overflow::KeepOut
+            {
+                tracing::warn!(server = %node.addr, "journal removed by the operator: serving again");
+                j.clear();
+            }
+            if j.is_empty() {
+                node.gated.store(false, Ordering::Release);
+                node.replaying.store(false, Ordering::Release);
+                tracing::info!(server = %node.addr, "journal replayed: serving reads again");
+                return;
+            }
+            (j.batch(REPLAY_BATCH), j.overflowed(), j.released())
+        };
+        let _ = released;
+        let ok = if node.backend.is_down() {
+            false
+        } else if overflowed {
+            match node.overflow {
+                Overflow::Flush => match node.text_command(b"flush_all\r\n").await {
+                    Ok(line) if line == b"OK\r\n" => {
+                        tracing::warn!(server = %node.addr, "journal overflowed: backend flushed");
+                        node.journal().clear();
+                        true
+                    }
+                    _ => false,
+                },
+                Overflow::KeepOut => false,
+            }
+        } else {
+            delete_batch(&node, &batch).await
+        };
+        if ok {
+            backoff = Duration::from_millis(20);
+        } else {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+/// One quiet batch of deletes (keys in base64, any bytes allowed); true
+/// when the backend answered all of them.
+async fn delete_batch(node: &Arc<Node>, keys: &[Vec<u8>]) -> bool {
+    let mut buf = BytesMut::new();
+    for (i, k) in keys.iter().enumerate() {
+        buf.put_slice(b"md ");
+        let mut b64 = Vec::new();
+        kura_proto::reply::put_base64(&mut b64, k);
+        buf.put_slice(&b64);
+        buf.put_slice(b" b q O");
+        buf.put_slice(itoa::Buffer::new().format(i).as_bytes());
+        buf.put_slice(b"\r\n");
+    }
+    buf.put_slice(b"mn\r\n");
+    let expect = Expect::MetaBatch(keys.len() as u32);
+    let replies = match node.backend.send(0, buf.freeze(), expect).await {
+        Ok(p) => p.wait().await,
+        Err(e) => Err(e),
+    };
+    match replies {
+        Ok(r)
+            if r.iter()
+                .all(|r| matches!(r.status, Status::NotFound | Status::Done)) =>
+        {
+            node.stats
+                .replayed
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
+            node.journal().done(keys);
+            true
+        }
+        Ok(_) => false,
+        Err(e) => {
+            tracing::debug!(server = %node.addr, %e, "journal replay failed");
+            false
+        }
+    }
+}
+
+/// A pool: its ring and one node per ring server, in the ring's order; or
+/// the replica pools that each hold every key.
+pub struct Pool {
+    pub name: String,
+    ring: Option<Ring>,
+    pub nodes: Vec<Arc<Node>>,
+    pub replicas: Vec<usize>,
+    pub write: WriteMode,
+    gutter: Option<(usize, u32)>,
+}
+
+/// Where one request goes.
+pub struct Target {
+    /// The key's node in each replica (one node for a plain pool).
+    pub nodes: Vec<Arc<Node>>,
+    pub write: WriteMode,
+    /// A node to mirror the request to (sampled).
+    pub shadow: Option<Arc<Node>>,
+    /// The warm pool's node, to fill this one from on a miss.
+    pub warm: Option<Arc<Node>>,
+    /// The gutter's node for the key and the TTL cap, if the pool has one.
+    pub gutter: Option<(Arc<Node>, u32)>,
+}
+
+/// Every pool and route of one configuration.
+pub struct Router {
+    pub pools: Vec<Pool>,
+    routes: Vec<RouteSpec>,
+    default_pool: usize,
+    pub down_reply: DownReply,
+    /// Every distinct node once.
+    pub nodes: Vec<Arc<Node>>,
+}
+
+impl Router {
+    /// Builds the router; nodes of `old` with the same address are kept
+    /// (their connections, health and journal carry over a reload).
+    ///
+    /// # Errors
+    /// A journal cannot be opened.
+    pub fn build(cfg: &Config, old: Option<&Router>) -> std::io::Result<Router> {
+        let mut by_addr: HashMap<String, Arc<Node>> = HashMap::new();
+        if let Some(old) = old {
+            for n in &old.nodes {
+                by_addr.insert(n.addr.clone(), n.clone());
+            }
+        }
+        let mut nodes: Vec<Arc<Node>> = Vec::new();
+        let mut pools = Vec::new();
+        for spec in &cfg.pools {
+            let mut pn = Vec::new();
+            for s in spec.ring.iter().flat_map(|r| r.servers()) {
+                let addr = s.address();
+                let node = match by_addr.get(&addr) {
+                    Some(n) => n.clone(),
+                    None => {
+                        let n = Node::new(&addr, cfg)?;
+                        by_addr.insert(addr, n.clone());
+                        n
+                    }
+                };
+                if !nodes.iter().any(|x| Arc::ptr_eq(x, &node)) {
+                    nodes.push(node.clone());
+                }
+                pn.push(node);
+            }
+            pools.push(Pool {
+                name: spec.name.clone(),
+                ring: spec.ring.clone(),
+                nodes: pn,
+                replicas: spec.replicas.clone(),
+                write: spec.write,
+                gutter: spec.gutter,
+            });
+        }
+        Ok(Router {
+            pools,
+            routes: cfg.routes.clone(),
+            default_pool: cfg.default_pool,
+            down_reply: cfg.health.down_reply,
+            nodes,
+        })
+    }
+
+    /// Starts the replay of journals loaded from disk.
+    pub fn start(&self) {
+        for n in &self.nodes {
+            n.start_replay();
+        }
+    }
+
+    /// The key's node in a ring pool.
+    fn ring_node(&self, pool: usize, key: &[u8]) -> Option<&Arc<Node>> {
+        let p = &self.pools[pool];
+        let ring = p.ring.as_ref()?;
+        p.nodes.get(ring.index_for(key))
+    }
+
+    /// The key's node in each replica of `pool` (its own node if a ring pool).
+    fn nodes_of(&self, pool: usize, key: &[u8]) -> Vec<Arc<Node>> {
+        let p = &self.pools[pool];
+        if p.replicas.is_empty() {
+            self.ring_node(pool, key).into_iter().cloned().collect()
+        } else {
+            p.replicas
+                .iter()
+                .filter_map(|&r| self.ring_node(r, key).cloned())
+                .collect()
+        }
+    }
+
+    /// Where a read (`write` false) or a write of `key` goes: the longest
+    /// matching prefix route's pool for the operation, else the default pool.
+    pub fn target(&self, key: &[u8], write: bool) -> Target {
+        let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
+        let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
+        let shadow = route
+            .and_then(|r| r.shadow)
+            .filter(|&(_, rate)| rate >= 1.0 || rand::random::<f64>() < rate)
+            .and_then(|(p, _)| self.nodes_of(p, key).into_iter().next());
+        let warm = route
+            .and_then(|r| r.warm)
+            .filter(|_| !write)
+            .and_then(|p| self.nodes_of(p, key).into_iter().next());
+        let gutter = self.pools[pool]
+            .gutter
+            .and_then(|(g, ttl)| Some((self.ring_node(g, key)?.clone(), ttl)));
+        Target {
+            nodes: self.nodes_of(pool, key),
+            write: self.pools[pool].write,
+            shadow,
+            warm,
+            gutter,
+        }
+    }
+
+    /// The node a read of `key` goes to: the first replica that serves,
+    /// or the gutter's node while the key's server does not serve.
+    pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
+        let t = self.target(key, false);
+        if let (Some((g, _)), Some(n)) = (&t.gutter, t.nodes.first()) {
+            if !n.available() {
+                return g.clone();
+            }
+        }
+        let first = t.nodes.first().cloned();
+        t.nodes
+            .into_iter()
+            .find(|n| n.available())
+            .or(first)
+            .expect("every pool has a node for every key")
+    }
+}

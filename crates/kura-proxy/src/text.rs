@@ -1,0 +1,253 @@
+//! The text protocol's commands, each turned into meta commands to the
+//! key's backend and the meta replies turned back into the text replies
+//! memcached gives. Meta commands go to `meta.rs`, the commands that name
+//! no key (`stats`, `version`, `flush_all`, ...) to `admin.rs`.
+
+use std::sync::Arc;
+
+use bytes::BufMut;
+use kura_client::raw::{Reply, Status};
+use kura_proto::{parse, reply, Data, Frame, Limits, Request, StoreMode};
+
+use crate::call::{num, server_error, unavailable, Call};
+use crate::config::DownReply;
+use crate::conn::{ready, Out, ReplyFut, Step};
+use crate::ctx::Ctx;
+
+/// memcached's defaults: 1 MiB items, CAS on.
+pub const LIMITS: Limits = Limits {
+    item_size_max: 1024 * 1024,
+    cas_enabled: true,
+    max_get_line: 1024 * 1024,
+};
+
+/// Frames and routes the request at the front of `buf`.
+pub async fn step(ctx: &Arc<Ctx>, lane: usize, buf: &[u8]) -> Step {
+    match parse(buf, &LIMITS) {
+        Frame::Incomplete { .. } => Step::Incomplete,
+        Frame::Close => Step::Close(None),
+        Frame::Error {
+            error,
+            len,
+            swallow,
+            quiet,
+        } => Step::Done {
+            len,
+            swallow,
+            reply: (!quiet).then(|| ready(error.as_bytes().to_vec())),
+        },
+        Frame::Request { request, len } => route(ctx, lane, &request, len).await,
+    }
+}
+
+/// The reply of a request whose backend reply is one meta reply, with
+/// `noreply` honoured (the future still runs: its failure is journaled).
+fn quiet_unless(
+    noreply: bool,
+    f: impl std::future::Future<Output = Vec<u8>> + Send + 'static,
+) -> ReplyFut {
+    Box::pin(async move {
+        let b = f.await;
+        Out::Bytes(if noreply { Vec::new() } else { b })
+    })
+}
+
+/// The text reply line of an error meta reply.
+pub fn error_line(r: &Reply) -> Vec<u8> {
+    let mut line = r.tokens.to_vec();
+    line.extend_from_slice(b"\r\n");
+    line
+}
+
+async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> Step {
+    match req {
+        Request::Get(g) => {
+            let keys: Vec<&[u8]> = g.keys().collect();
+            let mut flags = b"v f".to_vec();
+            if g.cas {
+                flags.extend_from_slice(b" c");
+            }
+            if let Some(t) = g.touch {
+                flags.extend_from_slice(b" T");
+                num(&mut flags, t);
+            }
+            ctx.stats.count_get(keys.len(), g.touch.is_some());
+            let owned: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+            let with_cas = g.cas;
+            let found = crate::get::start(ctx, lane, &keys, &flags).await;
+            let stats = ctx.stats.clone();
+            Step::reply(
+                len,
+                Box::pin(async move {
+                    let found = found.await;
+                    if let Some(e) = found.error {
+                        return Out::Bytes(e);
+                    }
+                    let mut out = Vec::new();
+                    let mut hits = 0;
+                    for (k, hit) in owned.iter().zip(found.hits) {
+                        let Some(h) = hit else { continue };
+                        hits += 1;
+                        let data = h.value.as_deref().unwrap_or_default();
+                        let flags = h.number::<u32>(b'f').unwrap_or(0);
+                        let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
+                        reply::value(&mut out, k, flags, data, cas);
+                    }
+                    stats.count_hits(hits, owned.len() - hits);
+                    out.extend_from_slice(reply::END);
+                    Out::Bytes(out)
+                }),
+            )
+        }
+        Request::Store(s) => {
+            ctx.stats.count_set();
+            let Data::Bytes(data) = s.data else {
+                let Data::TooLarge { len: n } = s.data else {
+                    unreachable!()
+                };
+                // memcached drops the old value of a plain set it refuses.
+                let drop_old = s.mode == StoreMode::Set && s.cas.is_none();
+                let reply = too_large(ctx, lane, s.key, drop_old, reply::TOO_LARGE).await;
+                return Step::Done {
+                    len,
+                    swallow: n + 2,
+                    reply: Some(quiet_unless(s.noreply, reply)),
+                };
+            };
+            let mode: &[u8] = match s.mode {
+                StoreMode::Set => b"S",
+                StoreMode::Add => b"E",
+                StoreMode::Replace => b"R",
+                StoreMode::Append => b"A",
+                StoreMode::Prepend => b"P",
+                StoreMode::Rotate { .. } => b"W",
+            };
+            let (call, _) = Call::one(&ctx.router(), lane, s.key, true, |b, op| {
+                b.put_slice(b"ms ");
+                b.put_slice(s.key);
+                b.put_slice(b" ");
+                num(b, data.len());
+                b.put_slice(b" F");
+                num(b, s.flags);
+                b.put_slice(b" T");
+                num(b, s.exptime);
+                b.put_slice(b" M");
+                b.put_slice(mode);
+                if let StoreMode::Rotate { max } = s.mode {
+                    b.put_slice(b" w");
+                    num(b, max);
+                }
+                if let Some(c) = s.cas {
+                    b.put_slice(b" C");
+                    num(b, c);
+                }
+                b.put_slice(b" O");
+                num(b, op);
+                b.put_slice(b"\r\n");
+                b.put_slice(data);
+                b.put_slice(b"\r\n");
+            })
+            .await;
+            Step::reply(
+                len,
+                quiet_unless(s.noreply, async move {
+                    match call.reply().await {
+                        Ok(r) => match r.status {
+                            Status::Done => reply::STORED.to_vec(),
+                            Status::NotStored => reply::NOT_STORED.to_vec(),
+                            Status::Exists => reply::EXISTS.to_vec(),
+                            Status::NotFound => reply::NOT_FOUND.to_vec(),
+                            _ => error_line(&r),
+                        },
+                        Err(e) => server_error(&e),
+                    }
+                }),
+            )
+        }
+        Request::Delete(d) => {
+            let call = Call::simple(&ctx.router(), lane, d.key, true, b"md", b"").await;
+            Step::reply(
+                len,
+                quiet_unless(d.noreply, async move {
+                    match call.reply().await {
+                        Ok(r) => match r.status {
+                            Status::Done => reply::DELETED.to_vec(),
+                            Status::NotFound => reply::NOT_FOUND.to_vec(),
+                            _ => error_line(&r),
+                        },
+                        Err(e) => server_error(&e),
+                    }
+                }),
+            )
+        }
+        Request::Arith(a) => {
+            let mut args = if a.incr {
+                b" v MI D".to_vec()
+            } else {
+                b" v MD D".to_vec()
+            };
+            num(&mut args, a.delta);
+            let call = Call::simple(&ctx.router(), lane, a.key, true, b"ma", &args).await;
+            Step::reply(
+                len,
+                quiet_unless(a.noreply, async move {
+                    match call.reply().await {
+                        Ok(r) => match (r.status, &r.value) {
+                            (Status::Value, Some(v)) => [&v[..], b"\r\n"].concat(),
+                            (Status::NotFound, _) => reply::NOT_FOUND.to_vec(),
+                            _ => error_line(&r),
+                        },
+                        Err(e) => server_error(&e),
+                    }
+                }),
+            )
+        }
+        Request::Touch(t) => {
+            ctx.stats.count_touch();
+            let down_reply = ctx.router().down_reply;
+            let mut args = b" T".to_vec();
+            num(&mut args, t.exptime);
+            let call = Call::simple(&ctx.router(), lane, t.key, false, b"mg", &args).await;
+            Step::reply(
+                len,
+                quiet_unless(t.noreply, async move {
+                    match call.reply().await {
+                        Ok(r) => match r.status {
+                            Status::Done => reply::TOUCHED.to_vec(),
+                            Status::Miss => reply::NOT_FOUND.to_vec(),
+                            _ => error_line(&r),
+                        },
+                        Err(e) if unavailable(&e) && down_reply == DownReply::Miss => {
+                            reply::NOT_FOUND.to_vec()
+                        }
+                        Err(e) => server_error(&e),
+                    }
+                }),
+            )
+        }
+        _ => crate::admin::route(ctx, lane, req, len).await,
+    }
+}
+
+/// A store refused for its size: memcached's error, and the old value
+/// dropped on the backend when `drop_old`.
+pub async fn too_large(
+    ctx: &Ctx,
+    lane: usize,
+    key: &[u8],
+    drop_old: bool,
+    line: &'static [u8],
+) -> impl std::future::Future<Output = Vec<u8>> + Send + 'static {
+    let call = if drop_old {
+        let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
+        Some(c)
+    } else {
+        None
+    };
+    async move {
+        if let Some(c) = call {
+            let _ = c.finish().await;
+        }
+        line.to_vec()
+    }
+}
