@@ -55,7 +55,7 @@ enum End {
 /// server stops.
 pub(crate) async fn serve<S>(mut stream: S, shared: &Shared, stats: &ThreadStats, conn: ConnGuard)
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
     let end = run(&mut stream, shared, stats, &conn).await;
     conn.info.set_state(ConnState::Closing);
@@ -80,7 +80,7 @@ async fn stopped(rx: &mut tokio::sync::watch::Receiver<RunState>) {
 
 async fn run<S>(stream: &mut S, shared: &Shared, stats: &ThreadStats, conn: &ConnGuard) -> End
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
     let mut rx = shared.watch();
     // One wait for the stop signal for the connection's whole life, polled

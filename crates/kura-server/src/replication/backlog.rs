@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use kura_log::record::RECORD_HEADER_LEN;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
+
+use crate::replication::primary::Direct;
 use tokio::sync::Notify;
 
 /// Records in a row, whole.
@@ -64,6 +67,10 @@ pub struct Backlog {
     last: AtomicU64,
     waiting: AtomicBool,
     more: Notify,
+    /// Live streams over plain TCP, sent to by whoever adds records
+    /// (primary/direct.rs), and whether there are any (read per append).
+    directs: RwLock<Vec<Arc<Direct>>>,
+    has_directs: AtomicBool,
 }
 
 impl Backlog {
@@ -83,6 +90,8 @@ impl Backlog {
             last: AtomicU64::new(last),
             waiting: AtomicBool::new(false),
             more: Notify::new(),
+            directs: RwLock::new(Vec::new()),
+            has_directs: AtomicBool::new(false),
         }
     }
 
@@ -95,6 +104,44 @@ impl Backlog {
     /// Starts feeding it (a replica connected).
     pub fn activate(&self) {
         self.active.store(true, Ordering::Release);
+    }
+
+    /// Sends to `d` from whichever thread adds records, until
+    /// [`Backlog::remove_direct`].
+    pub(crate) fn add_direct(&self, d: Arc<Direct>) {
+        let mut all = self.directs.write();
+        all.push(d);
+        self.has_directs.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn remove_direct(&self, d: &Arc<Direct>) {
+        let mut all = self.directs.write();
+        all.retain(|x| !Arc::ptr_eq(x, d));
+        self.has_directs.store(!all.is_empty(), Ordering::SeqCst);
+    }
+
+    /// Whether any stream is sent to directly.
+    #[inline]
+    pub(crate) fn has_directs(&self) -> bool {
+        self.has_directs.load(Ordering::Relaxed)
+    }
+
+    /// Sends what was added to every live stream (never waits for one).
+    pub(crate) fn flush_directs(&self) {
+        if !self.has_directs() {
+            return;
+        }
+        for d in self.directs.read().iter() {
+            d.flush(self);
+        }
+    }
+
+    /// Tells every direct stream's task to look (records were added on a
+    /// thread that does not send).
+    pub(crate) fn kick_directs(&self) {
+        for d in self.directs.read().iter() {
+            d.kick();
+        }
     }
 
     /// Bytes held.
@@ -154,6 +201,7 @@ impl Backlog {
             ring.trim(self.limit);
         }
         self.pushed(last);
+        self.flush_directs();
     }
 
     /// Numbers a change (the record after the last) and appends it;

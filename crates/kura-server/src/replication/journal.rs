@@ -51,6 +51,7 @@ impl ChangeSink for MemSink {
         }
         let seq = self.backlog.append(&mutation(&change));
         LAST_SEQ.with(|c| c.set(seq));
+        super::primary::appended(&self.backlog);
     }
 }
 
@@ -115,6 +116,7 @@ impl Journal {
         };
         let seq = self.sink.backlog.append(&m);
         LAST_SEQ.with(|c| c.set(seq));
+        super::primary::appended(&self.sink.backlog);
     }
 
     /// The backlog it feeds.

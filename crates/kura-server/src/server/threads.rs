@@ -33,6 +33,7 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     };
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
+    local.spawn_local(crate::replication::primary::round(shared.clone()));
     local.block_on(&rt, async move {
         while let Some(incoming) = rx.recv().await {
             let shared = shared.clone();
@@ -224,6 +225,8 @@ pub(super) fn acceptor(
         }
     };
     let local = tokio::task::LocalSet::new();
+    // UDP writes are made here.
+    local.spawn_local(crate::replication::primary::round(shared.clone()));
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     local.block_on(&rt, async move {
         let dispatch = std::rc::Rc::new(std::cell::RefCell::new(Dispatch {

@@ -11,6 +11,7 @@
 //! it resyncs whole. Either way a slow replica costs the primary one frame
 //! of memory: its stream waits, never the primary's writers.
 
+mod direct;
 mod full;
 mod stream;
 
@@ -26,7 +27,30 @@ use super::StreamInfo;
 use crate::durable::Durable;
 use crate::shared::Shared;
 
+pub(crate) use direct::{appended, round, Direct};
 pub(crate) use stream::unix_millis;
+
+/// A connection's socket as a stream may send on it from any thread
+/// (direct.rs): plain TCP only; TLS and Unix sockets are sent to by the
+/// stream's task.
+pub(crate) trait PlainTcp {
+    /// A second handle on the socket (`dup`), if it is plain TCP.
+    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
+        None
+    }
+}
+
+impl PlainTcp for tokio::net::TcpStream {
+    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
+        use std::os::fd::AsFd;
+        let fd = self.as_fd().try_clone_to_owned().ok()?;
+        Some(std::net::TcpStream::from(fd))
+    }
+}
+
+impl PlainTcp for tokio::net::UnixStream {}
+
+impl<S> PlainTcp for tokio_rustls::server::TlsStream<S> {}
 
 /// Where a stream's records come from.
 pub(super) struct Source<'a> {
@@ -52,7 +76,7 @@ pub(crate) async fn serve<S>(
     history: &[u8],
     after: u64,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
 {
     let counters = &shared.replication;
     let backlog = match &shared.durable {
@@ -154,12 +178,12 @@ fn still_held(source: &Source<'_>, after: u64, written: u64) -> anyhow::Result<b
 async fn stream_to<S>(
     stream: &mut S,
     source: &Source<'_>,
-    info: &StreamInfo,
+    info: &Arc<StreamInfo>,
     history: &str,
     after: u64,
 ) -> anyhow::Result<()>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
 {
     let shared = source.shared;
     let Some(ours) = shared.replication.current_history(shared) else {
@@ -195,7 +219,18 @@ where
     // Until it acknowledges more, it needs what follows its position.
     info.acked.store(next - 1, Ordering::Relaxed);
     retain(source);
-    stream::follow(stream, source, info, next).await
+    let wants_acks = shared.config.min_replicas_ack > 0;
+    let direct = stream
+        .plain_tcp()
+        .and_then(|s| tokio::net::TcpStream::from_std(s).ok())
+        .map(|s| Arc::new(Direct::new(s, info.clone(), wants_acks)));
+    let Some(d) = direct else {
+        return stream::follow(stream, source, info, next, None).await;
+    };
+    source.backlog.add_direct(d.clone());
+    let ended = stream::follow(stream, source, info, next, Some(&d)).await;
+    source.backlog.remove_direct(&d);
+    ended
 }
 
 #[cfg(test)]

@@ -10,13 +10,13 @@ use anyhow::bail;
 use kura_log::{LogError, LogTail};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::direct::Direct;
 use super::Source;
 use crate::replication::backlog::Read;
 use crate::replication::wire;
 use crate::replication::StreamInfo;
 
-/// Bytes of records sent in one frame at most (about).
-const FRAME_BYTES: usize = 256 * 1024;
+use super::direct::FRAME_BYTES;
 
 /// Records behind the log's end within which the stream reads the log's
 /// files on the event loop (they are in the page cache).
@@ -25,22 +25,51 @@ const NEAR_END: u64 = 4096;
 /// A heartbeat goes out when nothing else has for this long.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
+/// Where the stream's task writes: through its own buffer, or (plain TCP)
+/// through the handle other threads send records on, in order with them.
+enum Out<'a, W> {
+    Buffered(tokio::io::BufWriter<W>),
+    Direct(&'a Direct),
+}
+
+impl<W: AsyncWrite + Unpin> Out<'_, W> {
+    /// Sends `parts` as one piece of the stream.
+    async fn send(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
+        match self {
+            Out::Buffered(w) => {
+                for p in parts {
+                    w.write_all(p).await?;
+                }
+                w.flush().await
+            }
+            Out::Direct(d) => d.send(&parts.concat()).await,
+        }
+    }
+}
+
 /// Sends the records from `next` on, then what is written, until the
-/// replica goes or the server stops.
+/// replica goes or the server stops. With `direct`, once the stream has
+/// caught up with the backlog, the threads that add records send them
+/// (direct.rs), and this task only reads acknowledgements, sends
+/// heartbeats and writes what a socket did not take at once.
 pub(super) async fn follow<S>(
     stream: &mut S,
     source: &Source<'_>,
     info: &StreamInfo,
     mut next: u64,
+    direct: Option<&Direct>,
 ) -> anyhow::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let shared = source.shared;
     let (mut reader, writer) = tokio::io::split(stream);
-    // A frame's head, its chunks and the heartbeat after it leave in one
-    // write (a chunk larger than the buffer goes straight through).
-    let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
+    let mut out = match direct {
+        Some(d) => Out::Direct(d),
+        // A frame's head, its chunks and the heartbeat after it leave in
+        // one write (a chunk larger than the buffer goes straight through).
+        None => Out::Buffered(tokio::io::BufWriter::with_capacity(64 * 1024, writer)),
+    };
     // The replica's `ack` lines, as they come (a read is cancel safe: a
     // select branch that loses reads nothing).
     let mut line = Vec::new();
@@ -51,49 +80,37 @@ where
     // Writes wait for replicas' acknowledgements: ask for them at once.
     let wants_acks = shared.config.min_replicas_ack > 0;
     let mut head = Vec::with_capacity(5);
+    let mut was_live = false;
     loop {
         // Whatever is written after this is seen by `changed` (what is
         // pushed, by `wait_past`).
         if let Some(w) = written.as_mut() {
             w.borrow_and_update();
         }
-        let mut sent = false;
-        match source.backlog.read(next, FRAME_BYTES) {
-            Read::Records { bytes, last } => {
-                let len: usize = bytes.iter().map(|b| b.len()).sum();
-                head.clear();
-                wire::records_head(&mut head, len);
-                writer.write_all(&head).await?;
-                for b in &bytes {
-                    writer.write_all(b).await?;
-                }
-                next = last + 1;
-                tail = None;
-                sent = true;
+        let mut live = false;
+        if let Some(d) = direct {
+            let (is_live, pending, failed) = d.status();
+            if let Some(e) = failed {
+                return Err(e.into());
             }
-            Read::Behind { .. } | Read::Wait if source.durable.is_some() => {
-                // Farther behind than the backlog goes (or not yet in it):
-                // the log's files.
-                if next <= source.written() {
-                    let bytes = read_files(source, &mut tail, next).await?;
-                    if !bytes.is_empty() {
-                        let mut frame = Vec::with_capacity(bytes.len() + 5);
-                        wire::records(&mut frame, &bytes);
-                        writer.write_all(&frame).await?;
-                        next = tail.as_ref().map_or(next, LogTail::next_seq);
-                        sent = true;
-                    }
-                }
+            if pending {
+                d.drain().await?;
+                d.flush(source.backlog);
+                continue;
             }
-            Read::Behind { first } => bail!(
-                "the replica fell behind the backlog (it wants record {next}, the backlog starts at {first}): it will resync whole"
-            ),
-            Read::Wait => {}
+            if is_live || was_live {
+                next = d.next();
+            }
+            (live, was_live) = (is_live, is_live);
         }
-        if sent {
-            info.sent.store(next - 1, Ordering::Relaxed);
-            // Behind: the replica hears how far, so its lag is true under
-            // load too, not only when the stream is idle.
+        let read = if live {
+            Read::Wait
+        } else {
+            source.backlog.read(next, FRAME_BYTES)
+        };
+        // Behind: the replica hears how far, so its lag is true under load
+        // too, not only when the stream is idle.
+        let trailer = |next: u64| {
             let written = source.written();
             let mut frame = Vec::with_capacity(18);
             if written >= next {
@@ -102,23 +119,73 @@ where
             if wants_acks {
                 wire::ack_now(&mut frame);
             }
-            writer.write_all(&frame).await?;
-            writer.flush().await?;
-            continue;
+            frame
+        };
+        match read {
+            _ if live => {}
+            Read::Records { bytes, last } => {
+                let len: usize = bytes.iter().map(|b| b.len()).sum();
+                head.clear();
+                wire::records_head(&mut head, len);
+                next = last + 1;
+                let caught_up = direct.filter(|_| last >= source.backlog.last());
+                let end = if caught_up.is_some() { Vec::new() } else { trailer(next) };
+                let mut parts: Vec<&[u8]> = vec![&head];
+                parts.extend(bytes.iter().map(|b| &b[..]));
+                parts.push(&end);
+                out.send(&parts).await?;
+                tail = None;
+                info.sent.store(last, Ordering::Relaxed);
+                if let Some(d) = caught_up {
+                    // Caught up: from now on whoever adds records sends
+                    // them, beginning with those added meanwhile.
+                    d.set_live(Some(next));
+                    d.flush(source.backlog);
+                }
+                continue;
+            }
+            Read::Behind { .. } | Read::Wait if source.durable.is_some() => {
+                // Farther behind than the backlog goes (or not yet in it):
+                // the log's files.
+                if next <= source.written() {
+                    let bytes = read_files(source, &mut tail, next).await?;
+                    if !bytes.is_empty() {
+                        head.clear();
+                        wire::records_head(&mut head, bytes.len());
+                        next = tail.as_ref().map_or(next, LogTail::next_seq);
+                        out.send(&[&head, &bytes, &trailer(next)]).await?;
+                        info.sent.store(next - 1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
+            }
+            Read::Behind { first } => bail!(
+                "the replica fell behind the backlog (it wants record {next}, the backlog starts at {first}): it will resync whole"
+            ),
+            Read::Wait => {}
         }
         let file_grew = async {
             match written.as_mut() {
-                Some(w) => w.changed().await,
-                None => std::future::pending().await,
+                Some(w) if !live => w.changed().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let more = async {
+            match direct {
+                Some(d) if live => d.kicked().await,
+                _ => source.backlog.wait_past(next - 1).await,
             }
         };
         tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
-            () = source.backlog.wait_past(next - 1) => {
+            () = more => {
                 // Let the writers that woke this stream go on a moment, so
                 // that what they write leaves in one frame, not one each.
                 for _ in 0..4 {
+                    if live {
+                        break;
+                    }
                     tokio::task::yield_now().await;
                 }
             }
@@ -144,10 +211,14 @@ where
                 anyhow::ensure!(line.len() <= 64, "a replica sent a line of {}+ bytes", line.len());
             }
             () = tokio::time::sleep(HEARTBEAT) => {
+                if let Some(d) = direct {
+                    // Records added where nobody sends (none are expected)
+                    // wait at most this long.
+                    d.flush(source.backlog);
+                }
                 let mut frame = Vec::with_capacity(17);
                 wire::heartbeat(&mut frame, source.written(), unix_millis());
-                writer.write_all(&frame).await?;
-                writer.flush().await?;
+                out.send(&[&frame]).await?;
             }
         }
     }

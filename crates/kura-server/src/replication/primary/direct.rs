@@ -1,0 +1,463 @@
+//! Sending records to a replica from the thread that made them, as Redis
+//! writes its replicas' buffers before its event loop sleeps: no hop to
+//! the thread that owns the stream's connection, no wait behind that
+//! thread's other connections.
+//!
+//! A stream over plain TCP that has caught up with the backlog is *live*:
+//! whoever adds records to the backlog sends them. A worker marks that it
+//! appended (a thread-local flag, set under the shard's lock) and its
+//! round task (one per event loop, [`round`]) sends once the tasks ready
+//! with it have run, so one write carries every record of a round of the
+//! loop; the log thread of a durable server, and a replica's thread that
+//! relays records, send right after they push. Every write is a
+//! non-blocking one under the stream's lock, so a send never waits on a
+//! slow replica: what the socket does not take stays pending (one frame at
+//! most), the stream's own task is told, waits until the socket is
+//! writable, sends it and goes on from the backlog, and meanwhile nobody
+//! else sends. A stream that is not live (catching up from the log's
+//! files, TLS, a Unix socket) is sent to by its own task only.
+
+use std::cell::{Cell, RefCell};
+use std::io::IoSlice;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::replication::backlog::{Backlog, Read};
+use crate::replication::{wire, StreamInfo};
+
+/// Bytes of records in one frame at most (about).
+pub(super) const FRAME_BYTES: usize = 256 * 1024;
+
+/// A replica's connection that records may be sent on from any thread.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    /// A second handle on the stream's socket (a `dup`), registered with
+    /// the event loop of the stream's task, so that task can wait until it
+    /// is writable.
+    sock: TcpStream,
+    state: Mutex<State>,
+    /// Tells the stream's task that it has something to do: bytes pending,
+    /// the stream no longer live, or a write failed.
+    kick: Notify,
+    info: Arc<StreamInfo>,
+    /// Ask the replica to acknowledge each frame at once.
+    wants_acks: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Records are sent from any thread (else by the stream's task only).
+    live: bool,
+    /// The first record not sent yet.
+    next: u64,
+    /// Bytes the socket did not take, from `sent` on: only the stream's
+    /// task writes while any are left.
+    pending: Vec<u8>,
+    sent: usize,
+    /// A write failed: the task ends the stream with this.
+    failed: Option<std::io::Error>,
+}
+
+impl Direct {
+    pub(super) fn new(sock: TcpStream, info: Arc<StreamInfo>, wants_acks: bool) -> Direct {
+        Direct {
+            sock,
+            state: Mutex::new(State::default()),
+            kick: Notify::new(),
+            info,
+            wants_acks,
+        }
+    }
+
+    /// Sends what the backlog holds after what was sent, if live and
+    /// nothing is pending; never waits for the socket.
+    pub(crate) fn flush(&self, backlog: &Backlog) {
+        let mut st = self.state.lock();
+        if !st.live || !st.pending.is_empty() || st.failed.is_some() {
+            return;
+        }
+        loop {
+            match backlog.read(st.next, FRAME_BYTES) {
+                Read::Records { bytes, last } => {
+                    let len: usize = bytes.iter().map(|b| b.len()).sum();
+                    let mut head = Vec::with_capacity(5);
+                    wire::records_head(&mut head, len);
+                    let mut tail = Vec::with_capacity(1);
+                    if self.wants_acks {
+                        wire::ack_now(&mut tail);
+                    }
+                    let mut parts: Vec<&[u8]> = Vec::with_capacity(bytes.len() + 2);
+                    parts.push(&head);
+                    parts.extend(bytes.iter().map(|b| &b[..]));
+                    parts.push(&tail);
+                    st.next = last + 1;
+                    self.info.sent.store(last, Ordering::Relaxed);
+                    if !self.write(&mut st, &parts) {
+                        return;
+                    }
+                    if last >= backlog.last() {
+                        return;
+                    }
+                }
+                Read::Wait => return,
+                Read::Behind { .. } => {
+                    // Overtaken: the task decides (the log's files, or a
+                    // full resync later).
+                    st.live = false;
+                    self.kick.notify_one();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes `parts` without blocking; what the socket does not take
+    /// becomes pending and the task is told. False unless all went.
+    fn write(&self, st: &mut State, parts: &[&[u8]]) -> bool {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut done = 0;
+        while done < total {
+            let slices = remaining(parts, done);
+            match self.sock.try_write_vectored(&slices) {
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    st.failed = Some(e);
+                    self.kick.notify_one();
+                    return false;
+                }
+            }
+        }
+        if done == total {
+            return true;
+        }
+        for s in remaining(parts, done) {
+            st.pending.extend_from_slice(&s);
+        }
+        st.sent = 0;
+        self.kick.notify_one();
+        false
+    }
+
+    /// Sends `bytes` from the stream's task, in order with everything
+    /// sent from other threads, waiting for the socket as needed.
+    pub(super) async fn send(&self, bytes: &[u8]) -> std::io::Result<()> {
+        {
+            let mut st = self.state.lock();
+            if let Some(e) = st.failed.take() {
+                return Err(e);
+            }
+            if st.pending.is_empty() {
+                if self.write(&mut st, &[bytes]) {
+                    return Ok(());
+                }
+            } else {
+                st.pending.extend_from_slice(bytes);
+            }
+        }
+        self.drain().await
+    }
+
+    /// Waits until the pending bytes are written (the stream's task).
+    pub(super) async fn drain(&self) -> std::io::Result<()> {
+        loop {
+            {
+                let mut st = self.state.lock();
+                if let Some(e) = st.failed.take() {
+                    return Err(e);
+                }
+                while st.sent < st.pending.len() {
+                    match self.sock.try_write(&st.pending[st.sent..]) {
+                        Ok(n) => st.sent += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if st.sent == st.pending.len() {
+                    st.pending = Vec::new();
+                    st.sent = 0;
+                    return Ok(());
+                }
+            }
+            self.sock.writable().await?;
+        }
+    }
+
+    /// Makes the stream live from record `next` on (the task has sent
+    /// everything before it), or takes it back (`None`): returns the next
+    /// record to send.
+    pub(super) fn set_live(&self, next: Option<u64>) -> u64 {
+        let mut st = self.state.lock();
+        match next {
+            Some(n) => {
+                st.live = true;
+                st.next = n;
+            }
+            None => st.live = false,
+        }
+        st.next
+    }
+
+    /// Whether others may send, whether bytes are pending, and a failure.
+    pub(super) fn status(&self) -> (bool, bool, Option<std::io::Error>) {
+        let mut st = self.state.lock();
+        (st.live, !st.pending.is_empty(), st.failed.take())
+    }
+
+    /// Tells the task to look.
+    pub(crate) fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    /// Resolves when the task has something to do.
+    pub(super) async fn kicked(&self) {
+        self.kick.notified().await;
+    }
+
+    /// The record after the last sent.
+    pub(super) fn next(&self) -> u64 {
+        self.state.lock().next
+    }
+}
+
+/// The slices of `parts` after the first `done` bytes.
+fn remaining<'a>(parts: &[&'a [u8]], mut done: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::with_capacity(parts.len());
+    for p in parts {
+        if done >= p.len() {
+            done -= p.len();
+            continue;
+        }
+        out.push(IoSlice::new(&p[done..]));
+        done = 0;
+    }
+    out
+}
+
+thread_local! {
+    /// This thread appended records to the journal since its round task
+    /// last sent.
+    static APPENDED: Cell<bool> = const { Cell::new(false) };
+    /// The round task of this thread's event loop, if it has one.
+    static ROUND: RefCell<Option<Rc<Notify>>> = const { RefCell::new(None) };
+}
+
+/// Said by the journal after it appended a record on this thread (under
+/// the shard's lock: it only sets a flag and wakes a task of this loop).
+/// Without a round task here, the streams' own tasks are told.
+pub(crate) fn appended(backlog: &Backlog) {
+    if !backlog.has_directs() || APPENDED.with(|a| a.replace(true)) {
+        return;
+    }
+    let told = ROUND.with(|r| r.borrow().as_ref().map(|n| n.notify_one()).is_some());
+    if !told {
+        APPENDED.with(|a| a.set(false));
+        backlog.kick_directs();
+    }
+}
+
+/// A loop that sent less than this long ago lets its connections go on
+/// for up to [`COALESCE_ROUNDS`] rounds first: under load a frame carries
+/// many writes (a replica's cost to the primary is mostly its frames: one
+/// per write cost half again the CPU of a set), while a lone write still
+/// leaves at once. The lag it adds is well under a client's p99.
+const COALESCE: std::time::Duration = std::time::Duration::from_micros(400);
+const COALESCE_ROUNDS: usize = 16;
+
+/// One per event loop: sends what the loop's connections appended to the
+/// journal once the tasks ready with them have run. Ends when the server
+/// stops (the loop waits for its tasks).
+pub(crate) async fn round(shared: Arc<crate::shared::Shared>) {
+    let tick = Rc::new(Notify::new());
+    ROUND.with(|r| *r.borrow_mut() = Some(tick.clone()));
+    let mut stop = shared.watch();
+    let mut last = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => break,
+            () = tick.notified() => {}
+        }
+        // Busy (this loop sent moments ago): let a few more rounds of its
+        // connections go first, so that their writes leave in one frame.
+        for _ in 0..COALESCE_ROUNDS {
+            if last.elapsed() >= COALESCE {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        last = std::time::Instant::now();
+        APPENDED.with(|a| a.set(false));
+        if let Some(j) = shared.replication.journal.get() {
+            j.backlog().flush_directs();
+        }
+    }
+    ROUND.with(|r| *r.borrow_mut() = None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kura_log::record::Record;
+    use kura_log::MutationRef;
+    use std::sync::atomic::AtomicU64;
+    use tokio::io::AsyncReadExt;
+
+    fn append(backlog: &Backlog, from: u64, to: u64, size: usize) {
+        for seq in from..=to {
+            let key = format!("k{seq}");
+            let value = vec![b'v'; size];
+            let m = MutationRef::Set {
+                key: key.as_bytes(),
+                value: &value,
+                flags: 0,
+                exptime: 0,
+                cas: seq,
+                stale: false,
+                binary_key: false,
+            };
+            assert_eq!(backlog.append(&m), seq);
+        }
+    }
+
+    /// The numbers of the records in `frames` (records frames only), in
+    /// order, and whether every frame was whole.
+    fn seqs(mut b: &[u8]) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some((frame, len)) = wire::frame(b).expect("a well-formed stream") {
+            if let wire::Frame::Records(mut r) = frame {
+                while !r.is_empty() {
+                    let (rec, n) = Record::decode(r).expect("whole records");
+                    out.push(rec.seq);
+                    r = &r[n..];
+                }
+            }
+            b = &b[len..];
+        }
+        assert!(b.is_empty(), "{} bytes of a frame cut short", b.len());
+        out
+    }
+
+    #[test]
+    fn remaining_skips_what_was_written() {
+        let parts: [&[u8]; 3] = [b"abc", b"", b"defg"];
+        let flat = |v: Vec<IoSlice<'_>>| v.iter().flat_map(|s| s.to_vec()).collect::<Vec<u8>>();
+        assert_eq!(flat(remaining(&parts, 0)), b"abcdefg");
+        assert_eq!(flat(remaining(&parts, 2)), b"cdefg");
+        assert_eq!(flat(remaining(&parts, 3)), b"defg");
+        assert_eq!(flat(remaining(&parts, 7)), b"");
+    }
+
+    /// Records sent from other threads while the replica does not read
+    /// stay in order with what the task sends, nothing is lost or sent
+    /// twice, and what waits is one frame, not everything written.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_replica_that_does_not_read_gets_everything_in_order_once_it_does() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut replica = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (primary, _) = listener.accept().await.unwrap();
+        let sock = tokio::net::TcpStream::from_std(primary.plain_tcp_for_test()).unwrap();
+        let info = Arc::new(StreamInfo {
+            peer: "test".into(),
+            acked: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+        });
+        let backlog = Arc::new(Backlog::new(64 << 20, 0));
+        backlog.activate();
+        let d = Arc::new(Direct::new(sock, info.clone(), false));
+        backlog.add_direct(d.clone());
+        // Not live: nothing goes.
+        append(&backlog, 1, 10, 100);
+        backlog.flush_directs();
+        assert_eq!(d.next(), 0);
+        // Live from record 1: others send, from threads of their own.
+        d.set_live(Some(1));
+        let writers: Vec<_> = (0..2)
+            .map(|t| {
+                let b = backlog.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        if i % 2 == t {
+                            b.flush_directs();
+                        }
+                        std::thread::yield_now();
+                    }
+                })
+            })
+            .collect();
+        // Far more than a socket's buffers hold, while nobody reads.
+        append(&backlog, 11, 3000, 1000);
+        backlog.flush_directs();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let (live, pending, failed) = d.status();
+        assert!(live && failed.is_none());
+        assert!(pending, "the socket took 3 MB without a reader");
+        assert!(d.state.lock().pending.len() <= FRAME_BYTES + 64 * 1024);
+        // The task sends a heartbeat meanwhile: it goes after the pending
+        // bytes, not into the middle of a frame.
+        let mut hb = Vec::new();
+        wire::heartbeat(&mut hb, 3000, 1);
+        let task = {
+            let d = d.clone();
+            let b = backlog.clone();
+            tokio::spawn(async move {
+                d.send(&hb).await.unwrap();
+                // The task's loop: drain, then go on from the backlog.
+                loop {
+                    d.drain().await.unwrap();
+                    d.flush(&b);
+                    if d.next() > 3000 && !d.status().1 {
+                        break;
+                    }
+                }
+            })
+        };
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        while seqs_prefix_count(&got) < 3000 {
+            let n = replica.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        task.await.unwrap();
+        assert_eq!(seqs(&got), (1..=3000).collect::<Vec<_>>());
+        assert_eq!(info.sent.load(Ordering::Relaxed), 3000);
+        backlog.remove_direct(&d);
+        assert!(!backlog.has_directs());
+    }
+
+    /// Records in the whole frames at the front of `b`.
+    fn seqs_prefix_count(mut b: &[u8]) -> usize {
+        let mut n = 0;
+        while let Ok(Some((frame, len))) = wire::frame(b) {
+            if let wire::Frame::Records(mut r) = frame {
+                while let Ok((_, k)) = Record::decode(r) {
+                    n += 1;
+                    r = &r[k..];
+                }
+            }
+            b = &b[len..];
+        }
+        n
+    }
+
+    trait PlainForTest {
+        fn plain_tcp_for_test(&self) -> std::net::TcpStream;
+    }
+
+    impl PlainForTest for tokio::net::TcpStream {
+        fn plain_tcp_for_test(&self) -> std::net::TcpStream {
+            use super::super::PlainTcp;
+            self.plain_tcp().unwrap()
+        }
+    }
+}
