@@ -24,17 +24,6 @@ TP=$TARGET/release/examples/throughput
 out=bench/results/$(date +%F)-client.txt
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
-# start KIND: starts a server on a free port, left in $port
-start() {
-  port=$(free_port)
-  if [[ $1 == kura ]]; then
-    "$KURA" server -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
-  else
-    memcached -u root -U 0 -l 127.0.0.1 -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
-  fi
-  pids+=($!)
-  wait_port "$port" >/dev/null
-}
 echo "# bench/client.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS" >"$out"
 echo "# $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load average $(cut -d' ' -f1-3 /proc/loadavg): a shared, busy machine" >>"$out"
 for kind in kura memcached; do
@@ -42,9 +31,9 @@ for kind in kura memcached; do
     echo "memcached: not installed, skipped" >>"$out"
     continue
   fi
-  start "$kind"; a=$port
-  start "$kind"; b=$port
-  start "$kind"; c=$port
+  start_cache "$kind"; a=$port
+  start_cache "$kind"; b=$port
+  start_cache "$kind"; c=$port
   "$WB" "127.0.0.1:$a,127.0.0.1:$b" "127.0.0.1:$a,127.0.0.1:$b,127.0.0.1:$c" "$ROUNDS" "$kind" >>"$out"
   # client cost per request against the memcache crate, on server a
   "$TP" "127.0.0.1:$a" "${REQUESTS:-20000}" "$ROUNDS" | sed "s/^/$kind\t/" >>"$out"

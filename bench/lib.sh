@@ -13,3 +13,16 @@ wait_port() {
   echo "nothing listens on port $1" >&2
   return 1
 }
+
+# start_cache KIND: `kura server` ($KURA) or Debian's memcached, -t 2 -m 256,
+# on a free port left in $port; its pid is added to the caller's pids array.
+start_cache() {
+  port=$(free_port)
+  if [[ $1 == kura ]]; then
+    "$KURA" server -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
+  else
+    memcached -u root -U 0 -l 127.0.0.1 -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
+  fi
+  pids+=($!)
+  wait_port "$port" >/dev/null
+}

@@ -28,16 +28,6 @@ LOGIN=$TARGET/release/examples/login
 out=bench/results/$(date +%F)-record.txt
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
-start() {
-  port=$(free_port)
-  if [[ $1 == kura ]]; then
-    "$KURA" server -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
-  else
-    memcached -u root -U 0 -l 127.0.0.1 -p "$port" -t 2 -m 256 >/dev/null 2>&1 &
-  fi
-  pids+=($!)
-  wait_port "$port" >/dev/null
-}
 {
   echo "# bench/record.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS DELAY_US=$DELAY_US"
   echo "# $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -47,8 +37,8 @@ for kind in kura memcached; do
     echo "memcached: not installed, skipped" >>"$out"
     continue
   fi
-  start "$kind"; a=$port
-  start "$kind"; b=$port
+  start_cache "$kind"; a=$port
+  start_cache "$kind"; b=$port
   for db in "$MYSQL" "$POSTGRES"; do
     name=${db%%:*}
     for delay in 0 "$DELAY_US"; do

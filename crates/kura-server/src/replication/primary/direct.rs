@@ -191,18 +191,11 @@ impl Direct {
     }
 
     /// Makes the stream live from record `next` on (the task has sent
-    /// everything before it), or takes it back (`None`): returns the next
-    /// record to send.
-    pub(super) fn set_live(&self, next: Option<u64>) -> u64 {
+    /// everything before it).
+    pub(super) fn set_live(&self, next: u64) {
         let mut st = self.state.lock();
-        match next {
-            Some(n) => {
-                st.live = true;
-                st.next = n;
-            }
-            None => st.live = false,
-        }
-        st.next
+        st.live = true;
+        st.next = next;
     }
 
     /// Whether others may send, whether bytes are pending, and a failure.
@@ -378,7 +371,7 @@ mod tests {
         backlog.flush_directs();
         assert_eq!(d.next(), 0);
         // Live from record 1: others send, from threads of their own.
-        d.set_live(Some(1));
+        d.set_live(1);
         let writers: Vec<_> = (0..2)
             .map(|t| {
                 let b = backlog.clone();

@@ -139,7 +139,7 @@ where
                 if let Some(d) = caught_up {
                     // Caught up: from now on whoever adds records sends
                     // them, beginning with those added meanwhile.
-                    d.set_live(Some(next));
+                    d.set_live(next);
                     d.flush(source.backlog);
                 }
                 continue;
