@@ -84,16 +84,12 @@ impl Direct {
         loop {
             match backlog.read(st.next, FRAME_BYTES) {
                 Read::Records { bytes, last } => {
-                    let len: usize = bytes.iter().map(|b| b.len()).sum();
                     let mut head = Vec::with_capacity(5);
-                    wire::records_head(&mut head, len);
                     let mut tail = Vec::with_capacity(1);
                     if self.wants_acks {
                         wire::ack_now(&mut tail);
                     }
-                    let mut parts: Vec<&[u8]> = Vec::with_capacity(bytes.len() + 2);
-                    parts.push(&head);
-                    parts.extend(bytes.iter().map(|b| &b[..]));
+                    let mut parts = records_frame(&mut head, &bytes);
                     parts.push(&tail);
                     st.next = last + 1;
                     self.info.sent.store(last, Ordering::Relaxed);
@@ -218,6 +214,18 @@ impl Direct {
     pub(super) fn next(&self) -> u64 {
         self.state.lock().next
     }
+}
+
+/// A records frame of the backlog's chunks `bytes`: its head (written
+/// into `head`) and the chunks, as slices to send in order.
+pub(super) fn records_frame<'a>(head: &'a mut Vec<u8>, bytes: &'a [bytes::Bytes]) -> Vec<&'a [u8]> {
+    let len: usize = bytes.iter().map(|b| b.len()).sum();
+    head.clear();
+    wire::records_head(head, len);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(bytes.len() + 2);
+    parts.push(head);
+    parts.extend(bytes.iter().map(|b| &b[..]));
+    parts
 }
 
 /// The slices of `parts` after the first `done` bytes.

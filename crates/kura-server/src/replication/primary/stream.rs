@@ -10,7 +10,7 @@ use anyhow::bail;
 use kura_log::{LogError, LogTail};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::direct::Direct;
+use super::direct::{records_frame, Direct};
 use super::Source;
 use crate::replication::backlog::Read;
 use crate::replication::wire;
@@ -124,14 +124,10 @@ where
         match read {
             _ if live => {}
             Read::Records { bytes, last } => {
-                let len: usize = bytes.iter().map(|b| b.len()).sum();
-                head.clear();
-                wire::records_head(&mut head, len);
                 next = last + 1;
                 let caught_up = direct.filter(|_| last >= source.backlog.last());
                 let end = if caught_up.is_some() { Vec::new() } else { trailer(next) };
-                let mut parts: Vec<&[u8]> = vec![&head];
-                parts.extend(bytes.iter().map(|b| &b[..]));
+                let mut parts = records_frame(&mut head, &bytes);
                 parts.push(&end);
                 out.send(&parts).await?;
                 tail = None;
