@@ -34,7 +34,11 @@ fn required() -> bool {
 }
 
 /// The `kura` binary: `$KURA_BIN`, or this workspace's, built by cargo
-/// into the target directory these tests run from.
+/// into the target directory these tests run from. Under `cargo test
+/// --workspace`, `cargo build -p kura` resolves other features than the
+/// workspace's and rebuilds part of the server's dependencies once; CI sets
+/// `KURA_BIN=target/debug/kura` (which the workspace's test build made) to
+/// skip that.
 pub fn kura_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
