@@ -10,8 +10,13 @@
 #
 # kura: a primary (in memory by default, as Redis here; KURA_PRIMARY=durable
 # for --data-dir --fsync everysec) and in-memory replicas
-# (--replica-of), load from `kura bench -c 32 -t 2 --ratio 0:1 --value-size
-# 100 --keys 100000` (load (1): --ratio 9:1). Redis: redis-server with
+# (--replica-of), load from `kura bench -c 32 -t 1 --ratio 0:1 --value-size
+# 100 --keys 100000` (load (1): --ratio 9:1, -t 2). The set load runs one
+# client thread, as redis-benchmark does: with two, kura's load generator
+# saturates the primary on a 2-vCPU machine and the replica's threads then
+# take CPU from both, so the ratio measured the machine's scheduling (more
+# wake-ups and task switches per set) more than the replica's work
+# (CLIENT_THREADS=2 runs it that way). Redis: redis-server with
 # neither RDB nor AOF (--save "" --appendonly no) and replicas
 # (--replicaof), load from `redis-benchmark -c 32 -t set -d 100 -r 100000`
 # (load (1): a get and a set benchmark at once, 29 and 3 connections).
@@ -20,7 +25,8 @@
 # Each round runs both systems in turn (A B A B). Server CPU is the primary
 # process's utime+stime over the run divided by the requests.
 #
-# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, OUT (a new temporary dir),
+# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, CLIENT_THREADS=1, KURA (a kura binary to use
+# instead of building this checkout's), OUT (a new temporary dir),
 # PARTS="sets lag resync" (which parts to run), KURA_PRIMARY=memory (as
 # Redis without persistence: the primary's backlog is its only one) or
 # durable (--data-dir, --fsync everysec).
@@ -29,13 +35,16 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 ITEMS=${ITEMS:-1000000}
+CLIENT_THREADS=${CLIENT_THREADS:-1}
 OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
 PARTS=${PARTS:-"sets lag resync"}
 KURA_PRIMARY=${KURA_PRIMARY:-memory}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
-cargo build --release -q -p kura
-KURA=target/release/kura
+if [[ -z "${KURA:-}" ]]; then
+  cargo build --release -q -p kura
+  KURA=target/release/kura
+fi
 PROBE="python3 bench/repl_probe.py"
 
 # shellcheck source=bench/lib.sh
@@ -44,6 +53,7 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; PIDS=(); }
 trap cleanup EXIT
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+uticks() { awk '{print $14}' "/proc/$1/stat"; }
 
 # start_kura N: a primary and N replicas; sets P_PORT, P_PID, R_PORTS
 start_kura() {
@@ -84,31 +94,32 @@ start_redis() {
 
 # sets SYSTEM: requests/s and primary CPU us/request
 sets() {
-  local sys=$1 t0 t1 n
-  t0=$(ticks "$P_PID")
+  local sys=$1 t0 t1 u0 u1 n
+  t0=$(ticks "$P_PID"); u0=$(uticks "$P_PID")
   if [[ $sys == kura ]]; then
-    n=$("$KURA" bench -s "127.0.0.1:$P_PORT" -c 32 -t 2 --ratio 0:1 --value-size 100 --keys 100000 \
+    n=$("$KURA" bench -s "127.0.0.1:$P_PORT" -c 32 -t "$CLIENT_THREADS" --ratio 0:1 --value-size 100 --keys 100000 \
       -d "$DURATION" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["requests"])')
   else
     local count=$((DURATION * 60000))
     redis-benchmark -p "$P_PORT" -c 32 -t set -d 100 -r 100000 -n "$count" -q >/dev/null
     n=$count
   fi
-  t1=$(ticks "$P_PID")
-  echo "$n $((t1 - t0))"
+  t1=$(ticks "$P_PID"); u1=$(uticks "$P_PID")
+  echo "$n $((t1 - t0)) $((u1 - u0))"
 }
 
 echo "kura $(git describe --always --dirty) vs $(redis-server --version | cut -d' ' -f3), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
-part sets && echo "set throughput and primary CPU by number of replicas; $ROUNDS rounds of ${DURATION}s (kura) / $((DURATION * 60000)) sets (redis)"
+part sets && echo "set throughput and primary CPU by number of replicas; $ROUNDS rounds of ${DURATION}s (kura, $CLIENT_THREADS client thread(s)) / $((DURATION * 60000)) sets (redis)"
+part sets && echo "columns: round replicas system sets cpu_ticks seconds user_ticks"
 for round in $(seq "$ROUNDS"); do
   part sets || break
   for n in 0 1 2; do
     for sys in kura redis; do
       "start_$sys" "$n"
       start=$(date +%s.%N)
-      read -r reqs ticks_used < <(sets "$sys")
+      read -r reqs ticks_used user_ticks < <(sets "$sys")
       secs=$(python3 -c "import time; print(time.time() - $start)")
-      echo "$round $n $sys $reqs $ticks_used $secs" | tee -a "$OUT/sets.txt"
+      echo "$round $n $sys $reqs $ticks_used $secs $user_ticks" | tee -a "$OUT/sets.txt"
       cleanup
     done
   done
@@ -127,7 +138,10 @@ for round in $(seq "$ROUNDS"); do
       sleep 1
       echo "$round $sys $($PROBE lag memcached "$P_PORT" "${R_PORTS[0]}" "$DURATION")" | tee -a "$OUT/lag.txt"
     else
-      count=$(( (DURATION + 1) * 50000 ))
+      # More than they can send in the time: they run until killed after
+      # the probe, as kura bench's -d does (a count they finish early
+      # would leave the probe's last seconds without load).
+      count=$(( (DURATION + 1) * 1000000 ))
       redis-benchmark -p "$P_PORT" -c 29 -t get -d 100 -r 100000 -n "$count" -q >/dev/null &
       load=($!)
       redis-benchmark -p "$P_PORT" -c 3 -t set -d 100 -r 100000 -n "$((count / 9))" -q >/dev/null &
@@ -180,12 +194,13 @@ for sys_ in ("kura", "redis") if rows else ():
         rs = [r for r in rows if r[1] == n and r[2] == sys_]
         tput = statistics.median(int(r[3]) / float(r[5]) for r in rs)
         cpu = statistics.median(int(r[4]) * 1e4 / int(r[3]) for r in rs)
-        med[sys_, n] = (tput, cpu)
+        user = statistics.median(int(r[6]) * 1e4 / int(r[3]) for r in rs)
+        med[sys_, n] = (tput, cpu, user)
 print()
-print(f"{'system':<7} {'replicas':>8} {'sets/s':>10} {'vs 0':>6} {'CPU us/set':>11} {'vs 0':>6}")
-for (sys_, n), (t, c) in med.items():
-    t0, c0 = med[sys_, "0"]
-    print(f"{sys_:<7} {n:>8} {t:>10,.0f} {t / t0:>6.2f} {c:>11.2f} {c / c0:>6.2f}")
+print(f"{'system':<7} {'replicas':>8} {'sets/s':>10} {'vs 0':>6} {'CPU us/set':>11} {'vs 0':>6} {'user us/set':>12} {'vs 0':>6}")
+for (sys_, n), (t, c, u) in med.items():
+    t0, c0, u0 = med[sys_, "0"]
+    print(f"{sys_:<7} {n:>8} {t:>10,.0f} {t / t0:>6.2f} {c:>11.2f} {c / c0:>6.2f} {u:>12.2f} {u / u0:>6.2f}")
 for name in ("lag", "resync"):
     if not os.path.exists(f"{out}/{name}.txt"):
         continue

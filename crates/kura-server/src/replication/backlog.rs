@@ -283,7 +283,12 @@ impl Backlog {
         if next >= ring.open_first {
             ring.seal();
         }
-        let start = ring.chunks.partition_point(|c| c.last < next);
+        // A live stream reads what was just sealed: look at the newest
+        // chunk before searching them all (thousands when frames are small).
+        let start = match ring.chunks.back() {
+            Some(c) if c.first <= next => ring.chunks.len() - 1,
+            _ => ring.chunks.partition_point(|c| c.last < next),
+        };
         let mut out = Vec::new();
         let mut size = 0;
         let mut last = next - 1;
@@ -313,7 +318,14 @@ impl Ring {
         if self.open.is_empty() {
             return;
         }
-        let bytes = Bytes::from(std::mem::take(&mut self.open));
+        // A copy of exactly its size, keeping the open buffer's capacity:
+        // a stream reads (and so seals) every few records, and taking the
+        // buffer would start each next one from empty, growing it again by
+        // doubling (a reallocation and copy every few records).
+        let bytes = Bytes::copy_from_slice(&self.open);
+        self.open.clear();
+        // A huge record leaves no huge buffer behind.
+        self.open.shrink_to(2 * OPEN_CHUNK);
         self.chunks.push_back(Chunk {
             first: self.open_first,
             last: self.last,
@@ -400,6 +412,39 @@ mod tests {
         assert_eq!(seqs(b.read(3, 1)), (3..=10).collect::<Vec<_>>());
         assert!(matches!(b.read(21, 100), Read::Wait));
         assert_eq!(b.last(), 20);
+    }
+
+    /// A live stream reads after every few appends, so each read seals a
+    /// small chunk (copied out of the open buffer, which is reused): the
+    /// chunks stay whole and in order, read from the newest or any older.
+    #[test]
+    fn records_sealed_by_reads_between_appends_stay_whole_and_in_order() {
+        let b = Backlog::new(1 << 20, 0);
+        let mut next = 1;
+        for i in 0..300u64 {
+            let key = format!("key{i}");
+            let value = vec![b'a' + (i % 26) as u8; (i as usize * 7) % 500];
+            b.append(&MutationRef::Set {
+                key: key.as_bytes(),
+                value: &value,
+                flags: 0,
+                exptime: 0,
+                cas: i,
+                stale: false,
+                binary_key: false,
+            });
+            if i % 3 == 2 {
+                let got = seqs(b.read(next, usize::MAX));
+                assert_eq!(got, (next..=i + 1).collect::<Vec<_>>());
+                next = i + 2;
+            }
+        }
+        assert_eq!(seqs(b.read(1, usize::MAX)), (1..=300).collect::<Vec<_>>());
+        assert_eq!(
+            seqs(b.read(150, usize::MAX)),
+            (150..=300).collect::<Vec<_>>()
+        );
+        assert_eq!(seqs(b.read(299, usize::MAX)), vec![299, 300]);
     }
 
     #[test]
