@@ -1,7 +1,10 @@
 //! Client cost per request against an existing Rust client, the `memcache`
 //! crate (0.21, synchronous, its default binary protocol), on the same
-//! load (one connection, r2d2's per-checkout check off): one caller doing gets of a 100-byte value one after another, then
-//! sets. Prints requests per second and the client process's CPU time per
+//! load (one connection, r2d2's per-checkout check off): one caller doing
+//! gets of 100-byte values one after another, then sets, over 1,024 keys
+//! of 16 bytes taken in turn (memcaslap's smallest window and shortest
+//! key, so that bench/libmemcached.py runs libmemcached on the same load).
+//! Prints requests per second and the client process's CPU time per
 //! request (user + system, from /proc/self/stat); the server is another
 //! process. Then kura-client with 32 concurrent tasks on its pipelined
 //! connections, which a synchronous client cannot do on one thread.
@@ -22,6 +25,9 @@ fn cpu() -> Duration {
     let hz = 100; // USER_HZ on Linux
     Duration::from_millis(ticks * 1000 / hz)
 }
+
+/// Keys the loads take in turn.
+const KEYS: usize = 1024;
 
 struct Run {
     rate: f64,
@@ -73,7 +79,13 @@ fn main() {
         .build(memcache::ConnectionManager::new(url))
         .expect("pool");
     let theirs = memcache::Client::with_pool(pool).expect("memcache crate");
-    rt.block_on(meta.set("tp:key", &value, 0)).expect("set");
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("tp:key:{i:09}")).collect();
+    let key = |i: usize| keys[i % KEYS].as_str();
+    rt.block_on(async {
+        for k in &keys {
+            meta.set(k, &value, 0).await.expect("set");
+        }
+    });
 
     type Load<'a> = (&'a str, Box<dyn Fn() -> Run + 'a>);
     let loads: Vec<Load> = vec![
@@ -82,8 +94,8 @@ fn main() {
             Box::new(|| {
                 measure(n, || {
                     rt.block_on(async {
-                        for _ in 0..n {
-                            meta.get("tp:key").await.expect("get").expect("hit");
+                        for i in 0..n {
+                            meta.get(key(i)).await.expect("get").expect("hit");
                         }
                     })
                 })
@@ -94,8 +106,8 @@ fn main() {
             Box::new(|| {
                 measure(n, || {
                     rt.block_on(async {
-                        for _ in 0..n {
-                            binary.get("tp:key").await.expect("get").expect("hit");
+                        for i in 0..n {
+                            binary.get(key(i)).await.expect("get").expect("hit");
                         }
                     })
                 })
@@ -105,8 +117,8 @@ fn main() {
             "memcache crate (binary), get",
             Box::new(|| {
                 measure(n, || {
-                    for _ in 0..n {
-                        let v: Option<Vec<u8>> = theirs.get("tp:key").expect("get");
+                    for i in 0..n {
+                        let v: Option<Vec<u8>> = theirs.get(key(i)).expect("get");
                         v.expect("hit");
                     }
                 })
@@ -117,8 +129,8 @@ fn main() {
             Box::new(|| {
                 measure(n, || {
                     rt.block_on(async {
-                        for _ in 0..n {
-                            meta.set("tp:key", &value, 0).await.expect("set");
+                        for i in 0..n {
+                            meta.set(key(i), &value, 0).await.expect("set");
                         }
                     })
                 })
@@ -128,8 +140,8 @@ fn main() {
             "memcache crate (binary), set",
             Box::new(|| {
                 measure(n, || {
-                    for _ in 0..n {
-                        theirs.set("tp:key", &value[..], 0).expect("set");
+                    for i in 0..n {
+                        theirs.set(key(i), &value[..], 0).expect("set");
                     }
                 })
             }),
@@ -140,11 +152,12 @@ fn main() {
                 measure(n, || {
                     rt.block_on(async {
                         let tasks: Vec<_> = (0..32)
-                            .map(|_| {
+                            .map(|t| {
                                 let c = meta.clone();
                                 async move {
-                                    for _ in 0..n / 32 {
-                                        c.get("tp:key").await.expect("get").expect("hit");
+                                    for i in 0..n / 32 {
+                                        let k = key(t * (n / 32) + i);
+                                        c.get(k).await.expect("get").expect("hit");
                                     }
                                 }
                             })

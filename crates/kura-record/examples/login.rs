@@ -26,8 +26,6 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
 
-mod relay;
-
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow)]
 struct UserItem {
     id: i64,
@@ -154,7 +152,7 @@ async fn main() {
     )
     .await;
     let servers = if a.delay_us > 0 {
-        relay::start(&a.servers, Duration::from_micros(a.delay_us)).await
+        kura_bench::relay::start(&a.servers, Duration::from_micros(a.delay_us)).expect("relay")
     } else {
         a.servers.clone()
     };
