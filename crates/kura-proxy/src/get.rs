@@ -81,7 +81,7 @@ pub async fn start(
     lane: usize,
     keys: &[&[u8]],
     flags: &[u8],
-) -> impl std::future::Future<Output = Found> + Send + 'static {
+) -> impl std::future::Future<Output = Found> + 'static {
     let router = ctx.router();
     let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
     // A warm-up route's keys: (position, cold node, warm node).
@@ -89,7 +89,10 @@ pub async fn start(
     let touching = flags.contains(&b'T');
     let batches = group(0..keys.len(), |i| {
         let node = router.node_for(&keys[i]);
-        if let Some(w) = router.target(&keys[i], false).warm.filter(|_| !touching) {
+        if router.plain_reads || touching {
+            return Some(node);
+        }
+        if let Some(w) = router.target(&keys[i], false).warm {
             warm.push((i, node.clone(), w));
         }
         Some(node)
@@ -209,7 +212,7 @@ async fn warm_up(
         set.put_slice(&value);
         set.put_slice(b"\r\nmn\r\n");
         let fill = Call::to(cold, lane, set.freeze(), Expect::MetaBatch(1)).await;
-        tokio::spawn(async move {
+        tokio::task::spawn_local(async move {
             let _ = fill.finish().await;
         });
         found.hits[i] = Some(hit);
