@@ -292,6 +292,9 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
         }
         if buf.is_empty() {
             conn.written.wait().await;
+            // Let the rest of this round's clients (and those the event
+            // loop finds ready next) append before the write.
+            tokio::task::yield_now().await;
             continue;
         }
         if let Err(e) = wr.write_all(&buf).await {
