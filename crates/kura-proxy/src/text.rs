@@ -80,7 +80,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
             }
             let owned: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
             let with_cas = g.cas;
-            let found = crate::get::start(ctx, lane, &keys, &flags).await;
+            let found = crate::get::start(ctx, lane, owned, &flags).await;
             let stats = ctx.stats.clone();
             Step::reply(
                 len,
@@ -89,9 +89,16 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                     if let Some(e) = found.error {
                         return Out::Bytes(e);
                     }
-                    let mut out = Vec::new();
+                    let size: usize = found
+                        .hits
+                        .iter()
+                        .flatten()
+                        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + 300)
+                        .sum();
+                    let mut out = Vec::with_capacity(size + reply::END.len());
                     let mut hits = 0;
-                    for (k, hit) in owned.iter().zip(found.hits) {
+                    let n = found.keys.len();
+                    for (k, hit) in found.keys.iter().zip(found.hits) {
                         let Some(h) = hit else { continue };
                         hits += 1;
                         let data = h.value.as_deref().unwrap_or_default();
@@ -99,7 +106,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                         let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
                         reply::value(&mut out, k, flags, data, cas);
                     }
-                    stats.count_hits(hits, owned.len() - hits);
+                    stats.count_hits(hits, n - hits);
                     out.extend_from_slice(reply::END);
                     Out::Bytes(out)
                 }),
