@@ -332,7 +332,25 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
     let Some(p) = q.front_mut() else {
         return Err(format!("a reply nobody asked for: {:?}", r.status));
     };
-    let complete = match p.expect {
+    if take_reply(p.expect, &mut p.got, &mut p.done, r)? {
+        if let Some(p) = q.pop_front() {
+            let _ = p.reply.send(Ok(p.got));
+        }
+    }
+    Ok(())
+}
+
+/// Adds `r` to the replies `got` of a request expecting `expect` (`done`
+/// counts the text replies complete so far): `Ok(true)` when the request
+/// is complete with it, `Err` when `r` cannot be this request's (wrong
+/// opaque, a reply outside the batch).
+pub(crate) fn take_reply(
+    expect: Expect,
+    got: &mut Vec<Reply>,
+    done: &mut u32,
+    r: Reply,
+) -> std::result::Result<bool, String> {
+    Ok(match expect {
         Expect::Meta(opaque) => {
             if r.status != Status::Error && r.opaque_token() != Some(opaque) {
                 return Err(format!(
@@ -340,7 +358,7 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
                     r.opaque_token()
                 ));
             }
-            p.got.push(r);
+            got.push(r);
             true
         }
         Expect::MetaBatch(n) => {
@@ -353,25 +371,19 @@ fn deliver(shared: &Shared, r: Reply) -> std::result::Result<(), String> {
                         r.status
                     ));
                 }
-                p.got.push(r);
+                got.push(r);
                 false
             }
         }
         Expect::Text(n) => {
             let ends = r.status != Status::Value || r.tokens.is_empty();
-            p.got.push(r);
+            got.push(r);
             if ends {
-                p.done += 1;
+                *done += 1;
             }
-            p.done >= n
+            *done >= n
         }
-    };
-    if complete {
-        if let Some(p) = q.pop_front() {
-            let _ = p.reply.send(Ok(p.got));
-        }
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

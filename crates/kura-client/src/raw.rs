@@ -4,13 +4,18 @@
 //! binary, as [`Config::protocol`] says) and says which replies to expect;
 //! the connection checks that the replies are this request's (order and
 //! opaque token) and closes itself on anything else, as for the client.
+//!
+//! A caller that keeps connections of its own (kura proxy keeps one per
+//! event loop) frames replies with [`frame`], matches them to requests
+//! with [`take_reply`] (the same rules) and reports outcomes with
+//! [`Backend::settle`], so the server's health is judged by all of them.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
-use crate::config::Config;
+use crate::config::{Config, Protocol};
 use crate::conn::{Conn, Replies};
 use crate::error::{Error, Result};
 use crate::pool::ServerPool;
@@ -53,6 +58,14 @@ impl Backend {
     /// Times the server was marked down.
     pub fn down_transitions(&self) -> u64 {
         self.pool.down_transitions()
+    }
+
+    /// Counts the outcome of a request the caller sent on a connection of
+    /// its own towards the server's health: a success clears the failures,
+    /// a server failure adds one (and marks the server down at the limit,
+    /// starting the probe on the current runtime).
+    pub fn settle<T>(&self, result: &Result<T>) {
+        self.pool.settle(result);
     }
 
     /// Queues `bytes` on the connection of slot `lane`, connecting first if
@@ -111,4 +124,34 @@ impl Pending {
         self.pool.settle(&result);
         result
     }
+}
+
+/// Frames one reply of `protocol` from the front of `buf`: `Ok(None)`
+/// until it is complete; `Err` for bytes that are not a reply (the
+/// connection must then be closed).
+///
+/// # Errors
+/// The bytes are not a reply, with why.
+pub fn frame(protocol: Protocol, buf: &mut BytesMut) -> std::result::Result<Option<Reply>, String> {
+    match protocol {
+        Protocol::Meta => crate::reply::meta(buf),
+        Protocol::Text => crate::reply::text(buf),
+        Protocol::Binary => crate::binary::frame(buf),
+    }
+}
+
+/// Adds `r` to `got`, the replies so far of a request expecting `expect`
+/// (`done`: its text replies complete so far, start at 0): `Ok(true)`
+/// when the request is complete with it.
+///
+/// # Errors
+/// `r` cannot be this request's (a wrong opaque, a reply outside the
+/// batch): the connection must be closed.
+pub fn take_reply(
+    expect: Expect,
+    got: &mut Vec<Reply>,
+    done: &mut u32,
+    r: Reply,
+) -> std::result::Result<bool, String> {
+    crate::conn::take_reply(expect, got, done, r)
 }

@@ -75,10 +75,7 @@ pub async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -
 /// said so, else the first failure. A backend that did not flush may keep
 /// any old value: its journal is marked overflowed, so it is flushed (or
 /// kept out) before it serves again.
-pub fn flush_all(
-    ctx: &Ctx,
-    arg: String,
-) -> impl std::future::Future<Output = Vec<u8>> + Send + 'static {
+pub fn flush_all(ctx: &Ctx, arg: String) -> impl std::future::Future<Output = Vec<u8>> + 'static {
     ctx.stats.count_flush();
     let cmd = format!("flush_all{arg}\r\n").into_bytes();
     let nodes = ctx.router().nodes.clone();

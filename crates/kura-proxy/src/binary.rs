@@ -110,8 +110,8 @@ impl Echo {
 
 fn reply_of(
     call: Call,
-    f: impl FnOnce(Reply) -> Vec<u8> + Send + 'static,
-    down: impl FnOnce(&kura_client::Error) -> Vec<u8> + Send + 'static,
+    f: impl FnOnce(Reply) -> Vec<u8> + 'static,
+    down: impl FnOnce(&kura_client::Error) -> Vec<u8> + 'static,
 ) -> ReplyFut {
     Box::pin(async move {
         Out::Bytes(match call.reply().await {

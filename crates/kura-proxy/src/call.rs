@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::join_all;
-use kura_client::raw::{Expect, Pending, Reply, Status};
+use kura_client::raw::{Expect, Reply, Status};
 use kura_client::Error;
 
+use crate::backend::Pending;
 use crate::config::WriteMode;
 use crate::router::{opaque, Node, Router};
 
@@ -117,8 +118,8 @@ impl Call {
         let t = router.target(key, write);
         if let Some(s) = t.shadow {
             let (b, lane) = (bytes.clone(), lane);
-            tokio::spawn(async move {
-                if let Ok(p) = s.send(lane, b, expect, None).await {
+            tokio::task::spawn_local(async move {
+                if let Ok(p) = s.send(lane, &b, expect, None).await {
                     let _ = s.wait(p, None).await;
                 }
             });
@@ -139,11 +140,11 @@ impl Call {
                             node.journal_key(k);
                         }
                         let bytes = if write { cap_ttl(&bytes, ttl) } else { bytes };
-                        let sent = g.send(lane, bytes, expect, None).await;
+                        let sent = g.send(lane, &bytes, expect, None).await;
                         Kind::One((g, sent))
                     }
                     None => {
-                        let sent = node.send(lane, bytes, expect, write_key).await;
+                        let sent = node.send(lane, &bytes, expect, write_key).await;
                         Kind::One((node, sent))
                     }
                 }
@@ -151,7 +152,7 @@ impl Call {
             (true, _) => {
                 let mut parts = Vec::with_capacity(t.nodes.len());
                 for n in t.nodes {
-                    let sent = n.send(lane, bytes.clone(), expect, write_key).await;
+                    let sent = n.send(lane, &bytes, expect, write_key).await;
                     parts.push((n, sent));
                 }
                 Kind::All(parts, t.write)
@@ -163,7 +164,7 @@ impl Call {
                     .into_iter()
                     .filter(|n| !Arc::ptr_eq(n, &node))
                     .collect();
-                let sent = node.send(lane, bytes.clone(), expect, None).await;
+                let sent = node.send(lane, &bytes, expect, None).await;
                 Kind::Failover {
                     first: (node, sent),
                     rest,
@@ -201,7 +202,7 @@ impl Call {
                         Err(e) if unavailable(e) => {}
                         _ => break,
                     }
-                    let sent = n.send(lane, bytes.clone(), expect, None).await;
+                    let sent = n.send(lane, &bytes, expect, None).await;
                     r = wait((n, sent), None).await;
                 }
                 r
@@ -211,7 +212,7 @@ impl Call {
                 let first = parts.next();
                 for p in parts {
                     let key = key.clone();
-                    tokio::spawn(async move { wait(p, key.as_deref()).await });
+                    tokio::task::spawn_local(async move { wait(p, key.as_deref()).await });
                 }
                 match first {
                     Some(p) => wait(p, key.as_deref()).await,
@@ -245,7 +246,7 @@ impl Call {
 
     /// Queues `bytes` for `node` alone.
     pub async fn to(node: Arc<Node>, lane: usize, bytes: Bytes, expect: Expect) -> Call {
-        let sent = node.send(lane, bytes, expect, None).await;
+        let sent = node.send(lane, &bytes, expect, None).await;
         Call {
             kind: Kind::One((node, sent)),
             write_key: None,

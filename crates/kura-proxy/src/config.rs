@@ -72,6 +72,8 @@ pub struct Health {
     pub probe_backoff_min_ms: u64,
     pub probe_backoff_max_ms: u64,
     pub down_reply: DownReply,
+    /// Connections to each backend per worker thread (each worker has its
+    /// own; a client connection uses one of its worker's).
     pub connections_per_backend: usize,
     pub journal_max_keys: usize,
     pub journal_overflow: Overflow,
@@ -86,7 +88,7 @@ impl Default for Health {
             probe_backoff_min_ms: 100,
             probe_backoff_max_ms: 5000,
             down_reply: DownReply::Error,
-            connections_per_backend: 2,
+            connections_per_backend: 1,
             journal_max_keys: 100_000,
             journal_overflow: Overflow::Flush,
         }

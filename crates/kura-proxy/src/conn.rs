@@ -1,25 +1,26 @@
-//! One client connection: a reader that frames requests (text and meta,
-//! or binary when the first byte is 0x80, as the server decides), routes
-//! each at once in arrival order and queues a future of its reply, and a
-//! writer that awaits those futures in the same order and writes the
-//! replies, gathering every reply already complete into one write.
+//! One client connection, one task on its worker's event loop: it frames
+//! requests (text and meta, or binary when the first byte is 0x80, as the
+//! server decides), routes each at once in arrival order (which appends it
+//! to a backend connection of the same worker) and queues the future of
+//! its reply; it writes the replies in that order, every reply already
+//! complete in one write.
 //!
 //! Memory is bounded per connection: at most `INFLIGHT` requests are
-//! routed and unanswered (the reader stops reading past that), and the
-//! read buffer holds at most one request (the parsers cap its size). A
-//! client that never reads stalls its own writer, then its own reader,
-//! and nothing else.
+//! routed and unanswered (reading stops past that), and the read buffer
+//! holds at most one request (the parsers cap its size). A client that
+//! never reads stalls its own task in its write, and nothing else: the
+//! backend connections keep delivering its replies into their slots.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
-use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 
 use crate::ctx::Ctx;
 
@@ -35,7 +36,7 @@ pub enum Out {
     Close,
 }
 
-pub type ReplyFut = Pin<Box<dyn Future<Output = Out> + Send>>;
+pub type ReplyFut = Pin<Box<dyn Future<Output = Out>>>;
 
 /// A reply known at once.
 pub fn ready(b: Vec<u8>) -> ReplyFut {
@@ -77,30 +78,90 @@ enum Proto {
     Binary,
 }
 
+/// The replies routed and not yet written, oldest first, and the bytes of
+/// those already complete.
+struct Replies {
+    queue: VecDeque<ReplyFut>,
+    out: Vec<u8>,
+    close: bool,
+}
+
+impl Replies {
+    /// Moves the complete replies at the front into `out` (`Ready` when at
+    /// least the front one was complete, or nothing is queued).
+    fn gather(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut any = self.queue.is_empty();
+        while !self.close && self.out.len() < WRITE_MAX {
+            let Some(front) = self.queue.front_mut() else {
+                break;
+            };
+            match front.as_mut().poll(cx) {
+                Poll::Ready(Out::Bytes(b)) => self.out.extend_from_slice(&b),
+                Poll::Ready(Out::Close) => self.close = true,
+                Poll::Pending => break,
+            }
+            self.queue.pop_front();
+            any = true;
+        }
+        if any {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Writes what is complete; false when the client is gone.
+    async fn flush(&mut self, stream: &mut TcpStream) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        let ok = stream.write_all(&self.out).await.is_ok();
+        self.out.clear();
+        if self.out.capacity() > 4 * WRITE_MAX {
+            self.out.shrink_to(16 * 1024);
+        }
+        ok
+    }
+
+    /// Waits for every queued reply and writes them all; false when the
+    /// client is gone (or a reply closed the connection).
+    async fn drain(&mut self, stream: &mut TcpStream) -> bool {
+        while !self.queue.is_empty() && !self.close {
+            std::future::poll_fn(|cx| self.gather(cx)).await;
+            if !self.flush(stream).await {
+                return false;
+            }
+        }
+        self.flush(stream).await && !self.close
+    }
+}
+
 /// Serves one client until it closes.
-pub async fn serve(stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
+pub async fn serve(mut stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
     let _ = stream.set_nodelay(true);
     ctx.stats.curr_connections.fetch_add(1, Ordering::Relaxed);
     ctx.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-    let (rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel(INFLIGHT);
-    let writer = tokio::spawn(write_loop(wr, rx));
-    read_loop(rd, tx, &ctx, lane).await;
-    let _ = writer.await;
+    let mut replies = Replies {
+        queue: VecDeque::new(),
+        out: Vec::with_capacity(16 * 1024),
+        close: false,
+    };
+    if run(&mut stream, &mut replies, &ctx, lane).await {
+        let _ = replies.drain(&mut stream).await;
+    }
+    let _ = stream.shutdown().await;
     ctx.stats.curr_connections.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn read_loop(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    tx: mpsc::Sender<ReplyFut>,
-    ctx: &Arc<Ctx>,
-    lane: usize,
-) {
+/// Reads, routes and answers until the client closes its side (true: the
+/// replies still queued are to be written) or is gone (false).
+async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane: usize) -> bool {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut proto = None;
     let mut swallow = 0usize;
     loop {
-        loop {
+        // Route every request buffered, while there is room in flight.
+        while replies.queue.len() < INFLIGHT {
             if swallow > 0 {
                 let n = swallow.min(buf.len());
                 buf.advance(n);
@@ -129,83 +190,52 @@ async fn read_loop(
                     buf.advance(len);
                     swallow = s;
                     if let Some(r) = reply {
-                        if tx.send(r).await.is_err() {
-                            return;
-                        }
+                        replies.queue.push_back(r);
                     }
                 }
                 Step::Barrier { len, run } => {
                     buf.advance(len);
-                    let (done, drained) = tokio::sync::oneshot::channel::<()>();
-                    let marker: ReplyFut = Box::pin(async move {
-                        let _ = done.send(());
-                        Out::Bytes(Vec::new())
-                    });
-                    if tx.send(marker).await.is_err() || drained.await.is_err() {
-                        return;
+                    if !replies.drain(stream).await {
+                        return false;
                     }
-                    let out = run.await;
-                    if tx.send(Box::pin(std::future::ready(out))).await.is_err() {
-                        return;
-                    }
+                    replies
+                        .queue
+                        .push_back(Box::pin(std::future::ready(run.await)));
                 }
                 Step::Close(reply) => {
                     if let Some(r) = reply {
-                        let _ = tx.send(r).await;
+                        replies.queue.push_back(r);
                     }
-                    let _ = tx.send(Box::pin(std::future::ready(Out::Close))).await;
-                    return;
+                    replies
+                        .queue
+                        .push_back(Box::pin(std::future::ready(Out::Close)));
+                    return true;
                 }
             }
+        }
+        // Write what is complete already, then wait for more bytes or
+        // the next reply.
+        std::future::poll_fn(|cx| {
+            let _ = replies.gather(cx);
+            Poll::Ready(())
+        })
+        .await;
+        if !replies.flush(stream).await || replies.close {
+            return false;
         }
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
         }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-}
-
-async fn write_loop(mut wr: tokio::net::tcp::OwnedWriteHalf, mut rx: mpsc::Receiver<ReplyFut>) {
-    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
-    let mut next: Option<ReplyFut> = None;
-    loop {
-        let fut = match next.take() {
-            Some(f) => f,
-            None => match rx.recv().await {
-                Some(f) => f,
-                None => break,
+        let room = replies.queue.len() < INFLIGHT;
+        let waiting = !replies.queue.is_empty();
+        tokio::select! {
+            biased;
+            () = std::future::poll_fn(|cx| replies.gather(cx)), if waiting => {}
+            read = stream.read_buf(&mut buf), if room => match read {
+                Ok(0) => return true,
+                Err(_) => return false,
+                Ok(_) => {}
             },
-        };
-        let mut close = false;
-        match fut.await {
-            Out::Bytes(b) => out.extend_from_slice(&b),
-            Out::Close => close = true,
-        }
-        // Gather the replies that are complete already into this write.
-        while !close && out.len() < WRITE_MAX {
-            let Ok(mut f) = rx.try_recv() else { break };
-            match (&mut f).now_or_never() {
-                Some(Out::Bytes(b)) => out.extend_from_slice(&b),
-                Some(Out::Close) => close = true,
-                None => {
-                    next = Some(f);
-                    break;
-                }
-            }
-        }
-        if !out.is_empty() {
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-            out.clear();
-        }
-        if close {
-            let _ = wr.shutdown().await;
-            return;
         }
     }
-    let _ = wr.shutdown().await;
 }

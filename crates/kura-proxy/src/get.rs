@@ -23,6 +23,8 @@ struct Batch {
 
 /// What came back for a request's keys.
 pub struct Found {
+    /// The request's keys.
+    pub keys: Vec<Vec<u8>>,
     /// The hit of each key, in the request's order.
     pub hits: Vec<Option<Reply>>,
     /// The first failure, unless the down policy turns failures into misses.
@@ -79,17 +81,19 @@ async fn send(
 pub async fn start(
     ctx: &Ctx,
     lane: usize,
-    keys: &[&[u8]],
+    keys: Vec<Vec<u8>>,
     flags: &[u8],
-) -> impl std::future::Future<Output = Found> + Send + 'static {
+) -> impl std::future::Future<Output = Found> + 'static {
     let router = ctx.router();
-    let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
     // A warm-up route's keys: (position, cold node, warm node).
     let mut warm: Vec<(usize, Arc<Node>, Arc<Node>)> = Vec::new();
     let touching = flags.contains(&b'T');
     let batches = group(0..keys.len(), |i| {
         let node = router.node_for(&keys[i]);
-        if let Some(w) = router.target(&keys[i], false).warm.filter(|_| !touching) {
+        if router.plain_reads || touching {
+            return Some(node);
+        }
+        if let Some(w) = router.target(&keys[i], false).warm {
             warm.push((i, node.clone(), w));
         }
         Some(node)
@@ -99,6 +103,7 @@ pub async fn start(
     async move {
         let n = keys.len();
         let mut found = Found {
+            keys: Vec::new(),
             hits: vec![None; n],
             error: None,
         };
@@ -165,6 +170,7 @@ pub async fn start(
             warm.retain(|(i, _, _)| found.hits[*i].is_none());
             warm_up(&mut found, &keys, warm, lane).await;
         }
+        found.keys = keys;
         found
     }
 }
@@ -209,7 +215,7 @@ async fn warm_up(
         set.put_slice(&value);
         set.put_slice(b"\r\nmn\r\n");
         let fill = Call::to(cold, lane, set.freeze(), Expect::MetaBatch(1)).await;
-        tokio::spawn(async move {
+        tokio::task::spawn_local(async move {
             let _ = fill.finish().await;
         });
         found.hits[i] = Some(hit);

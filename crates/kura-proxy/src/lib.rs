@@ -2,19 +2,25 @@
 //! or binary (detected per connection from the first byte, as kura-server
 //! does, and parsed with kura-proto's parsers); backends are any servers
 //! with memcached's meta protocol (kura, memcached 1.6), reached through
-//! kura-client's pipelined connections, placed on kura-ring's rings.
+//! each worker's own pipelined connections (kura-client's reply framing and
+//! health), placed on kura-ring's rings.
 //!
-//! - `conn.rs`: a client connection (reader routes, writer answers in order).
+//! - `server.rs`: the worker threads, each an event loop owning its client
+//!   connections and its backend connections (`backend/`: appended to
+//!   directly, one write per loop round), so a request stays on one thread.
+//! - `conn.rs`: a client connection (routes in arrival order, answers in
+//!   that order).
 //! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
 //!   commands as meta commands to the backends, and the replies back;
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
 //! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
 //!   rejoin journal that keeps a returning backend from serving old values.
-//! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`, `server.rs`.
+//! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`.
 //!
 //! docs/proxy.md has every decision.
 
 mod admin;
+mod backend;
 mod binary;
 mod call;
 pub mod config;

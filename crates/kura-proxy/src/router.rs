@@ -3,16 +3,18 @@
 //! it serves only while its rejoin journal is empty, and every write the
 //! proxy could not be sure it applied puts the key in that journal.
 
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kura_client::raw::{Backend, Expect, Pending, Reply, Status};
+use bytes::{BufMut, BytesMut};
+use kura_client::raw::{Backend, Expect, Reply, Status};
 use kura_client::Error;
 use kura_ring::Ring;
 
+use crate::backend::{Pending, Timeouts};
 use crate::config::{Config, DownReply, Overflow, RouteSpec, WriteMode};
 use crate::journal::Journal;
 
@@ -31,6 +33,13 @@ pub struct NodeStats {
 /// One backend.
 pub struct Node {
     pub addr: String,
+    /// Names the node's connections in each worker (`backend.rs`).
+    id: usize,
+    /// Connections to it per worker.
+    lanes: usize,
+    timeouts: Timeouts,
+    /// Its health (down marking, probes) and the connections of the
+    /// journal's replay.
     backend: Backend,
     journal: Mutex<Journal>,
     /// The journal is not empty: reads and writes stay away.
@@ -41,11 +50,20 @@ pub struct Node {
     pub stats: NodeStats,
 }
 
-static OPAQUE: AtomicU32 = AtomicU32::new(1);
+static NODE_IDS: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh opaque token for a backend request.
+thread_local! {
+    static OPAQUE: Cell<u32> = const { Cell::new(1) };
+}
+
+/// A fresh opaque token for a backend request (unique among the requests
+/// in flight on this worker's connections, which are its own).
 pub fn opaque() -> u32 {
-    OPAQUE.fetch_add(1, Ordering::Relaxed)
+    OPAQUE.with(|o| {
+        let v = o.get();
+        o.set(v.wrapping_add(1));
+        v
+    })
 }
 
 impl Node {
@@ -55,6 +73,12 @@ impl Node {
         let gated = !journal.is_empty();
         let node = Arc::new(Node {
             addr: addr.to_string(),
+            id: NODE_IDS.fetch_add(1, Ordering::Relaxed),
+            lanes: h.connections_per_backend.max(1),
+            timeouts: Timeouts {
+                connect: Duration::from_millis(h.connect_timeout_ms),
+                request: Duration::from_millis(h.request_timeout_ms),
+            },
             backend: Backend::new(addr, h.client_config()),
             journal: Mutex::new(journal),
             gated: AtomicBool::new(gated),
@@ -114,23 +138,27 @@ impl Node {
         }
     }
 
-    /// Queues a request for the backend. `write_key` is the key a write
-    /// changes: it is journaled when the write cannot be sent.
+    /// Queues a request for the backend on this worker's connection of
+    /// `lane`. `write_key` is the key a write changes: it is journaled when
+    /// the write cannot be sent.
     ///
     /// # Errors
     /// The backend is unavailable, or the request could not be queued.
     pub async fn send(
         self: &Arc<Self>,
         lane: usize,
-        bytes: Bytes,
+        bytes: &[u8],
         expect: Expect,
         write_key: Option<&[u8]>,
     ) -> Result<Pending, Error> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let r = if self.gated.load(Ordering::Acquire) {
             Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
+        } else if self.backend.is_down() {
+            Err(Error::ServerDown(self.addr.clone()))
         } else {
-            self.backend.send(lane, bytes, expect).await
+            let (id, lanes, t) = (self.id, self.lanes, self.timeouts);
+            crate::backend::send(id, lanes, lane, &self.addr, t, bytes, expect).await
         };
         if let Err(e) = &r {
             self.failed(e, write_key);
@@ -147,7 +175,8 @@ impl Node {
         p: Pending,
         write_key: Option<&[u8]>,
     ) -> Result<Vec<Reply>, Error> {
-        let r = p.wait().await;
+        let r = p.await;
+        self.backend.settle(&r);
         if let Err(e) = &r {
             self.failed(e, write_key);
         }
@@ -319,6 +348,8 @@ pub struct Router {
     pub down_reply: DownReply,
     /// Every distinct node once.
     pub nodes: Vec<Arc<Node>>,
+    /// No route mirrors (shadow) or warms: a one-key `get` is one `mg`.
+    pub plain_reads: bool,
 }
 
 impl Router {
@@ -364,6 +395,10 @@ impl Router {
         }
         Ok(Router {
             pools,
+            plain_reads: cfg
+                .routes
+                .iter()
+                .all(|r| r.shadow.is_none() && r.warm.is_none()),
             routes: cfg.routes.clone(),
             default_pool: cfg.default_pool,
             down_reply: cfg.health.down_reply,

@@ -1,13 +1,18 @@
-//! The listener and the process: a tokio runtime of `threads` workers, the
-//! accept loop, SIGHUP (the configuration read again and the router
-//! replaced; connections stay, backends with the same address keep their
-//! connections, health and journal) and SIGTERM/SIGINT.
+//! The threads and the process: `threads` workers, each an event loop of
+//! its own (a current-thread tokio runtime and a `LocalSet`, as kura
+//! server's workers) that owns its client connections and its connections
+//! to the backends (`backend.rs`), so a request is served start to end on
+//! one thread; and the main thread's loop: accepting (connections are
+//! handed to the workers round-robin), the Prometheus endpoint, the probes
+//! and journal replays it starts, SIGHUP (the configuration read again and
+//! the router replaced; connections stay, backends with the same address
+//! keep their health and journal) and SIGTERM/SIGINT.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::ctx::Ctx;
@@ -18,12 +23,52 @@ use crate::router::Router;
 /// # Errors
 /// The runtime, the listener or a journal cannot be set up.
 pub fn run(config: Config) -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.threads)
-        .thread_name("kura-proxy")
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     rt.block_on(serve(config))
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// A worker: serves the connections it is handed until the acceptor is
+/// gone, then lets them finish.
+fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>) {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("proxy worker: cannot start its event loop: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        while let Some((s, lane)) = rx.recv().await {
+            if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
+            }
+        }
+    });
+    rt.block_on(local);
+}
+
+/// Starts the workers; returns where to hand them connections.
+fn workers(
+    ctx: &Arc<Ctx>,
+    n: usize,
+) -> std::io::Result<Vec<mpsc::UnboundedSender<(std::net::TcpStream, usize)>>> {
+    let mut senders = Vec::with_capacity(n);
+    for i in 0..n {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let ctx = ctx.clone();
+        std::thread::Builder::new()
+            .name(format!("kura-proxy-{i}"))
+            .spawn(move || worker(ctx, rx))?;
+        senders.push(tx);
+    }
+    Ok(senders)
 }
 
 async fn serve(mut config: Config) -> std::io::Result<()> {
@@ -40,13 +85,20 @@ async fn serve(mut config: Config) -> std::io::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let lanes = AtomicUsize::new(0);
+    let senders = workers(&ctx, config.threads.max(1))?;
+    let mut accepted_n = 0usize;
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let lane = lanes.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(crate::conn::serve(stream, ctx.clone(), lane));
+            accepted = listener.accept() => match accepted.and_then(|(s, _)| s.into_std()) {
+                Ok(stream) => {
+                    // Worker by worker; a client's lane picks its backend
+                    // connection within its worker.
+                    let n = accepted_n;
+                    accepted_n = accepted_n.wrapping_add(1);
+                    let (w, lane) = (n % senders.len(), n / senders.len());
+                    if senders[w].send((stream, lane)).is_err() {
+                        tracing::error!("a proxy worker is gone");
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(%e, "accept failed");

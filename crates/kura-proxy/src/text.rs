@@ -44,7 +44,7 @@ pub async fn step(ctx: &Arc<Ctx>, lane: usize, buf: &[u8]) -> Step {
 /// `noreply` honoured (the future still runs: its failure is journaled).
 fn quiet_unless(
     noreply: bool,
-    f: impl std::future::Future<Output = Vec<u8>> + Send + 'static,
+    f: impl std::future::Future<Output = Vec<u8>> + 'static,
 ) -> ReplyFut {
     Box::pin(async move {
         let b = f.await;
@@ -72,9 +72,15 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 num(&mut flags, t);
             }
             ctx.stats.count_get(keys.len(), g.touch.is_some());
+            if let [key] = keys[..] {
+                let router = ctx.router();
+                if router.plain_reads {
+                    return one_get(ctx, &router, lane, key, &flags, g.cas, len).await;
+                }
+            }
             let owned: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
             let with_cas = g.cas;
-            let found = crate::get::start(ctx, lane, &keys, &flags).await;
+            let found = crate::get::start(ctx, lane, owned, &flags).await;
             let stats = ctx.stats.clone();
             Step::reply(
                 len,
@@ -83,9 +89,16 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                     if let Some(e) = found.error {
                         return Out::Bytes(e);
                     }
-                    let mut out = Vec::new();
+                    let size: usize = found
+                        .hits
+                        .iter()
+                        .flatten()
+                        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + 300)
+                        .sum();
+                    let mut out = Vec::with_capacity(size + reply::END.len());
                     let mut hits = 0;
-                    for (k, hit) in owned.iter().zip(found.hits) {
+                    let n = found.keys.len();
+                    for (k, hit) in found.keys.iter().zip(found.hits) {
                         let Some(h) = hit else { continue };
                         hits += 1;
                         let data = h.value.as_deref().unwrap_or_default();
@@ -93,7 +106,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                         let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
                         reply::value(&mut out, k, flags, data, cas);
                     }
-                    stats.count_hits(hits, owned.len() - hits);
+                    stats.count_hits(hits, n - hits);
                     out.extend_from_slice(reply::END);
                     Out::Bytes(out)
                 }),
@@ -229,6 +242,48 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
     }
 }
 
+/// A `get` of one key where no route mirrors or warms: one `mg` (not a
+/// batch), answered as [`crate::get`] answers a key (the backend's error
+/// line, the down policy's miss, or `SERVER_ERROR`).
+async fn one_get(
+    ctx: &Ctx,
+    router: &crate::router::Router,
+    lane: usize,
+    key: &[u8],
+    flags: &[u8],
+    with_cas: bool,
+    len: usize,
+) -> Step {
+    let mut args = Vec::with_capacity(flags.len() + 1);
+    args.push(b' ');
+    args.extend_from_slice(flags);
+    let call = Call::simple(router, lane, key, false, b"mg", &args).await;
+    let down_miss = router.down_reply == DownReply::Miss;
+    let stats = ctx.stats.clone();
+    let key = key.to_vec();
+    Step::reply(
+        len,
+        Box::pin(async move {
+            let mut out = Vec::new();
+            match call.reply().await {
+                Ok(h) if h.status == Status::Value => {
+                    stats.count_hits(1, 0);
+                    let data = h.value.as_deref().unwrap_or_default();
+                    let flags = h.number::<u32>(b'f').unwrap_or(0);
+                    let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
+                    reply::value(&mut out, &key, flags, data, cas);
+                }
+                Ok(r) if r.status == Status::Error => return Out::Bytes(error_line(&r)),
+                Ok(_) => stats.count_hits(0, 1),
+                Err(e) if down_miss && unavailable(&e) => stats.count_hits(0, 1),
+                Err(e) => return Out::Bytes(server_error(&e)),
+            }
+            out.extend_from_slice(reply::END);
+            Out::Bytes(out)
+        }),
+    )
+}
+
 /// A store refused for its size: memcached's error, and the old value
 /// dropped on the backend when `drop_old`.
 pub async fn too_large(
@@ -237,7 +292,7 @@ pub async fn too_large(
     key: &[u8],
     drop_old: bool,
     line: &'static [u8],
-) -> impl std::future::Future<Output = Vec<u8>> + Send + 'static {
+) -> impl std::future::Future<Output = Vec<u8>> + 'static {
     let call = if drop_old {
         let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
         Some(c)

@@ -1,0 +1,423 @@
+//! A worker thread's pipelined connections to the backends. Each worker
+//! owns its own connections (`connections_per_backend` to each backend,
+//! made on first use), so a request never leaves the thread its client is
+//! served on: routing appends the request's bytes to the connection's
+//! output buffer and its place to the queue of requests waiting for
+//! replies (no channel, no lock); the connection's writer task, woken
+//! once, writes everything the worker's clients appended in that round of
+//! the event loop with one write; its reader task frames the replies and
+//! puts each request's into that request's slot, waking the client task
+//! that waits on it.
+//!
+//! A reply is matched to its request by order and opaque token (kura-client's
+//! rules, `raw::take_reply`). Anything else, EOF, an I/O error or a request
+//! unanswered past the request timeout closes the connection and fails
+//! every request on it with that error: a late reply can reach no other
+//! request. The next request makes a new connection. One timer per
+//! connection watches the oldest request's deadline.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kura_client::raw::{frame, take_reply, Expect, Reply};
+use kura_client::{Error, Protocol};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Requests queued on one connection at most; past that, senders wait.
+pub const QUEUE_MAX: usize = 4096;
+
+/// A request's replies, once they came (or the connection failed).
+#[derive(Default)]
+struct Slot {
+    result: RefCell<Option<Result<Vec<Reply>, Error>>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Slot {
+    fn fill(&self, r: Result<Vec<Reply>, Error>) {
+        *self.result.borrow_mut() = Some(r);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+/// The replies of a request queued on a connection.
+pub struct Pending {
+    slot: Rc<Slot>,
+}
+
+impl Future for Pending {
+    type Output = Result<Vec<Reply>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(r) = self.slot.result.borrow_mut().take() {
+            return Poll::Ready(r);
+        }
+        let mut w = self.slot.waker.borrow_mut();
+        match w.as_ref() {
+            Some(old) if old.will_wake(cx.waker()) => {}
+            _ => *w = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+/// A request written (or to be) and waiting for its replies.
+struct Waiting {
+    expect: Expect,
+    got: Vec<Reply>,
+    done: u32,
+    deadline: Instant,
+    slot: Rc<Slot>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bytes appended and not yet taken by the writer.
+    out: BytesMut,
+    queue: VecDeque<Waiting>,
+    /// Set once the connection failed: why.
+    closed: Option<Error>,
+}
+
+/// A one-task wake-up: `notify` before or while the task waits.
+#[derive(Default)]
+struct Signal {
+    set: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Signal {
+    fn notify(&self) {
+        self.set.set(true);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn wait(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.set.replace(false) {
+                return Poll::Ready(());
+            }
+            *self.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    }
+}
+
+/// One pipelined connection of this worker to a backend.
+pub struct Conn {
+    addr: String,
+    state: RefCell<State>,
+    /// Wakes the writer: there are bytes to write.
+    written: Signal,
+    /// Senders waiting for room in a full queue.
+    room: RefCell<Vec<Waker>>,
+    request_timeout: Duration,
+    tasks: RefCell<Vec<JoinHandle<()>>>,
+}
+
+/// Settings of a backend's connections.
+#[derive(Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+impl Conn {
+    /// Starts connecting to `addr`; requests may be queued at once.
+    fn open(addr: &str, t: Timeouts) -> Rc<Conn> {
+        let conn = Rc::new(Conn {
+            addr: addr.to_string(),
+            state: RefCell::new(State {
+                out: BytesMut::with_capacity(16 * 1024),
+                ..State::default()
+            }),
+            written: Signal::default(),
+            room: RefCell::new(Vec::new()),
+            request_timeout: t.request,
+            tasks: RefCell::new(Vec::new()),
+        });
+        let w = tokio::task::spawn_local(writer(conn.clone(), t.connect));
+        conn.tasks.borrow_mut().push(w);
+        conn
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.borrow().closed.is_some()
+    }
+
+    fn is_full(&self) -> bool {
+        self.state.borrow().queue.len() >= QUEUE_MAX
+    }
+
+    /// Waits until the queue has room (or the connection closed).
+    async fn room(&self) {
+        std::future::poll_fn(|cx| {
+            if !self.is_full() || self.is_closed() {
+                return Poll::Ready(());
+            }
+            self.room.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+    }
+
+    /// Appends a request; its replies come in the returned [`Pending`].
+    fn enqueue(&self, bytes: &[u8], expect: Expect) -> Result<Pending, Error> {
+        let slot = Rc::new(Slot::default());
+        {
+            let mut s = self.state.borrow_mut();
+            if s.closed.is_some() {
+                return Err(Error::ConnectionClosed(self.addr.clone()));
+            }
+            let was_empty = s.out.is_empty();
+            s.out.extend_from_slice(bytes);
+            s.queue.push_back(Waiting {
+                expect,
+                got: Vec::new(),
+                done: 0,
+                deadline: Instant::now() + self.request_timeout,
+                slot: slot.clone(),
+            });
+            if !was_empty {
+                return Ok(Pending { slot });
+            }
+        }
+        self.written.notify();
+        Ok(Pending { slot })
+    }
+
+    /// Closes the connection: every request on it gets `err`.
+    fn fail(&self, err: Error) {
+        let drained = {
+            let mut s = self.state.borrow_mut();
+            if s.closed.is_some() {
+                return;
+            }
+            s.closed = Some(err.clone());
+            s.out.clear();
+            std::mem::take(&mut s.queue)
+        };
+        if !drained.is_empty() {
+            tracing::debug!(server = %self.addr, %err, "connection closed");
+        }
+        for w in drained {
+            w.slot.fill(Err(err.clone()));
+        }
+        for w in self.room.borrow_mut().drain(..) {
+            w.wake();
+        }
+        for t in self.tasks.borrow_mut().drain(..) {
+            t.abort();
+        }
+    }
+
+    /// Gives `r` to the oldest waiting request; Err when it cannot be its.
+    fn deliver(&self, r: Reply) -> Result<(), String> {
+        let done = {
+            let mut s = self.state.borrow_mut();
+            let Some(w) = s.queue.front_mut() else {
+                return Err(format!("a reply nobody asked for: {:?}", r.status));
+            };
+            if !take_reply(w.expect, &mut w.got, &mut w.done, r)? {
+                return Ok(());
+            }
+            let was_full = s.queue.len() >= QUEUE_MAX;
+            let w = s.queue.pop_front();
+            (w, was_full)
+        };
+        if let (Some(w), was_full) = done {
+            w.slot.fill(Ok(w.got));
+            if was_full {
+                for w in self.room.borrow_mut().drain(..) {
+                    w.wake();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The deadline of the oldest waiting request, if any.
+    fn oldest_deadline(&self) -> Option<Instant> {
+        self.state.borrow().queue.front().map(|w| w.deadline)
+    }
+}
+
+fn io_error(addr: &str, e: std::io::Error) -> Error {
+    Error::Io {
+        server: addr.to_string(),
+        source: Arc::new(e),
+    }
+}
+
+/// Connects, then writes whatever was appended, all of it in one write
+/// each time it is woken.
+async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
+    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
+        Err(_) => {
+            return conn.fail(Error::ConnectTimeout {
+                server: conn.addr.clone(),
+                after: connect_timeout,
+            })
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.into_split();
+    let r = tokio::task::spawn_local(reader(conn.clone(), rd));
+    conn.tasks.borrow_mut().push(r);
+    let mut buf = BytesMut::new();
+    loop {
+        {
+            let mut s = conn.state.borrow_mut();
+            if s.closed.is_some() {
+                return;
+            }
+            // Swap buffers: the next round appends to the emptied one.
+            std::mem::swap(&mut buf, &mut s.out);
+        }
+        if buf.is_empty() {
+            conn.written.wait().await;
+            // Let the rest of this round's clients (and those the event
+            // loop finds ready next) append before the write.
+            tokio::task::yield_now().await;
+            continue;
+        }
+        if let Err(e) = wr.write_all(&buf).await {
+            return conn.fail(io_error(&conn.addr, e));
+        }
+        buf.clear();
+    }
+}
+
+/// Frames replies and hands each to its request; fails the connection
+/// on EOF, an error, a reply that is no request's, or when the oldest
+/// request is past its deadline.
+async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let idle = conn.request_timeout;
+    let timer = tokio::time::sleep(idle);
+    tokio::pin!(timer);
+    loop {
+        tokio::select! {
+            biased;
+            read = rd.read_buf(&mut buf) => {
+                match read {
+                    Ok(0) => {
+                        let e = if buf.is_empty() {
+                            Error::ConnectionClosed(conn.addr.clone())
+                        } else {
+                            protocol_error(&conn.addr, "connection closed inside a reply")
+                        };
+                        return conn.fail(e);
+                    }
+                    Ok(_) => {}
+                    Err(e) => return conn.fail(io_error(&conn.addr, e)),
+                }
+                loop {
+                    match frame(Protocol::Meta, &mut buf) {
+                        Ok(Some(r)) => {
+                            if let Err(what) = conn.deliver(r) {
+                                return conn.fail(protocol_error(&conn.addr, what));
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(what) => return conn.fail(protocol_error(&conn.addr, what)),
+                    }
+                }
+                if buf.capacity() - buf.len() < 4096 {
+                    buf.reserve(64 * 1024);
+                }
+            }
+            () = &mut timer => {
+                let now = Instant::now();
+                match conn.oldest_deadline() {
+                    Some(d) if d <= now => {
+                        return conn.fail(Error::Timeout {
+                            server: conn.addr.clone(),
+                            after: conn.request_timeout,
+                        });
+                    }
+                    // Deadlines only grow along the queue: the oldest's is
+                    // the next that can pass.
+                    Some(d) => timer.as_mut().reset(d),
+                    None => timer.as_mut().reset(now + idle),
+                }
+            }
+        }
+    }
+}
+
+fn protocol_error(addr: &str, what: impl Into<String>) -> Error {
+    Error::Protocol {
+        server: addr.to_string(),
+        what: what.into(),
+    }
+}
+
+thread_local! {
+    /// This worker's connections: by node id, then by lane.
+    static CONNS: RefCell<Vec<Vec<Option<Rc<Conn>>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This worker's connection of lane `lane` to node `id` at `addr`, made
+/// when there is none or it closed.
+fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<Conn> {
+    CONNS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() <= id {
+            c.resize_with(id + 1, Vec::new);
+        }
+        let slots = &mut c[id];
+        if slots.len() < lanes {
+            slots.resize_with(lanes, || None);
+        }
+        let slot = &mut slots[lane % lanes];
+        match slot {
+            Some(conn) if !conn.is_closed() => conn.clone(),
+            _ => {
+                let conn = Conn::open(addr, t);
+                *slot = Some(conn.clone());
+                conn
+            }
+        }
+    })
+}
+
+/// Queues `bytes` for node `id` on this worker's connection of `lane`,
+/// waiting while that connection's queue is full.
+///
+/// # Errors
+/// The connection closed while the sender waited for room.
+pub async fn send(
+    id: usize,
+    lanes: usize,
+    lane: usize,
+    addr: &str,
+    t: Timeouts,
+    bytes: &[u8],
+    expect: Expect,
+) -> Result<Pending, Error> {
+    let conn = conn_of(id, lanes, lane, addr, t);
+    if conn.is_full() {
+        conn.room().await;
+    }
+    conn.enqueue(bytes, expect)
+}
+
+#[cfg(test)]
+mod tests;
