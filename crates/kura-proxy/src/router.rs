@@ -66,6 +66,15 @@ pub fn opaque() -> u32 {
     })
 }
 
+impl Drop for Node {
+    /// A node is dropped once no router holds it (a reload removed its
+    /// address) and no request is routed to it: the workers' connections
+    /// to it go too.
+    fn drop(&mut self) {
+        crate::backend::retire(self.id);
+    }
+}
+
 impl Node {
     fn new(addr: &str, cfg: &Config) -> std::io::Result<Arc<Node>> {
         let h = &cfg.health;

@@ -45,9 +45,20 @@ fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, u
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        while let Some((s, lane)) = rx.recv().await {
-            if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
+        // Once a second: close connections to backends a reload dropped.
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                next = rx.recv() => match next {
+                    Some((s, lane)) => {
+                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                            tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
+                        }
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => crate::backend::close_retired(),
             }
         }
     });

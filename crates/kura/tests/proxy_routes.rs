@@ -216,3 +216,47 @@ fn sighup_reloads_routes_under_an_open_connection() {
     assert_eq!(reply(&mut c, b"set x:3 0 0 1\r\nc\r\n"), "STORED\r\n");
     assert!(has(&s[1], "x:3", "c"));
 }
+
+/// `curr_connections` of a kura server, asked on `c`.
+fn curr_connections(c: &mut TcpStream) -> u64 {
+    common::proxy::stat(c, "curr_connections")
+}
+
+#[test]
+fn a_reload_that_drops_a_backend_closes_the_connections_to_it() {
+    let s = backends(Kind::Kura, 2);
+    let both = format!("[pools.main]\nservers = [{}, {}]\n", a(&s[0]), a(&s[1]));
+    let (p, path) = with_config("proxy-drop-backend", &both);
+    let mut watch = s[1].connect();
+    let before = curr_connections(&mut watch);
+    // Keys on both backends: the workers connect to each.
+    let mut c = p.connect();
+    for i in 0..50 {
+        assert_eq!(
+            reply(&mut c, format!("set k{i} 0 0 1\r\nv\r\n").as_bytes()),
+            "STORED\r\n"
+        );
+    }
+    let during = curr_connections(&mut watch);
+    assert!(
+        during > before,
+        "the proxy never connected to the second backend"
+    );
+    std::fs::write(&path, format!("[pools.main]\nservers = [{}]\n", a(&s[0]))).unwrap();
+    signal(&p, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        // Requests keep going, all to the backend that stays.
+        assert_eq!(reply(&mut c, b"set after 0 0 1\r\nv\r\n"), "STORED\r\n");
+        if curr_connections(&mut watch) == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the proxy still holds {} connections to the dropped backend",
+            curr_connections(&mut watch) - before
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(has(&s[0], "after", "v"));
+}

@@ -372,6 +372,42 @@ fn protocol_error(addr: &str, what: impl Into<String>) -> Error {
 thread_local! {
     /// This worker's connections: by node id, then by lane.
     static CONNS: RefCell<Vec<Vec<Option<Rc<Conn>>>>> = const { RefCell::new(Vec::new()) };
+    /// How many of [`RETIRED`] this worker has closed its connections to.
+    static RETIRED_SEEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Nodes gone from the configuration (a reload dropped them), by id, in
+/// the order they went: each worker closes its connections to them when
+/// it next looks ([`close_retired`]). Ids are never reused.
+static RETIRED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// Says that node `id` is gone: no request will be sent to it again.
+pub fn retire(id: usize) {
+    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+}
+
+/// Closes this worker's connections to the nodes retired since it last
+/// looked (a worker looks about once a second).
+pub fn close_retired() {
+    let ids: Vec<usize> = {
+        let all = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = RETIRED_SEEN.with(|s| s.replace(all.len()));
+        all.get(seen..).map(<[usize]>::to_vec).unwrap_or_default()
+    };
+    let conns: Vec<Rc<Conn>> = CONNS.with(|c| {
+        let mut c = c.borrow_mut();
+        let mut out = Vec::new();
+        for &id in &ids {
+            if let Some(slots) = c.get_mut(id) {
+                out.extend(slots.drain(..).flatten());
+            }
+        }
+        out
+    });
+    for conn in conns {
+        tracing::debug!(server = %conn.addr, "closing a connection to a backend the configuration dropped");
+        conn.fail(Error::ConnectionClosed(conn.addr.clone()));
+    }
 }
 
 /// This worker's connection of lane `lane` to node `id` at `addr`, made
