@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use futures_util::future::join_all;
 use kura_client::raw::{Expect, Reply, Status};
 
 use crate::call::{num, unavailable, Call};
@@ -110,11 +109,12 @@ pub async fn start(
         // The nodes each key was asked of.
         let mut tried: Vec<Vec<Arc<Node>>> = vec![Vec::new(); n];
         loop {
-            let waits = calls
-                .into_iter()
-                .map(|(c, b)| async move { (c.finish().await, b) });
             let mut again: Vec<usize> = Vec::new();
-            for (r, b) in join_all(waits).await {
+            // Every batch is queued already: awaiting them in turn takes
+            // as long as the slowest, without join_all's allocations and
+            // its polling of every batch at each wake-up.
+            for (c, b) in calls {
+                let r = c.finish().await;
                 match r {
                     Ok(replies) => {
                         for rep in replies {
