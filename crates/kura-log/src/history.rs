@@ -119,17 +119,7 @@ impl History {
     /// # Errors
     /// I/O errors.
     pub fn save(&self, dir: &Path) -> Result<(), LogError> {
-        let path = dir.join(HISTORY_FILE);
-        let tmp = dir.join(format!("{HISTORY_FILE}.tmp"));
-        std::fs::write(&tmp, self.encode()).map_err(io_err(&tmp))?;
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            d.sync_all().map_err(io_err(dir))?;
-        }
-        Ok(())
+        crate::write_whole(dir, HISTORY_FILE, &self.encode())
     }
 }
 

@@ -31,6 +31,7 @@ mod reader;
 pub mod record;
 mod rewind;
 mod scan;
+mod seed;
 mod segment;
 pub mod snapshot;
 mod tail;
@@ -43,6 +44,7 @@ pub use reader::LogReader;
 pub use record::{Mutation, MutationRef, Record};
 pub use rewind::{clear_dir, rewind_base, truncate_after};
 pub use scan::{check, repair, CheckReport, Damage, ScanError};
+pub use seed::{load_or_create_seed, SEED_FILE};
 pub use segment::{segment_files, SegmentFile, FILE_HEADER_LEN, FILE_MAGIC};
 pub use snapshot::{
     available_bytes, check_dir, check_snapshot, prune, prune_keeping, read_snapshot,
@@ -90,6 +92,22 @@ pub(crate) fn sync_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) ->
         path: path.to_owned(),
         source,
     }
+}
+
+/// Writes `text` as `dir`/`name` whole or not at all: to a temporary name, synced, renamed,
+/// and the directory synced.
+pub(crate) fn write_whole(dir: &std::path::Path, name: &str, text: &str) -> Result<(), LogError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        d.sync_all().map_err(io_err(dir))?;
+    }
+    Ok(())
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {

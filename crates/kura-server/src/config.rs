@@ -491,6 +491,8 @@ impl ServerConfig {
             // "out of memory" (memcached's -M).
             evict: !self.disable_evictions && self.eviction != "none",
             cas: !self.disable_cas,
+            // Set by `Server::bind` from the data dir (durable mode).
+            hash_seed: None,
         }
     }
 

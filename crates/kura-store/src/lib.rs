@@ -47,4 +47,4 @@ pub use ops::{
     SetRequest, SizeLimit,
 };
 pub use reaper::Reaper;
-pub use store::{default_shards, Store, StoreConfig, StoreStats};
+pub use store::{default_shards, Scan, ScanCursor, Store, StoreConfig, StoreStats};

@@ -236,10 +236,10 @@ fn a_durable_cache_fills_and_evicts_in_the_memory_of_one_in_memory() {
     let durable = Server::start(&dir, &["-m", "64"]);
     let mut c = durable.connect();
     let back = stat(&mut c, "curr_items");
-    assert!(
-        back * 100 >= items * 95,
-        "{back} items came back of {items}"
-    );
+    eprintln!("after a restart: {back} items of {items}");
+    // Every one: the data dir keeps the seed that placed the keys in shards, so each shard
+    // gets back what it held (with a new seed, 4-6% were evicted while loading).
+    assert_eq!(back, items, "{back} items came back of {items}");
     durable.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

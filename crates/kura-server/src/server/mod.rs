@@ -55,7 +55,13 @@ impl Server {
     /// Invalid settings, or an address that cannot be bound.
     pub fn bind(config: ServerConfig) -> anyhow::Result<Server> {
         config.validate()?;
-        let store = Arc::new(Store::new(config.store_config()));
+        let mut store_config = config.store_config();
+        // A durable store keeps the seed that places its keys in shards, so that a restart
+        // puts a full cache back in the shards it fitted (kura_log::seed).
+        if let Some(dir) = &config.data_dir {
+            store_config.hash_seed = Some(kura_log::load_or_create_seed(dir)?);
+        }
+        let store = Arc::new(Store::new(store_config));
         Server::bind_with_store(config, store)
     }
 

@@ -26,6 +26,10 @@ pub(crate) struct Index {
     table: Table,
     /// The table being emptied into `table`.
     old: Option<Old>,
+    /// Bumped whenever entries may change position (a new table, a step of
+    /// moving groups into it): a walk by position that saw it change may
+    /// have missed entries.
+    moves: u64,
 }
 
 struct Old {
@@ -42,6 +46,7 @@ impl Default for Index {
         Index {
             table: Table::new(0),
             old: None,
+            moves: 0,
         }
     }
 }
@@ -90,6 +95,12 @@ impl Index {
         self.find(u64::from(low), |o| o == off).is_some()
     }
 
+    /// A count that changes whenever entries may have changed position
+    /// (see [`at`](Self::at)).
+    pub(crate) fn moves(&self) -> u64 {
+        self.moves
+    }
+
     /// Whether an old table is still being emptied into a new one.
     pub(crate) fn is_growing(&self) -> bool {
         self.old.is_some()
@@ -126,6 +137,7 @@ impl Index {
         let live = self.table.len() + 1;
         let want = (live * FRESH_LOAD.1).div_ceil(WIDTH * FRESH_LOAD.0);
         let full = std::mem::replace(&mut self.table, Table::new(groups_for(want)));
+        self.moves += 1;
         if full.len() == 0 {
             return;
         }
@@ -177,6 +189,7 @@ impl Index {
             return;
         };
         let end = (old.next + old.per_change).min(old.table.groups());
+        self.moves += 1;
         for g in old.next..end {
             let table = &mut self.table;
             old.table
@@ -205,6 +218,7 @@ impl Index {
             Index {
                 table: Table::new(groups),
                 old: None,
+                moves: self.moves + 1,
             },
         )
     }

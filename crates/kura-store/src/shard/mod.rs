@@ -101,6 +101,7 @@ impl Entries for Blocks<'_> {
 mod flushed;
 mod link;
 mod room;
+mod scan;
 mod sweep;
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,11 @@ pub struct StoreConfig {
     pub evict: bool,
     /// Give items CAS uniques (default). When false every CAS is 0 (`-C`).
     pub cas: bool,
+    /// The seed of the hash that places keys in shards; `None` (default): a random one, so
+    /// nobody can choose keys that all land in one shard. A store reloaded from disk passes
+    /// the seed it was filled under: each shard has its own share of the capacity, and under
+    /// another seed a full store's entries would not fit the shards they land in.
+    pub hash_seed: Option<u64>,
 }
 
 impl Default for StoreConfig {
@@ -29,6 +34,7 @@ impl Default for StoreConfig {
             eviction: EvictionKind::Lru,
             evict: true,
             cas: true,
+            hash_seed: None,
         }
     }
 }

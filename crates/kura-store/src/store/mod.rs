@@ -25,12 +25,14 @@ use crate::shard::{Shard, SharedRead};
 
 mod config;
 mod flush;
+mod scan;
 mod sink;
 mod stats;
 #[cfg(test)]
 mod tests;
 
 pub use config::{default_shards, StoreConfig};
+pub use scan::{Scan, ScanCursor};
 use sink::{report, report_get};
 pub use stats::StoreStats;
 
@@ -99,7 +101,10 @@ impl Store {
         );
         let bits = n.trailing_zeros();
         // A random seed keeps an attacker from choosing colliding keys.
-        let hasher = FixedState::with_seed(RandomState::default().hash_one(0xc0ffee_u64));
+        let seed = config
+            .hash_seed
+            .unwrap_or_else(|| RandomState::default().hash_one(0xc0ffee_u64));
+        let hasher = FixedState::with_seed(seed);
         let per_shard = config.capacity / n;
         let shards = (0..n)
             .map(|i| {
