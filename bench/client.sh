@@ -16,16 +16,25 @@
 # says what each one's CPU includes); and kura-client with 32 tasks.
 # ROUNDS rounds (default 7), medians; the load average before each part.
 #
+# PARTS (default "writeback cpu") picks the parts: `PARTS=cpu` runs only
+# the cost per request.
+#
 #   bench/client.sh      # results in bench/results/DATE-client.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
 DELAY_US=${DELAY_US:-500}
 REQUESTS=${REQUESTS:-20000}
+PARTS=${PARTS:-writeback cpu}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -q -p kura --bin kura
+# KURA_BIN: a built kura binary to serve with (default: build this one)
+if [[ -n ${KURA_BIN:-} ]]; then
+  KURA=$KURA_BIN
+else
+  cargo build --release -q -p kura --bin kura
+  KURA=$TARGET/release/kura
+fi
 cargo build --release -q -p kura-client --example writeback --example throughput
-KURA=$TARGET/release/kura
 WB=$TARGET/release/examples/writeback
 TP=$TARGET/release/examples/throughput
 # shellcheck source=bench/lib.sh
@@ -35,7 +44,7 @@ raw=$(mktemp)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$raw"' EXIT
 load() { echo "# load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"; }
-echo "# bench/client.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS DELAY_US=$DELAY_US REQUESTS=$REQUESTS" >"$out"
+echo "# bench/client.sh, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), ROUNDS=$ROUNDS DELAY_US=$DELAY_US REQUESTS=$REQUESTS PARTS=\"$PARTS\" KURA_BIN=${KURA_BIN:-}" >"$out"
 echo "# $(nproc) vCPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs): a shared machine" >>"$out"
 python3 -c 'import pylibmc' 2>/dev/null && pylibmc=1 || pylibmc=0
 for kind in kura memcached; do
@@ -46,12 +55,15 @@ for kind in kura memcached; do
   start_cache "$kind"; a=$port
   start_cache "$kind"; b=$port
   start_cache "$kind"; c=$port
-  load
-  "$WB" "127.0.0.1:$a,127.0.0.1:$b" "127.0.0.1:$a,127.0.0.1:$b,127.0.0.1:$c" "$ROUNDS" "$kind" "$DELAY_US" >>"$out"
+  if [[ $PARTS == *writeback* ]]; then
+    load
+    "$WB" "127.0.0.1:$a,127.0.0.1:$b" "127.0.0.1:$a,127.0.0.1:$b,127.0.0.1:$c" "$ROUNDS" "$kind" "$DELAY_US" >>"$out"
+  fi
   # client cost per request on server a, the clients in turn each round
   load
   : >"$raw"
-  for _ in $(seq "$ROUNDS"); do
+  [[ $PARTS == *cpu* ]] && cpu_rounds=$ROUNDS || cpu_rounds=0
+  for _ in $(seq "$cpu_rounds"); do
     "$TP" "127.0.0.1:$a" "$REQUESTS" 1 | sed "s/^/$kind\t/" >>"$raw"
     if ((pylibmc)); then
       python3 bench/libmemcached.py pylibmc "127.0.0.1:$a" "$REQUESTS" | sed "s/^/$kind\t/" >>"$raw"
@@ -60,7 +72,7 @@ for kind in kura memcached; do
       python3 bench/libmemcached.py memcaslap "127.0.0.1:$a" "$REQUESTS" | sed "s/^/$kind\t/" >>"$raw"
     fi
   done
-  python3 bench/libmemcached.py median <"$raw" >>"$out"
+  [[ -s $raw ]] && python3 bench/libmemcached.py median <"$raw" >>"$out"
   load
   kill "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true

@@ -9,7 +9,10 @@
 //! process. Then kura-client with 32 concurrent tasks on its pipelined
 //! connections, which a synchronous client cannot do on one thread.
 //!
-//!   cargo run --release -p kura-client --example throughput -- ADDR REQUESTS ROUNDS
+//!   cargo run --release -p kura-client --example throughput -- ADDR REQUESTS ROUNDS [ONLY]
+//!
+//! ONLY: run just the loads whose name contains it (e.g. `kura-client
+//! meta, get`), to profile or count one load's system calls.
 
 use std::time::{Duration, Instant};
 
@@ -51,9 +54,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, addr, n, rounds] = &args[..] else {
-        eprintln!("usage: throughput ADDR REQUESTS ROUNDS");
-        std::process::exit(2);
+    let (addr, n, rounds, only) = match &args[..] {
+        [_, addr, n, rounds] => (addr, n, rounds, ""),
+        [_, addr, n, rounds, only] => (addr, n, rounds, only.as_str()),
+        _ => {
+            eprintln!("usage: throughput ADDR REQUESTS ROUNDS [ONLY]");
+            std::process::exit(2);
+        }
     };
     let n: usize = n.parse().expect("REQUESTS");
     let rounds: usize = rounds.parse().expect("ROUNDS");
@@ -168,6 +175,10 @@ fn main() {
             }),
         ),
     ];
+    let loads: Vec<Load> = loads
+        .into_iter()
+        .filter(|(name, _)| name.contains(only))
+        .collect();
     let mut results: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); loads.len()];
     for _ in 0..rounds {
         for (i, (_, load)) in loads.iter().enumerate() {
