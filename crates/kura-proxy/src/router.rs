@@ -429,24 +429,36 @@ impl Router {
         p.nodes.get(ring.index_for(key))
     }
 
+    /// The key's node in each replica of `pool` (its own node if a ring
+    /// pool), without collecting them.
+    fn replicas_of<'a>(
+        &'a self,
+        pool: usize,
+        key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<Node>> + 'a {
+        let p = &self.pools[pool];
+        let own = p.replicas.is_empty().then_some(pool);
+        own.into_iter()
+            .chain(p.replicas.iter().copied())
+            .filter_map(move |r| self.ring_node(r, key))
+    }
+
     /// The key's node in each replica of `pool` (its own node if a ring pool).
     fn nodes_of(&self, pool: usize, key: &[u8]) -> Vec<Arc<Node>> {
-        let p = &self.pools[pool];
-        if p.replicas.is_empty() {
-            self.ring_node(pool, key).into_iter().cloned().collect()
-        } else {
-            p.replicas
-                .iter()
-                .filter_map(|&r| self.ring_node(r, key).cloned())
-                .collect()
-        }
+        self.replicas_of(pool, key).cloned().collect()
+    }
+
+    /// The route matching `key` and the pool it names for the operation.
+    fn pool_for(&self, key: &[u8], write: bool) -> (Option<&RouteSpec>, usize) {
+        let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
+        let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
+        (route, pool)
     }
 
     /// Where a read (`write` false) or a write of `key` goes: the longest
     /// matching prefix route's pool for the operation, else the default pool.
     pub fn target(&self, key: &[u8], write: bool) -> Target {
-        let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
-        let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
+        let (route, pool) = self.pool_for(key, write);
         let shadow = route
             .and_then(|r| r.shadow)
             .filter(|&(_, rate)| rate >= 1.0 || rand::random::<f64>() < rate)
@@ -470,17 +482,20 @@ impl Router {
     /// The node a read of `key` goes to: the first replica that serves,
     /// or the gutter's node while the key's server does not serve.
     pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
-        let t = self.target(key, false);
-        if let (Some((g, _)), Some(n)) = (&t.gutter, t.nodes.first()) {
-            if !n.available() {
-                return g.clone();
-            }
+        // Called for every key of every read: no allocation, no clone
+        // but the one returned.
+        let (_, pool) = self.pool_for(key, false);
+        let mut nodes = self.replicas_of(pool, key);
+        let first = nodes.next().expect("every pool has a node for every key");
+        if first.available() {
+            return first.clone();
         }
-        let first = t.nodes.first().cloned();
-        t.nodes
-            .into_iter()
-            .find(|n| n.available())
-            .or(first)
-            .expect("every pool has a node for every key")
+        let gutter = self.pools[pool]
+            .gutter
+            .and_then(|(g, _)| self.ring_node(g, key));
+        gutter
+            .or_else(|| nodes.find(|n| n.available()))
+            .unwrap_or(first)
+            .clone()
     }
 }

@@ -62,25 +62,27 @@ pub fn error_line(r: &Reply) -> Vec<u8> {
 async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> Step {
     match req {
         Request::Get(g) => {
-            let keys: Vec<&[u8]> = g.keys().collect();
-            let mut flags = b"v f".to_vec();
-            if g.cas {
-                flags.extend_from_slice(b" c");
-            }
-            if let Some(t) = g.touch {
-                flags.extend_from_slice(b" T");
-                num(&mut flags, t);
-            }
-            ctx.stats.count_get(keys.len(), g.touch.is_some());
-            if let [key] = keys[..] {
+            let (n, bytes) = g.keys().fold((0, 0), |(n, b), k| (n + 1, b + k.len()));
+            let mut each = g.keys();
+            ctx.stats.count_get(n, g.touch.is_some());
+            if let (Some(key), None) = (each.next(), each.next()) {
                 let router = ctx.router();
                 if router.plain_reads {
+                    // One key alone goes as one `mg`; several as text gets (get.rs).
+                    let mut flags = b"v f".to_vec();
+                    if g.cas {
+                        flags.extend_from_slice(b" c");
+                    }
+                    if let Some(t) = g.touch {
+                        flags.extend_from_slice(b" T");
+                        num(&mut flags, t);
+                    }
                     return one_get(ctx, &router, lane, key, &flags, g.cas, len).await;
                 }
             }
-            let owned: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-            let with_cas = g.cas;
-            let found = crate::get::start(ctx, lane, owned, &flags).await;
+            let mut owned = crate::get::Keys::with_capacity(n, bytes);
+            g.keys().for_each(|k| owned.push(k));
+            let found = crate::get::start(ctx, lane, owned, g.cas, g.touch).await;
             let stats = ctx.stats.clone();
             Step::reply(
                 len,
@@ -93,18 +95,18 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                         .hits
                         .iter()
                         .flatten()
-                        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + 300)
+                        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + h.tokens.len() + 10)
                         .sum();
                     let mut out = Vec::with_capacity(size + reply::END.len());
                     let mut hits = 0;
-                    let n = found.keys.len();
-                    for (k, hit) in found.keys.iter().zip(found.hits) {
-                        let Some(h) = hit else { continue };
+                    // The backends' own `VALUE` lines, in the client's order.
+                    for h in found.hits.into_iter().flatten() {
                         hits += 1;
-                        let data = h.value.as_deref().unwrap_or_default();
-                        let flags = h.number::<u32>(b'f').unwrap_or(0);
-                        let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
-                        reply::value(&mut out, k, flags, data, cas);
+                        out.extend_from_slice(b"VALUE ");
+                        out.extend_from_slice(&h.tokens);
+                        out.extend_from_slice(b"\r\n");
+                        out.extend_from_slice(h.value.as_deref().unwrap_or_default());
+                        out.extend_from_slice(b"\r\n");
                     }
                     stats.count_hits(hits, n - hits);
                     out.extend_from_slice(reply::END);

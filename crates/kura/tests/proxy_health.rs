@@ -133,6 +133,30 @@ fn a_backend_that_answers_garbage_or_out_of_step_fails_and_is_replaced() {
 }
 
 #[test]
+fn a_multi_get_answered_with_a_key_it_did_not_ask_gets_an_error() {
+    // Multi-gets go to a backend as one text `get`: a `VALUE` for a key
+    // not in it must not reach the client as one of its keys.
+    let (addr, _) = liar(|_| b"VALUE other 0 6\r\nSECRET\r\nEND\r\n".to_vec());
+    let dir = common::tempdir("proxy-unasked");
+    let cfg = config(
+        &dir,
+        std::slice::from_ref(&addr),
+        "request_timeout_ms = 500",
+    );
+    let p = proxy(&["--config", cfg.to_str().unwrap()]);
+    let mut c = p.connect();
+    for keys in ["a b", "a other", "x y z"] {
+        let r = reply(&mut c, format!("get {keys}\r\n").as_bytes());
+        if keys.contains("other") {
+            assert_eq!(r, "VALUE other 0 6\r\nSECRET\r\nEND\r\n");
+        } else {
+            assert!(r.starts_with("SERVER_ERROR "), "{keys}: {r}");
+            assert!(!r.contains("SECRET"), "{keys}: {r}");
+        }
+    }
+}
+
+#[test]
 fn down_reply_miss_answers_reads_of_a_dead_backend_with_a_miss() {
     let good = backends(Kind::Kura, 1);
     let dead = format!("127.0.0.1:{}", common::free_port());

@@ -250,6 +250,16 @@ impl Conn {
         Ok(())
     }
 
+    /// How the oldest waiting request's replies are framed: text for a
+    /// text command (the multi-gets of text clients), meta otherwise.
+    /// memcached and kura take either kind of command on one connection.
+    fn framing(&self) -> Protocol {
+        match self.state.borrow().queue.front().map(|w| w.expect) {
+            Some(Expect::Text(_)) => Protocol::Text,
+            _ => Protocol::Meta,
+        }
+    }
+
     /// The deadline of the oldest waiting request, if any.
     fn oldest_deadline(&self) -> Option<Instant> {
         self.state.borrow().queue.front().map(|w| w.deadline)
@@ -329,7 +339,7 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                     Err(e) => return conn.fail(io_error(&conn.addr, e)),
                 }
                 loop {
-                    match frame(Protocol::Meta, &mut buf) {
+                    match frame(conn.framing(), &mut buf) {
                         Ok(Some(r)) => {
                             if let Err(what) = conn.deliver(r) {
                                 return conn.fail(protocol_error(&conn.addr, what));
