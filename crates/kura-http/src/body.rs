@@ -10,6 +10,7 @@ use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::coalesce::ReaderBody;
+use crate::compress::codec::Gunzip;
 
 /// A message body.
 pub enum Body {
@@ -30,12 +31,23 @@ pub enum Body {
     },
     /// A body received from the other side, passed through.
     Incoming(Incoming),
+    /// A gzip body decoded on the fly, for a client that does not accept gzip.
+    Gunzip(Box<Gunzip>),
 }
 
 impl Body {
     /// A body of `bytes`.
     pub fn full(bytes: impl Into<Bytes>) -> Body {
         Body::Full(Some(bytes.into()))
+    }
+
+    /// This body, decoded from gzip when `decode`.
+    pub fn decoded(self, decode: bool) -> Body {
+        if decode {
+            Body::Gunzip(Box::new(Gunzip::new(self)))
+        } else {
+            self
+        }
     }
 }
 
@@ -78,6 +90,7 @@ impl http_body::Body for Body {
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             },
             Body::Incoming(incoming) => Pin::new(incoming).poll_frame(cx).map_err(Into::into),
+            Body::Gunzip(gunzip) => gunzip.poll_frame(cx),
         }
     }
 
@@ -88,6 +101,7 @@ impl http_body::Body for Body {
             Body::Flight(_) => false,
             Body::FlightRange { left, .. } => *left == 0,
             Body::Incoming(incoming) => incoming.is_end_stream(),
+            Body::Gunzip(gunzip) => gunzip.is_end_stream(),
         }
     }
 
@@ -98,6 +112,7 @@ impl http_body::Body for Body {
             Body::Flight(_) => SizeHint::default(),
             Body::FlightRange { left, .. } => SizeHint::with_exact(*left),
             Body::Incoming(incoming) => incoming.size_hint(),
+            Body::Gunzip(gunzip) => gunzip.size_hint(),
         }
     }
 }

@@ -292,16 +292,22 @@ impl Producer {
         state.keep_all || state.cursors.iter().any(Option::is_some)
     }
 
-    /// Ends the body (`ok`: complete). Returns the whole body when it was kept, for storing.
-    pub fn finish(&self, ok: bool) -> Option<Vec<Bytes>> {
+    /// The whole body when it arrived complete (`ok`) and was kept, for storing. Taken before
+    /// [`Producer::finish`], so the object is in the store by the time any reader sees the
+    /// body's end: a client that has the whole response and asks again gets a hit.
+    pub fn whole(&self, ok: bool) -> Option<Vec<Bytes>> {
+        let state = self.flight.state.lock();
+        (ok && state.keep_all).then(|| state.chunks.iter().cloned().collect())
+    }
+
+    /// Ends the body (`ok`: complete).
+    pub fn finish(&self, ok: bool) {
         self.flights.close(&self.flight);
         let mut state = self.flight.state.lock();
         state.finished = Some(ok);
         let charged = std::mem::take(&mut state.charged);
         self.flights.charged.fetch_sub(charged, Ordering::Relaxed);
-        let whole = (ok && state.keep_all).then(|| state.chunks.iter().cloned().collect());
         wake_all(&mut state);
-        whole
     }
 }
 

@@ -9,10 +9,13 @@
 
 pub mod access_log;
 pub mod backend;
+pub mod bans;
 pub mod body;
 pub mod cache;
 pub mod coalesce;
+pub mod compress;
 pub mod config;
+pub mod keys;
 pub mod rules;
 pub mod server;
 pub mod stats;

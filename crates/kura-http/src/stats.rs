@@ -195,6 +195,61 @@ pub fn snapshot(
             flights.in_flight_bytes() as u64,
         ),
     ]);
+    let bans = cache.bans();
+    let c = &bans.counters;
+    figures.extend([
+        ("bans", "bans", Gauge, bans.len() as u64),
+        ("bans_added", "bans_added_total", Counter, load(&c.added)),
+        (
+            "bans_completed_lurker",
+            "bans_completed_lurker_total",
+            Counter,
+            load(&c.completed_lurker),
+        ),
+        (
+            "bans_completed_superseded",
+            "bans_completed_superseded_total",
+            Counter,
+            load(&c.completed_superseded),
+        ),
+        (
+            "bans_objects_banned_lookup",
+            "bans_objects_banned_lookup_total",
+            Counter,
+            load(&c.banned_lookup),
+        ),
+        (
+            "bans_objects_banned_lurker",
+            "bans_objects_banned_lurker_total",
+            Counter,
+            load(&c.banned_lurker),
+        ),
+        (
+            "bans_objects_softened",
+            "bans_objects_softened_total",
+            Counter,
+            load(&c.softened),
+        ),
+        (
+            "bans_lookup_tests",
+            "bans_lookup_tests_total",
+            Counter,
+            load(&c.lookup_tests),
+        ),
+        (
+            "bans_lurker_checked",
+            "bans_lurker_checked_total",
+            Counter,
+            load(&c.lurker_checked),
+        ),
+        ("purges", "purges_total", Counter, load(&c.purges)),
+        (
+            "soft_purges",
+            "soft_purges_total",
+            Counter,
+            load(&c.soft_purges),
+        ),
+    ]);
     let backends = backends
         .iter()
         .map(|b| {

@@ -4,37 +4,20 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
 /// A backend that answers every request with a cacheable "hello" and counts them.
 fn backend() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                // One request per connection is enough for this test: read its head, answer, close.
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
-                );
-            });
-        }
-    });
+    let port = common::http_backend(
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        },
+    );
     (port, count)
 }
 

@@ -86,6 +86,20 @@ fn rss_kb(child: &Child) -> u64 {
         .expect("VmRSS")
 }
 
+/// The highest resident memory of `child` while `clients` run (sampled every 20 ms), after
+/// joining them.
+fn peak_rss_kb(child: &Child, clients: Vec<std::thread::JoinHandle<()>>) -> u64 {
+    let mut max_rss = 0;
+    while !clients.iter().all(|c| c.is_finished()) {
+        max_rss = max_rss.max(rss_kb(child));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for client in clients {
+        client.join().unwrap();
+    }
+    max_rss.max(rss_kb(child))
+}
+
 fn stats(admin: u16) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", admin)).unwrap();
     write!(
@@ -165,15 +179,7 @@ fn resident_memory_stays_near_the_limit_under_churn() {
         })
         .collect();
     // Sample the resident memory while they run.
-    let mut max_rss = 0;
-    while !clients.iter().all(|c| c.is_finished()) {
-        max_rss = max_rss.max(rss_kb(&child));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for client in clients {
-        client.join().unwrap();
-    }
-    max_rss = max_rss.max(rss_kb(&child));
+    let max_rss = peak_rss_kb(&child, clients);
     let page = stats(admin);
     let (bytes, limit, evictions) = (
         stat(&page, "bytes"),
@@ -194,5 +200,187 @@ fn resident_memory_stays_near_the_limit_under_churn() {
         max_rss <= rss_bound_kb(),
         "peak RSS {max_rss} KB over the bound {} KB",
         rss_bound_kb()
+    );
+}
+
+/// Realistic pages: HTML-like text (gzip takes it to about a third), 4 KiB to 256 KiB.
+fn html(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: [&str; 24] = [
+        "the", "cache", "blog", "entry", "comment", "tokyo", "memory", "request", "server",
+        "deploy", "hatena", "diary", "photo", "travel", "ramen", "train", "morning", "project",
+        "release", "guide", "review", "recipe", "music", "season",
+    ];
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = Vec::with_capacity(len + 128);
+    while out.len() < len {
+        let (id, href) = (next(), next() % 100_000);
+        out.extend_from_slice(
+            format!("<div class=\"entry\" id=\"e{id:x}\"><a href=\"/entry/{href}\">").as_bytes(),
+        );
+        for _ in 0..(6 + next() % 10) {
+            out.extend_from_slice(WORDS[(next() % WORDS.len() as u64) as usize].as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(b"</a></div>\n");
+    }
+    out.truncate(len);
+    out
+}
+
+/// An origin of text/html pages: `GET /SIZE/anything` answers SIZE bytes of [`html`] (cut
+/// from a pool of 4 MiB, at an offset from the path, so that pages differ), plain.
+fn html_origin() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let pool = Arc::new(html(4 << 20, 0x5eed));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                while let Some((head, _)) = read_head(&mut reader) {
+                    let path = head.split(' ').nth(1).unwrap_or("/");
+                    let size: usize = path
+                        .split('/')
+                        .nth(1)
+                        .and_then(|size| size.parse().ok())
+                        .unwrap_or(1024)
+                        .min(1 << 20);
+                    let offset = path.len() * 7919 % (pool.len() - size);
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\nContent-Type: text/html\r\nContent-Length: {size}\r\n\r\n"
+                    );
+                    if writer.write_all(answer.as_bytes()).is_err()
+                        || writer.write_all(&pool[offset..offset + size]).is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Reads a chunked body into `out` (its length).
+fn read_chunked(reader: &mut impl BufRead, out: &mut Vec<u8>) -> usize {
+    out.clear();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let size = usize::from_str_radix(line.trim(), 16).expect("a chunk size");
+        if size == 0 {
+            // No trailer fields: the empty line ends the body.
+            let mut end = String::new();
+            reader.read_line(&mut end).unwrap();
+            assert_eq!(end, "\r\n");
+            return out.len();
+        }
+        let start = out.len();
+        out.resize(start + size + 2, 0);
+        reader.read_exact(&mut out[start..]).unwrap();
+        out.truncate(start + size);
+    }
+}
+
+/// docs/http.md's sizing rule for pages: 1.1 x -m plus a fixed 32 MiB (binary, runtime,
+/// buffers, bodies in flight of eight clients).
+fn page_rss_bound_kb(memory_mb: u64) -> u64 {
+    memory_mb * 1024 * 11 / 10 + 32 * 1024
+}
+
+#[test]
+fn resident_memory_of_gzip_stored_pages_stays_within_a_tenth_over() {
+    const PAGE_MEMORY_MB: u64 = 48;
+    let backend = html_origin();
+    let admin = common::free_port();
+    let (mut child, port) = common::http_proxy(
+        backend,
+        &[
+            "--admin-listen",
+            &format!("127.0.0.1:{admin}"),
+            "-m",
+            &PAGE_MEMORY_MB.to_string(),
+            "-t",
+            "2",
+        ],
+    );
+    // Eight gzip clients push twice -m of distinct compressed pages through: the store is
+    // full half-way, and evicting from then on.
+    let target = PAGE_MEMORY_MB << 20;
+    let sent = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..8u64)
+        .map(|i| {
+            let sent = sent.clone();
+            std::thread::spawn(move || {
+                let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut state = 0x2545_f491_4f6c_dd1d ^ (i + 1);
+                let mut body = Vec::with_capacity(1 << 20);
+                let mut n = 0;
+                while sent.load(Ordering::Relaxed) < 2 * target {
+                    // 4 KiB to 256 KiB, log-uniform.
+                    let size = (next_size(&mut state) / 4).max(4096);
+                    n += 1;
+                    write!(
+                        writer,
+                        "GET /{size}/p{i}-{n} HTTP/1.1\r\nHost: pages\r\nAccept-Encoding: gzip\r\n\r\n"
+                    )
+                    .unwrap();
+                    let (head, length) = read_head(&mut reader).expect("a response");
+                    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                    assert!(head.contains("content-encoding: gzip"), "{head}");
+                    let got = if head.contains("transfer-encoding: chunked") {
+                        read_chunked(&mut reader, &mut body)
+                    } else {
+                        body.resize(length, 0);
+                        reader.read_exact(&mut body).unwrap();
+                        length
+                    };
+                    if n % 64 == 0 {
+                        let mut plain = Vec::new();
+                        flate2::read::GzDecoder::new(&body[..])
+                            .read_to_end(&mut plain)
+                            .unwrap();
+                        assert_eq!(plain.len(), size);
+                    }
+                    sent.fetch_add(got as u64, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let max_rss = peak_rss_kb(&child, clients);
+    let page = stats(admin);
+    let (bytes, limit, evictions, objects) = (
+        stat(&page, "bytes"),
+        stat(&page, "limit_bytes"),
+        stat(&page, "evictions"),
+        stat(&page, "objects"),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!(
+        "{} MB of gzip through -m {PAGE_MEMORY_MB}: peak RSS {max_rss} KB (bound {} KB), store {bytes} of {limit} bytes, {objects} objects, {evictions} evictions",
+        sent.load(Ordering::Relaxed) >> 20,
+        page_rss_bound_kb(PAGE_MEMORY_MB)
+    );
+    assert!(bytes <= limit);
+    assert!(evictions > 100, "objects were evicted: {evictions}");
+    assert!(
+        max_rss <= page_rss_bound_kb(PAGE_MEMORY_MB),
+        "peak RSS {max_rss} KB over the bound {} KB",
+        page_rss_bound_kb(PAGE_MEMORY_MB)
     );
 }

@@ -1,33 +1,39 @@
 //! HTTP objects in kura-store.
 //!
 //! The primary key of a request is its normalised absolute URI. At that key the store holds
-//! either the object itself (a response without `Vary`), or a Vary record (`object.rs`) whose
-//! generation and the request's secondary key (RFC 9111 §4.1, `rules::vary`) give the key of
-//! the variant; or a hit-for-miss marker. One `Vary` per URL: a response with another `Vary`
-//! starts a new generation (docs/http.md). Records expire from the store at the end of their
-//! freshness plus the longest time they may still be served stale (grace, stale-if-error, the
-//! response's own `stale-*`) plus `keep` when they have validators.
+//! either the object itself (a response without `Vary`), or a page (`page.rs`): the URL's
+//! `Vary` and every variant stored for it, each matched by the request's secondary key
+//! (RFC 9111 §4.1, `rules::vary`); or a hit-for-miss marker. One `Vary` per URL: a response
+//! with another `Vary` replaces the page (docs/http.md). Records expire from the store at the
+//! end of their freshness plus the longest time they may still be served stale (grace,
+//! stale-if-error, the response's own `stale-*`) plus `keep` when they have validators.
 
 pub mod object;
+pub mod page;
 
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::header::VARY;
 use http::{HeaderMap, StatusCode};
-use kura_store::{EvictionKind, Expiry, Reaper, SetOutcome, Store, StoreConfig, KEY_MAX};
+use kura_store::{
+    DeleteRequest, EvictionKind, Expiry, GetOptions, Hit, Reaper, SetOutcome, SetRequest, Store,
+    StoreConfig, KEY_MAX,
+};
 
+use crate::bans::{stale_since, Bans, Verdict};
 use crate::rules::freshness::Freshness;
-use crate::rules::vary::Vary;
+use crate::rules::vary::{SecondaryKey, Vary};
 use crate::rules::CachePolicy;
 use object::{Object, Record};
+use page::{Page, Variant, Written, MAX_VARIANTS};
 
-/// Bytes a variant key adds to its primary key.
-const VARIANT_SUFFIX: usize = 2 + 8 + 8;
 /// The longest primary key stored; longer URLs are passed (not cached).
-pub const PRIMARY_MAX: usize = KEY_MAX - VARIANT_SUFFIX;
+pub const PRIMARY_MAX: usize = KEY_MAX;
+
+/// Times an insert rereads a page that changed under it before it gives up.
+const PAGE_RETRIES: usize = 4;
 
 /// What the store holds for a request.
 // Returned once per request and matched at once: boxing the object would cost an allocation
@@ -46,13 +52,18 @@ pub enum Lookup {
 /// The cache: a kura-store and the keys of HTTP objects in it.
 pub struct Cache {
     store: Arc<Store>,
-    generation: AtomicU64,
+    bans: Bans,
     _reaper: Reaper,
 }
 
 impl Cache {
     /// A cache of `capacity` bytes, with `shards` shards (0: the store's default).
     pub fn new(capacity: usize, shards: usize) -> Cache {
+        Cache::with_bans(capacity, shards, Bans::default())
+    }
+
+    /// A cache whose objects are checked against `bans`.
+    pub fn with_bans(capacity: usize, shards: usize, bans: Bans) -> Cache {
         let store = Arc::new(Store::new(StoreConfig {
             capacity,
             shards,
@@ -60,10 +71,9 @@ impl Cache {
             ..StoreConfig::default()
         }));
         let reaper = Reaper::spawn(&store, Duration::from_secs(1));
-        let seed = object::epoch_millis(SystemTime::now());
         Cache {
             store,
-            generation: AtomicU64::new(seed),
+            bans,
             _reaper: reaper,
         }
     }
@@ -73,31 +83,72 @@ impl Cache {
         &self.store
     }
 
+    /// The ban list.
+    pub fn bans(&self) -> &Bans {
+        &self.bans
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Hit> {
+        self.store.get_with(key, &GetOptions::default())
+    }
+
+    /// `object`, stored at `key` under ban sequence `seq`, after the bans newer than it:
+    /// dropped (by `drop`), made stale, or kept.
+    fn checked(&self, key: &[u8], seq: u32, mut object: Object, drop: impl FnOnce()) -> Lookup {
+        let status = object.status.as_u16();
+        match self
+            .bans
+            .check_stored(seq, key, status, &object.headers, true)
+        {
+            Verdict::Keep => Lookup::Hit(object),
+            Verdict::StaleSince(at) => {
+                stale_since(&mut object.freshness, at);
+                let softened = &self.bans.counters.softened;
+                softened.fetch_add(1, Ordering::Relaxed);
+                Lookup::Hit(object)
+            }
+            Verdict::Drop => {
+                drop();
+                let banned = &self.bans.counters.banned_lookup;
+                banned.fetch_add(1, Ordering::Relaxed);
+                Lookup::Miss
+            }
+        }
+    }
+
     /// Looks up the response stored for `primary` that matches request fields `request`.
     pub fn lookup(&self, primary: &[u8], request: &HeaderMap) -> Lookup {
-        let Some(item) = self.store.get(primary) else {
+        let Some(hit) = self.get(primary) else {
             return Lookup::Miss;
         };
-        match object::decode(item.value_bytes()) {
-            Some(Record::Object(object)) => Lookup::Hit(object),
+        match object::decode(hit.item.value_bytes()) {
+            Some(Record::Object(object)) => {
+                let only_this = DeleteRequest {
+                    cas: Some(hit.cas),
+                    ..DeleteRequest::default()
+                };
+                self.checked(primary, hit.item.flags(), object, || {
+                    self.store.delete_with(primary, &only_this);
+                })
+            }
             Some(Record::HitForMiss) => Lookup::HitForMiss,
-            Some(Record::Vary { generation, vary }) => {
-                let mut fields = HeaderMap::new();
-                fields.insert(VARY, vary);
-                let vary = Vary::from_headers(&fields);
-                let Some(secondary) = vary.secondary_key(request) else {
+            Some(Record::Page(mut page)) => {
+                let Some(secondary) = secondary_key(&page.vary, request) else {
                     return Lookup::Miss;
                 };
-                let key = variant_key(primary, generation, secondary.as_bytes());
-                let Some(item) = self.store.get(&key) else {
+                let Some(variant) = page.find(secondary.as_bytes(), now_secs()) else {
                     return Lookup::Miss;
                 };
-                match object::decode(item.value_bytes()) {
-                    Some(Record::Object(object)) if object.secondary == secondary.as_bytes() => {
-                        Lookup::Hit(object)
-                    }
-                    _ => Lookup::Miss,
-                }
+                let seq = variant.seq;
+                let Some(Record::Object(object)) = object::decode(variant.object.clone()) else {
+                    return Lookup::Miss;
+                };
+                self.checked(primary, seq, object, || {
+                    // Only this variant: a ban on a response field may spare the others.
+                    page.variants
+                        .retain(|v| v.secondary != secondary.as_bytes());
+                    page.write(&self.store, primary, Some(hit.cas), hit.item.flags());
+                })
             }
             None => Lookup::Miss,
         }
@@ -118,12 +169,45 @@ impl Cache {
         headers: &HeaderMap,
         body: &[B],
     ) -> bool {
+        let seq = self.bans.head();
+        self.insert_since(
+            seq, policy, keep, primary, request, status, freshness, headers, body,
+        )
+    }
+
+    /// [`Cache::insert`] for a response whose fetch began when the newest ban was `seq`: the
+    /// bans added since are checked first (a matching ban: not stored; a soft one: stored
+    /// stale).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_since<B: AsRef<[u8]>>(
+        &self,
+        seq: u32,
+        policy: &CachePolicy,
+        keep: Duration,
+        primary: &[u8],
+        request: &HeaderMap,
+        status: StatusCode,
+        freshness: &Freshness,
+        headers: &HeaderMap,
+        body: &[B],
+    ) -> bool {
         if primary.len() > PRIMARY_MAX {
             return false;
         }
         let Some(ttl) = store_ttl(policy, keep, freshness, headers) else {
             return false;
         };
+        let head = self.bans.head();
+        let mut freshness = *freshness;
+        match self
+            .bans
+            .check_stored(seq, primary, status.as_u16(), headers, false)
+        {
+            Verdict::Keep => {}
+            Verdict::Drop => return false,
+            Verdict::StaleSince(at) => stale_since(&mut freshness, at),
+        }
+        let freshness = &freshness;
         let expiry = Expiry::after(ttl);
         let vary = Vary::from_headers(headers);
         let Some(secondary) = vary.secondary_key(request) else {
@@ -135,28 +219,68 @@ impl Cache {
         for chunk in body {
             value.extend_from_slice(chunk.as_ref());
         }
-        let Some(vary_value) = joined_vary(headers) else {
-            return stored(self.store.insert(primary, &value, expiry));
+        let Some(vary) = joined_vary(headers) else {
+            return stored(self.put(primary, &value, expiry, head));
         };
-        let generation = match self
-            .store
-            .get(primary)
-            .and_then(|i| object::decode(i.value_bytes()))
-        {
-            Some(Record::Vary { generation, vary }) if vary == vary_value => generation,
-            _ => {
-                let generation = self.generation.fetch_add(1, Ordering::Relaxed);
-                let record = object::encode_vary(generation, &vary_value);
-                if !stored(self.store.insert(primary, &record, expiry)) {
-                    return false;
-                }
-                generation
+        let now = now_secs();
+        let fresh = Variant {
+            until: match expiry {
+                Expiry::In(secs) => now.saturating_add(secs),
+                _ => u32::MAX,
+            },
+            seq: head,
+            secondary: bytes::Bytes::copy_from_slice(secondary.as_bytes()),
+            object: bytes::Bytes::from(value),
+        };
+        self.add_variant(primary, vary, fresh, now)
+    }
+
+    /// Puts `fresh` first in `primary`'s page (replacing the variant of the same secondary
+    /// key, the expired ones and the oldest beyond [`MAX_VARIANTS`]), or starts a page when
+    /// none with this `Vary` is stored. Retried when another insert changed the page meanwhile.
+    fn add_variant(
+        &self,
+        primary: &[u8],
+        vary: http::HeaderValue,
+        fresh: Variant,
+        now: u32,
+    ) -> bool {
+        let peek = GetOptions {
+            no_bump: true,
+            ..GetOptions::default()
+        };
+        for _ in 0..PAGE_RETRIES {
+            let current = self.store.get_with(primary, &peek);
+            let cas = current.as_ref().map(|hit| hit.cas);
+            let mut variants = match current.map(|hit| object::decode(hit.item.value_bytes())) {
+                Some(Some(Record::Page(page))) if page.vary == vary => page.variants,
+                _ => Vec::new(),
+            };
+            variants.retain(|v| v.secondary != fresh.secondary && v.until > now);
+            variants.insert(0, fresh.clone());
+            variants.truncate(MAX_VARIANTS);
+            let page = Page {
+                vary: vary.clone(),
+                variants,
+            };
+            match page.write(&self.store, primary, cas, fresh.seq) {
+                Written::Done => return true,
+                Written::NoRoom => return false,
+                Written::Changed => {}
             }
-        };
-        // The Vary record lives at least as long as the variant just stored.
-        self.store.touch(primary, expiry);
-        let key = variant_key(primary, generation, secondary.as_bytes());
-        stored(self.store.insert(&key, &value, expiry))
+        }
+        false
+    }
+
+    /// Stores an object record, with the ban sequence `seq` as its item's flags.
+    fn put(&self, key: &[u8], value: &[u8], expiry: Expiry, seq: u32) -> SetOutcome {
+        self.store.set(&SetRequest {
+            key,
+            value,
+            flags: seq,
+            expiry: Some(expiry),
+            ..SetRequest::default()
+        })
     }
 
     /// Marks `primary` hit-for-miss for `ttl`, unless an object is stored there.
@@ -166,6 +290,51 @@ impl Cache {
         }
         let record = object::encode_hit_for_miss();
         self.store.insert(primary, &record, Expiry::after(ttl));
+    }
+
+    /// Makes every stored response for `primary` (all its variants) stale as of `at`, so grace
+    /// serves them while one request refreshes. False when nothing is stored there.
+    pub fn soften(&self, primary: &[u8], at: SystemTime) -> bool {
+        let peek = GetOptions {
+            no_bump: true,
+            ..GetOptions::default()
+        };
+        for _ in 0..PAGE_RETRIES {
+            let Some(hit) = self.store.get_with(primary, &peek) else {
+                return false;
+            };
+            let seq = self.bans.head();
+            let written = match object::decode(hit.item.value_bytes()) {
+                Some(Record::Object(mut object)) => {
+                    stale_since(&mut object.freshness, at);
+                    let outcome = self.store.set(&SetRequest {
+                        key: primary,
+                        value: &object::encode(&object),
+                        flags: hit.item.flags(),
+                        expiry: Some(deadline(hit.exptime)),
+                        cas: Some(hit.cas),
+                        ..SetRequest::default()
+                    });
+                    stored(outcome)
+                }
+                Some(Record::Page(mut page)) => {
+                    for variant in &mut page.variants {
+                        if let Some(Record::Object(mut object)) =
+                            object::decode(variant.object.clone())
+                        {
+                            stale_since(&mut object.freshness, at);
+                            variant.object = bytes::Bytes::from(object::encode(&object));
+                        }
+                    }
+                    page.write(&self.store, primary, Some(hit.cas), seq) == Written::Done
+                }
+                _ => return false,
+            };
+            if written {
+                return true;
+            }
+        }
+        false
     }
 
     /// Invalidates every stored response for `primary` (all its variants).
@@ -190,15 +359,28 @@ fn joined_vary(headers: &HeaderMap) -> Option<http::HeaderValue> {
     http::HeaderValue::from_bytes(&joined).ok()
 }
 
-/// The key of the variant with `secondary` key under `primary`'s Vary record of `generation`.
-fn variant_key(primary: &[u8], generation: u64, secondary: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(primary.len() + VARIANT_SUFFIX);
-    key.extend_from_slice(primary);
-    key.extend_from_slice(b"\0v");
-    key.extend_from_slice(&generation.to_be_bytes());
-    let hash = foldhash::quality::FixedState::with_seed(0x6b75_7261).hash_one(secondary);
-    key.extend_from_slice(&hash.to_be_bytes());
-    key
+/// The request's secondary key under the page's `Vary` (`None`: `Vary: *`, never matches).
+fn secondary_key(vary: &http::HeaderValue, request: &HeaderMap) -> Option<SecondaryKey> {
+    let mut fields = HeaderMap::new();
+    fields.insert(VARY, vary.clone());
+    Vary::from_headers(&fields).secondary_key(request)
+}
+
+/// A store deadline in Unix seconds (0: never) as an expiry.
+pub(crate) fn deadline(exptime: u32) -> Expiry {
+    match exptime {
+        0 => Expiry::Never,
+        at => Expiry::At(at),
+    }
+}
+
+/// The store's clock: Unix seconds.
+fn now_secs() -> u32 {
+    let secs = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    u32::try_from(secs).unwrap_or(u32::MAX)
 }
 
 /// How long the store keeps an object: its remaining freshness, then the longest it may be

@@ -3,21 +3,21 @@
 //! A record is one of three kinds, by its first byte:
 //! - an object: status, freshness summary, the secondary key it was stored under, the stored
 //!   header fields, then the body (served as a slice of the store's item, never copied);
-//! - a Vary record at a URL's primary key: the `Vary` of the URL's responses and a generation
-//!   that is part of every variant's key (a new generation after an invalidation or a change of
-//!   `Vary` leaves the old variants unreachable);
+//! - a page at a URL whose responses carry `Vary`: the `Vary` and every variant, each an
+//!   object record (`page.rs`);
 //! - a hit-for-miss marker: the URL's last response was not storable, so requests for it are
 //!   not coalesced (each goes to the backend at once) until it expires.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::rules::freshness::{Freshness, LifetimeSource, StaleRules};
 
+use super::page::{Page, PAGE};
+
 const OBJECT: u8 = 0;
-const VARY: u8 = 1;
 const HIT_FOR_MISS: u8 = 2;
 
 /// A stored response, decoded (the body shares the store item's memory).
@@ -43,13 +43,8 @@ pub struct Object {
 pub enum Record {
     /// A stored response.
     Object(Object),
-    /// The URL's `Vary` (its field lines joined) and variant generation.
-    Vary {
-        /// Generation, part of the variants' keys.
-        generation: u64,
-        /// The `Vary` value.
-        vary: HeaderValue,
-    },
+    /// The URL's `Vary` and its variants.
+    Page(Page),
     /// The URL's last response was not storable.
     HitForMiss,
 }
@@ -131,13 +126,17 @@ pub fn encode_head(
     out
 }
 
-/// The bytes of a Vary record.
-pub fn encode_vary(generation: u64, vary: &HeaderValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(13 + vary.len());
-    out.put_u8(VARY);
-    out.put_u64(generation);
-    put_bytes(&mut out, vary.as_bytes());
-    out
+/// The bytes of `object`'s record, body included.
+pub fn encode(object: &Object) -> Vec<u8> {
+    let mut value = encode_head(
+        object.status,
+        &object.freshness,
+        &object.secondary,
+        &object.headers,
+        object.body.len(),
+    );
+    value.extend_from_slice(&object.body);
+    value
 }
 
 /// The bytes of a hit-for-miss marker.
@@ -158,14 +157,7 @@ pub fn decode(bytes: Bytes) -> Option<Record> {
     }
     match r.get_u8() {
         HIT_FOR_MISS => Some(Record::HitForMiss),
-        VARY => {
-            let generation = r.try_get_u64().ok()?;
-            let vary = take(&mut r)?;
-            Some(Record::Vary {
-                generation,
-                vary: HeaderValue::from_maybe_shared(vary).ok()?,
-            })
-        }
+        PAGE => Page::decode(r).map(Record::Page),
         OBJECT => decode_object(r).map(Record::Object),
         _ => None,
     }
@@ -214,11 +206,6 @@ fn take(r: &mut Bytes) -> Option<Bytes> {
     (r.len() >= len).then(|| r.split_to(len))
 }
 
-/// Milliseconds since the epoch of `t` (0 before it).
-pub fn epoch_millis(t: SystemTime) -> u64 {
-    millis(t.duration_since(UNIX_EPOCH).unwrap_or_default())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,12 +252,12 @@ mod tests {
 
     #[test]
     fn other_records_and_garbage() {
-        let vary = HeaderValue::from_static("accept-encoding");
-        match decode(Bytes::from(encode_vary(7, &vary))) {
-            Some(Record::Vary {
-                generation: 7,
-                vary: v,
-            }) => assert_eq!(v, vary),
+        let page = Page {
+            vary: HeaderValue::from_static("accept-encoding"),
+            variants: Vec::new(),
+        };
+        match decode(Bytes::from(page.encode())) {
+            Some(Record::Page(back)) => assert_eq!(back.vary, page.vary),
             other => panic!("{other:?}"),
         }
         assert!(matches!(

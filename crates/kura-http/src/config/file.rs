@@ -41,6 +41,21 @@ pub(super) struct FileConfig {
     pub(super) first_byte_timeout: Option<Spanned<f64>>,
     pub(super) between_bytes_timeout: Option<Spanned<f64>>,
     pub(super) probe: Option<ProbeFile>,
+    pub(super) normalize: Option<super::keys::NormalizeFile>,
+    pub(super) device: Option<super::keys::DeviceFile>,
+    pub(super) compression: Option<CompressionFile>,
+    pub(super) purge: Option<super::bans::PurgeFile>,
+    pub(super) bans: Option<super::bans::BansFile>,
+}
+
+/// `[compression]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CompressionFile {
+    pub(super) enabled: Option<bool>,
+    pub(super) level: Option<Spanned<u32>>,
+    pub(super) types: Option<Vec<Spanned<String>>>,
+    pub(super) min_size: Option<u64>,
 }
 
 /// `[probe]`.
@@ -67,6 +82,10 @@ pub(super) struct RuleFile {
     pub(super) pass: Option<bool>,
     pub(super) cookie: Option<Spanned<String>>,
     pub(super) authorization: Option<Spanned<String>>,
+    pub(super) normalize_remove: Option<Vec<Spanned<String>>>,
+    pub(super) normalize_also_remove: Option<Vec<Spanned<String>>>,
+    pub(super) normalize_sort: Option<bool>,
+    pub(super) normalize_forward_removed: Option<bool>,
 }
 
 /// Where a value came from, to name it in an error: the file's text and its name.

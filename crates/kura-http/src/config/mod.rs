@@ -3,7 +3,10 @@
 //! file; the file wins over the defaults. The file may name several backends and per-URL
 //! rules (`route.rs`). docs/http.md lists every setting.
 
+mod bans;
+mod compression;
 mod file;
+mod keys;
 mod parse;
 pub mod route;
 
@@ -16,6 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
+pub use bans::{BansConfig, Cidr, PurgeConfig};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 
@@ -132,6 +136,14 @@ pub struct Config {
     pub between_bytes_timeout: Duration,
     /// Health probes.
     pub probe: Option<Probe>,
+    /// Device classes and query parameter counting (`[device]`, `[normalize]`).
+    pub keys: crate::keys::KeySettings,
+    /// Compressed storage (`[compression]`).
+    pub compression: crate::compress::Compression,
+    /// Who may PURGE (`[purge]`).
+    pub purge: PurgeConfig,
+    /// Bans, tags and the lurker (`[bans]`).
+    pub bans: BansConfig,
 }
 
 /// A setting that cannot be used.
@@ -273,7 +285,11 @@ impl Config {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
         let backends = parse::backends(args, file.backend, file.backends, src)?;
+        let (normalize, key_settings) = keys::top(file.normalize, file.device, src)?;
+        let purge = bans::purge(file.purge, src)?;
+        let bans = bans::bans(file.bans, src)?;
         let top = Route {
+            normalize,
             backend: 0,
             policy: policy.clone(),
             pass: false,
@@ -319,6 +335,10 @@ impl Config {
                 src,
             )?,
             probe,
+            keys: key_settings,
+            compression: compression::compression(file.compression, src)?,
+            purge,
+            bans,
         })
     }
 }

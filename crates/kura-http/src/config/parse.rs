@@ -173,7 +173,9 @@ pub(super) fn parse_rule(
         Some(value) => pass_or_lookup(value, "authorization", src)?,
         None => top.pass_authorization,
     };
+    let normalize = super::keys::rule(&rule, &top.normalize, src)?;
     routes.push(Route {
+        normalize,
         backend,
         policy,
         pass: rule.pass.unwrap_or(false),

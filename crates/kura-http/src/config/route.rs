@@ -89,6 +89,8 @@ pub struct Route {
     /// Requests carrying `Authorization` are passed (the default, as Varnish); when false they
     /// are looked up, and responses are stored only as RFC 9111 §3.5 allows.
     pub pass_authorization: bool,
+    /// How its URLs become cache keys (`[normalize]`, a rule's `normalize_*`).
+    pub normalize: crate::keys::QueryRules,
 }
 
 /// A `[[rule]]`.

@@ -1,4 +1,5 @@
-//! The admin listener: `GET /stats` (JSON) and `GET /metrics` (Prometheus), HTTP/1.1.
+//! The admin listener: `GET /stats` (JSON) and `GET /metrics` (Prometheus), HTTP/1.1; the
+//! ban and tag endpoints are in `ban_admin.rs`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,7 +30,12 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener, mut stopped: watch:
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(page(&proxy, &request)) }
+                async move {
+                    if super::ban_admin::handles(request.uri().path()) {
+                        return Ok::<_, Infallible>(super::ban_admin::handle(proxy, request).await);
+                    }
+                    Ok::<_, Infallible>(page(&proxy, &request))
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -41,8 +47,14 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener, mut stopped: watch:
 fn page(proxy: &Proxy, request: &Request<Incoming>) -> Response<Body> {
     let snapshot = || snapshot(&proxy.stats, &proxy.cache, &proxy.backends, &proxy.flights);
     let (text, kind) = match request.uri().path() {
-        "/stats" => (snapshot().json(), "application/json"),
-        "/metrics" => (snapshot().prometheus(), "text/plain; version=0.0.4"),
+        "/stats" => (
+            proxy.params.add_to_json(snapshot().json()),
+            "application/json",
+        ),
+        "/metrics" => (
+            snapshot().prometheus() + &proxy.params.prometheus(),
+            "text/plain; version=0.0.4",
+        ),
         _ => return respond::synth(StatusCode::NOT_FOUND, false),
     };
     let mut response = Response::new(Body::full(text));

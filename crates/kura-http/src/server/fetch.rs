@@ -15,6 +15,7 @@ use super::{fill, respond};
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{Head, Join, Outcome, Producer, ReadHead, Reader, ReaderBody};
+use crate::compress::ClientCoding;
 use crate::rules::cache_control::RequestDirectives;
 use crate::rules::range::{self, RangeAnswer};
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
@@ -102,14 +103,17 @@ pub async fn fetch(
             Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await
         }
         Outcome::Private => {
+            // The backend was asked for gzip on this client's behalf.
+            let mut headers = head.headers.clone();
+            let decode = ClientCoding::adapt(ClientCoding::of(parts), &mut headers);
             let body = if parts.method == Method::HEAD {
                 Body::Empty
             } else {
-                Body::Flight(ReaderBody(reader))
+                Body::Flight(ReaderBody(reader)).decoded(decode)
             };
             let mut response = Response::new(body);
             *response.status_mut() = head.status;
-            *response.headers_mut() = head.headers.clone();
+            *response.headers_mut() = headers;
             (response, CacheOutcome::Pass)
         }
         Outcome::Shared => {
@@ -118,26 +122,36 @@ pub async fn fetch(
                 return Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await;
             }
             let request = RequestHead::from(parts);
+            // The fields of the representation this client gets (see `respond::object`).
+            let mut headers = head.headers.clone();
+            let decode = ClientCoding::adapt(ClientCoding::of(parts), &mut headers);
             let stored = ResponseHead {
                 status: head.status,
-                headers: &head.headers,
+                headers: &headers,
             };
             use crate::rules::validation::client::{answer, not_modified_headers, ClientAnswer};
             match answer(request, stored, now()) {
                 ClientAnswer::NotModified => {
                     let mut response = Response::new(Body::Empty);
                     *response.status_mut() = StatusCode::NOT_MODIFIED;
-                    *response.headers_mut() = not_modified_headers(&head.headers);
+                    *response.headers_mut() = not_modified_headers(&headers);
                     (response, outcome)
                 }
                 ClientAnswer::Full | ClientAnswer::Forward => {
                     if !crate::rules::serve::sends_body(&parts.method, head.status) {
                         let mut response = Response::new(Body::Empty);
                         *response.status_mut() = head.status;
-                        *response.headers_mut() = head.headers.clone();
+                        *response.headers_mut() = headers;
                         return (response, outcome);
                     }
-                    (ranged_flight(parts, &head, reader), outcome)
+                    if decode {
+                        let body = Body::Flight(ReaderBody(reader)).decoded(true);
+                        let mut response = Response::new(body);
+                        *response.status_mut() = head.status;
+                        *response.headers_mut() = headers;
+                        return (response, outcome);
+                    }
+                    (ranged_flight(parts, head.status, headers, reader), outcome)
                 }
             }
         }
@@ -147,20 +161,18 @@ pub async fn fetch(
 /// The flight's body as the response to `parts`: a range of it when the request asks for one
 /// and the backend gave the length (the fetch itself was for the whole object, so that it can
 /// be stored; bytes before the range are read and dropped), else the whole.
-fn ranged_flight(parts: &Parts, head: &Head, reader: Reader) -> Response<Body> {
-    let length = head
-        .headers
+fn ranged_flight(
+    parts: &Parts,
+    status: StatusCode,
+    headers: HeaderMap,
+    reader: Reader,
+) -> Response<Body> {
+    let length = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let answer = match length {
-        Some(length) => range::answer(
-            &parts.method,
-            &parts.headers,
-            head.status,
-            &head.headers,
-            length,
-        ),
+        Some(length) => range::answer(&parts.method, &parts.headers, status, &headers, length),
         None => RangeAnswer::Full,
     };
     match (answer, length) {
@@ -170,13 +182,13 @@ fn ranged_flight(parts: &Parts, head: &Head, reader: Reader) -> Response<Body> {
                 skip: start,
                 left: end - start + 1,
             };
-            respond::partial(head.headers.clone(), start, end, length, body)
+            respond::partial(headers, start, end, length, body)
         }
         (RangeAnswer::Unsatisfiable, Some(length)) => respond::unsatisfiable(length),
         _ => {
             let mut response = Response::new(Body::Flight(ReaderBody(reader)));
-            *response.status_mut() = head.status;
-            *response.headers_mut() = head.headers.clone();
+            *response.status_mut() = status;
+            *response.headers_mut() = headers;
             response
         }
     }

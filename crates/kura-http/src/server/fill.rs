@@ -17,6 +17,8 @@ use crate::backend::{strip_hop_by_hop, Backend};
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{Head, Outcome, Producer};
+use crate::compress::codec::Encoder;
+use crate::compress::{self, Compression};
 use crate::rules::freshness::Freshness;
 use crate::rules::storable::{storable, NotStorable};
 use crate::rules::targeted::ResponseControl;
@@ -43,6 +45,8 @@ pub(super) async fn run(
     stale: Option<Object>,
 ) {
     let backend = proxy.backend(origin.route);
+    // The bans added from now on are checked when the response is stored.
+    let ban_seq = proxy.cache.bans().head();
     let mut headers =
         backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
     let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
@@ -62,6 +66,10 @@ pub(super) async fn run(
     };
     let response_time = SystemTime::now();
     let (mut parts, body) = response.into_parts();
+    if let Some(device) = &proxy.config.keys.device {
+        device.from_backend(&mut parts.headers);
+    }
+    parts.headers.remove(compress::MARKER);
     let policy = &proxy.route(origin.route).policy;
     let leader_vary = origin.headers.clone();
     if parts.status == StatusCode::NOT_MODIFIED && conditional {
@@ -84,7 +92,8 @@ pub(super) async fn run(
                 headers: &origin.headers,
             };
             if storable(policy, request, head, &control).is_ok()
-                && proxy.cache.insert(
+                && proxy.cache.insert_since(
+                    ban_seq,
                     policy,
                     proxy.config.keep,
                     &key,
@@ -151,6 +160,14 @@ pub(super) async fn run(
     if hit_for_miss {
         proxy.cache.hit_for_miss(&key, proxy.config.hit_for_miss);
     }
+    // Compressed on the way in: the flight and the store hold the gzip bytes.
+    let mut encoder = None;
+    if let Some((kept, _)) = &mut store {
+        if proxy.config.compression.compresses(parts.status, kept) {
+            Compression::mark(kept);
+            encoder = Some(Encoder::new(proxy.config.compression.level));
+        }
+    }
     let (send_headers, outcome) = match &store {
         Some((kept, freshness)) => {
             let mut sent = kept.clone();
@@ -169,12 +186,17 @@ pub(super) async fn run(
         leader_vary,
         outcome,
     });
-    let complete = stream_body(backend, &producer, body).await;
-    let whole = producer.finish(complete);
+    let complete = stream_body(backend, &producer, body, &mut encoder).await;
+    // Stored before the flight ends, so a reader that has the last byte finds it stored.
+    let whole = producer.whole(complete);
     if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
         let length: usize = chunks.iter().map(Bytes::len).sum();
         kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
-        if proxy.cache.insert(
+        if let Some(encoder) = &encoder {
+            kept.insert(compress::MARKER, HeaderValue::from(encoder.input));
+        }
+        if proxy.cache.insert_since(
+            ban_seq,
             policy,
             proxy.config.keep,
             &key,
@@ -187,19 +209,25 @@ pub(super) async fn run(
             proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
         }
     }
+    producer.finish(complete);
 }
 
-/// Streams the backend's body into the flight; true when it arrived whole.
+/// Streams the backend's body into the flight (through `encoder` when it compresses); true
+/// when it arrived whole.
 async fn stream_body(
     backend: &Backend,
     producer: &Producer,
     mut body: hyper::body::Incoming,
+    encoder: &mut Option<Encoder>,
 ) -> bool {
     let timeout = backend.between_bytes_timeout();
     loop {
         match tokio::time::timeout(timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
+                if let Ok(mut data) = frame.into_data() {
+                    if let Some(encoder) = encoder.as_mut() {
+                        data = encoder.push(&data);
+                    }
                     if !data.is_empty() {
                         producer.push(data).await;
                     }
@@ -208,7 +236,12 @@ async fn stream_body(
                     return false;
                 }
             }
-            Ok(None) => return true,
+            Ok(None) => {
+                if let Some(encoder) = encoder.as_mut() {
+                    producer.push(encoder.finish()).await;
+                }
+                return true;
+            }
             Ok(Some(Err(error))) => {
                 tracing::debug!("backend body: {error}");
                 backend.health.errors.fetch_add(1, Ordering::Relaxed);

@@ -4,12 +4,14 @@
 //! health probe task, and shutdown.
 
 mod admin;
+mod ban_admin;
 mod fetch;
 mod fill;
 mod framing;
 mod h2c;
 mod pass;
 pub mod proxy;
+mod purge;
 mod respond;
 mod tls;
 
@@ -26,6 +28,7 @@ use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
 use crate::backend::{health, Backend};
+use crate::bans::{lurker, Bans};
 use crate::cache::Cache;
 use crate::coalesce::Flights;
 use crate::config::Config;
@@ -71,11 +74,16 @@ impl Server {
         let mut config = config;
         config.max_object = config.max_object.min(config.memory / shards / 4);
         let proxy = Arc::new(Proxy {
-            cache: Cache::new(config.memory, shards),
+            cache: Cache::with_bans(
+                config.memory,
+                shards,
+                Bans::new(config.bans.tag_headers.clone()),
+            ),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
             backends: backends.clone(),
             stats: Arc::new(Stats::default()),
             log,
+            params: crate::keys::ParamCounter::new(config.keys.count_params),
             config,
         });
         let (stop, stopped) = watch::channel(false);
@@ -125,6 +133,11 @@ impl Server {
             }
             None => None,
         };
+        tasks.spawn(lurker::run(
+            proxy.clone(),
+            proxy.config.bans.lurker,
+            stopped.clone(),
+        ));
         if let Some(probe) = &proxy.config.probe {
             for backend in backends {
                 let mut stopped = stopped.clone();

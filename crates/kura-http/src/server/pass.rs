@@ -10,10 +10,12 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{Request, Response};
 
-use super::proxy::{primary_key, Peer, Proxy};
+use super::proxy::{Peer, Proxy};
 use super::respond;
 use crate::backend::strip_hop_by_hop;
 use crate::body::Body;
+use crate::compress::ClientCoding;
+use crate::keys::query::{key_of, normalise_percent};
 use crate::rules::{invalidation, RequestHead};
 use crate::stats::CacheOutcome;
 
@@ -41,8 +43,12 @@ pub async fn pass(
         invalidate(proxy, parts, peer, &head);
     }
     strip_hop_by_hop(&mut head.headers);
+    // A looked-up request passed here (its preconditions are the origin's) asked the backend
+    // for gzip on the client's behalf.
+    let decode = ClientCoding::adapt(ClientCoding::of(parts), &mut head.headers)
+        && parts.method != http::Method::HEAD;
     (
-        Response::from_parts(head, Body::Incoming(body)),
+        Response::from_parts(head, Body::Incoming(body).decoded(decode)),
         CacheOutcome::Pass,
     )
 }
@@ -54,10 +60,12 @@ fn invalidate(proxy: &Proxy, parts: &Parts, peer: Peer, response: &http::respons
     let uris =
         invalidation::invalidated(&parts.method, &target, response.status, &response.headers);
     for uri in uris {
-        let mut key_parts = Request::new(()).into_parts().0;
-        key_parts.uri = uri;
-        if let Some(key) = primary_key(&key_parts, peer.scheme) {
-            proxy.cache.invalidate(&key);
-        }
+        // The key as a GET of that URI would have it, under the route it would meet.
+        let host = uri.host().map(str::to_ascii_lowercase);
+        let path = normalise_percent(uri.path());
+        let route = proxy.config.route_index(host.as_deref(), &path);
+        proxy
+            .cache
+            .invalidate(key_of(&uri, &proxy.route(route).normalize).as_bytes());
     }
 }

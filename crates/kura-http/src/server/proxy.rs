@@ -11,14 +11,17 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 
-use super::{fetch, pass, respond};
+use super::{fetch, pass, purge, respond};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
 use crate::cache::{Cache, Lookup, PRIMARY_MAX};
 use crate::coalesce::Flights;
+use crate::compress::ClientCoding;
 use crate::config::route::request_host;
 use crate::config::{Config, Route};
+use crate::keys::query::{key_of, normalise_percent, stripped};
+use crate::keys::{ParamCounter, QueryRules};
 use crate::rules::cache_control::RequestDirectives;
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
 use crate::rules::validation::conditional::has_validators;
@@ -39,6 +42,14 @@ pub struct Proxy {
     pub stats: Arc<Stats>,
     /// Access log, when on.
     pub log: Option<AccessLog>,
+    /// Query parameter names seen.
+    pub params: ParamCounter,
+}
+
+impl AsRef<Cache> for Proxy {
+    fn as_ref(&self) -> &Cache {
+        &self.cache
+    }
 }
 
 impl Proxy {
@@ -53,7 +64,7 @@ impl Proxy {
     }
 
     /// The route of a request: its first matching rule's, else the top level's.
-    fn route_of(&self, parts: &Parts) -> usize {
+    pub(super) fn route_of(&self, parts: &Parts) -> usize {
         if self.config.rules.is_empty() {
             return 0;
         }
@@ -61,7 +72,8 @@ impl Proxy {
             &parts.uri,
             parts.headers.get(HOST).map(HeaderValue::as_bytes),
         );
-        self.config.route_index(host.as_deref(), parts.uri.path())
+        let path = normalise_percent(parts.uri.path());
+        self.config.route_index(host.as_deref(), &path)
     }
 }
 
@@ -77,8 +89,20 @@ pub struct Peer {
 /// Handles one request: the hyper service of every client connection.
 pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
     let started = Instant::now();
-    let (parts, body) = request.into_parts();
-    let (mut response, outcome) = route(&proxy, &parts, body, peer).await;
+    let (mut parts, body) = request.into_parts();
+    // As the client sent it, for the log.
+    let target = parts.uri.clone();
+    if let Some(query) = target.query() {
+        proxy.params.count_query(query);
+    }
+    let device = proxy.config.keys.device.as_ref();
+    if let Some(device) = device {
+        device.classify(&mut parts.headers);
+    }
+    let (mut response, outcome) = route(&proxy, &mut parts, body, peer).await;
+    if let Some(device) = device {
+        device.to_client(response.headers_mut());
+    }
     proxy.stats.count(outcome);
     response.headers_mut().insert(
         HeaderName::from_static("x-cache"),
@@ -93,7 +117,7 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
         log.log(&Entry {
             peer: peer.addr,
             method: &parts.method,
-            uri: &parts.uri,
+            uri: &target,
             version: parts.version,
             headers: &parts.headers,
             status: response.status(),
@@ -123,15 +147,16 @@ fn malformed(config: &Config, parts: &Parts) -> Option<StatusCode> {
     None
 }
 
-/// The primary cache key of a request: its absolute URI, normalised.
-pub fn primary_key(parts: &Parts, scheme: &str) -> Option<Vec<u8>> {
+/// The primary cache key of a request whose route normalises queries by `rules`: its
+/// absolute URI, normalised (`keys::query`).
+pub fn primary_key(parts: &Parts, scheme: &str, rules: &QueryRules) -> Option<Vec<u8>> {
     let target = invalidation::target_uri(RequestHead::from(parts), scheme)?;
-    Some(invalidation::normalise(&target).to_string().into_bytes())
+    Some(key_of(&target, rules).into_bytes())
 }
 
 async fn route(
     proxy: &Arc<Proxy>,
-    parts: &Parts,
+    parts: &mut Parts,
     body: Incoming,
     peer: Peer,
 ) -> (Response<Body>, CacheOutcome) {
@@ -149,6 +174,9 @@ async fn route(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return (respond::synth(status, true), CacheOutcome::Synth);
     }
+    if purge::is_purge(parts) {
+        return purge::purge(proxy, parts, peer);
+    }
     let route = proxy.route_of(parts);
     let settings = proxy.route(route);
     let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
@@ -156,11 +184,19 @@ async fn route(
         || !cacheable_method
         || (settings.pass_authorization && parts.headers.contains_key(AUTHORIZATION))
         || (settings.pass_cookie && parts.headers.contains_key(COOKIE));
-    let key = match primary_key(parts, peer.scheme) {
+    let key = match primary_key(parts, peer.scheme, &settings.normalize) {
         Some(key) if !passed && key.len() <= PRIMARY_MAX => key,
         _ => return pass::pass(proxy, parts, Body::Incoming(body), peer, route).await,
     };
+    if !settings.normalize.forward_removed {
+        // The backend gets the key's form of the target: removed parameters stripped.
+        if let Some(uri) = stripped(&parts.uri, &settings.normalize) {
+            parts.uri = uri;
+        }
+    }
     drop(body);
+    proxy.config.compression.normalise_request(parts);
+    let parts = &*parts;
     let now = SystemTime::now();
     let lookup = proxy.cache.lookup(&key, &parts.headers);
     if !matches!(lookup, Lookup::Hit(_))
@@ -247,7 +283,8 @@ pub async fn serve_stored(
     outcome: CacheOutcome,
     now: SystemTime,
 ) -> (Response<Body>, CacheOutcome) {
-    match respond::object(RequestHead::from(parts), &object, now) {
+    let coding = ClientCoding::of(parts);
+    match respond::object(RequestHead::from(parts), &object, coding, now) {
         Some(response) => (response, outcome),
         None => pass::pass(proxy, parts, Body::Empty, peer, route).await,
     }

@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::body::Body;
 use crate::cache::object::Object;
+use crate::compress::ClientCoding;
 use crate::rules::range::{self, RangeAnswer};
 use crate::rules::validation::client::{answer, not_modified_headers, ClientAnswer};
 use crate::rules::{serve, RequestHead, ResponseHead};
@@ -17,13 +18,17 @@ use crate::rules::{serve, RequestHead, ResponseHead};
 pub fn object(
     request: RequestHead<'_>,
     object: &Object,
+    coding: Option<ClientCoding>,
     now: SystemTime,
 ) -> Option<Response<Body>> {
     let age = object.freshness.current_age(now);
-    let headers = serve::served_headers(&object.headers, age);
+    let mut headers = serve::served_headers(&object.headers, age);
+    // The fields of the representation this client gets (a gzip object decoded for a client
+    // that does not accept gzip): preconditions and ranges are judged on them.
+    let decode = ClientCoding::adapt(coding, &mut headers);
     let stored = ResponseHead {
         status: object.status,
-        headers: &object.headers,
+        headers: &headers,
     };
     match answer(request, stored, object.freshness.response_time) {
         ClientAnswer::Forward => None,
@@ -41,16 +46,23 @@ pub fn object(
                 return Some(response);
             }
             let length = object.body.len() as u64;
-            let ranged = range::answer(
-                request.method,
-                request.headers,
-                object.status,
-                &object.headers,
-                length,
-            );
+            // A decoded body is served whole: RFC 9110 §14.2 allows ignoring `Range`, and its
+            // length is not known before it is decoded.
+            let ranged = if decode {
+                RangeAnswer::Full
+            } else {
+                range::answer(
+                    request.method,
+                    request.headers,
+                    object.status,
+                    &headers,
+                    length,
+                )
+            };
             Some(match ranged {
                 RangeAnswer::Full => {
-                    let mut response = Response::new(Body::full(object.body.clone()));
+                    let body = Body::full(object.body.clone()).decoded(decode);
+                    let mut response = Response::new(body);
                     *response.status_mut() = object.status;
                     *response.headers_mut() = headers;
                     response

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Issue 21's side-by-side: kura http with its defaults for seed 002 (key normalisation, device
+# classes with `vary_user_agent = true`, gzip storage) against Varnish 7.1 with
+# bench/seed002.vcl (the same normalisation, X-Device-Class, beresp.do_gzip, obj.* bans), both
+# given MEM MB (-m / -s malloc), in front of bench/seed002-origin.py (distinct ~20 KB HTML
+# pages of made-up prose, Vary: User-Agent). Loopback only; every process ends on exit.
+#   fill       FILL distinct pages (desktop, gzip client; wrk, 4 connections) through a fresh
+#              cache: objects held at the end (kura /stats "objects", Varnish MAIN.n_object),
+#              bytes of storage used, evictions, the cache's RSS
+#   hit-ratio  bench/seed002-replay.py: REQUESTS requests for PAGES pages, tracking parameters
+#              in random order, 48 User-Agents, half gzip clients, through a fresh cache:
+#              backend requests and hit ratio (and the fewest possible: one per page and class)
+#   gzip, identity  throughput on HOT hot pages (warmed first), one User-Agent, wrk -c CONNS
+#              for DURATION s, with and without Accept-Encoding: gzip; ROUNDS rounds
+#              alternating kura and Varnish on fresh processes; req/s, p99, the cache's CPU
+#              per request (user + system from /proc, every varnishd process), medians and
+#              kura/Varnish ratios of medians
+#
+#   bench/http-seed002.sh   # ROUNDS=3 DURATION=5 CONNS=8 MEM=256 THREADS=2 FILL=50000 HOT=100
+#                           # REQUESTS=5000 PAGES=200 PARTS="fill hit-ratio throughput"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+CONNS=${CONNS:-8}
+MEM=${MEM:-256}
+THREADS=${THREADS:-2}
+FILL=${FILL:-50000}
+HOT=${HOT:-100}
+REQUESTS=${REQUESTS:-5000}
+PAGES=${PAGES:-200}
+PROBE_STEP=${PROBE_STEP:-10}
+PARTS=${PARTS:-"fill hit-ratio throughput"}
+command -v varnishd >/dev/null || { echo "needs varnishd: apt-get install -y varnish" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 1; }
+target=${CARGO_TARGET_DIR:-target}
+KURA=${KURA_BIN:-$target/release/kura}
+[ -n "${KURA_BIN:-}" ] || cargo build --release -q -p kura
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+
+work=$(mktemp -d)
+pids=()
+cache_pids=()
+cleanup() {
+  for pid in "${cache_pids[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  sleep 0.5
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+oport=$(free_port)
+python3 bench/seed002-origin.py "$oport" & pids+=($!)
+wait_port "$oport"
+count() { curl -s "http://127.0.0.1:$oport/__count"; }
+
+cat > "$work/kura.toml" <<'TOML'
+# Defaults: [normalize] (tracking parameters removed, query sorted), [device] (seed 002's
+# rules, X-Device-Class) and [compression] (gzip) are on without a line; only this is asked:
+[device]
+vary_user_agent = true
+TOML
+sed "s/BACKEND_PORT/$oport/" bench/seed002.vcl > "$work/seed002.vcl"
+
+# The fill: page n of FILL, then the thread stops (wrk still waits out -d, so the script
+# watches the origin's count and ends wrk when every page went through).
+cat > "$work/fill.lua" <<LUA
+local n = 0
+request = function()
+  n = n + 1
+  if n > $FILL then wrk.thread:stop() end
+  return wrk.format("GET", "/entry/fill-" .. n)
+end
+LUA
+cat > "$work/hot.lua" <<LUA
+math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+request = function()
+  return wrk.format("GET", "/entry?id=hot-" .. math.random(1, $HOT) .. "&utm_source=x")
+end
+LUA
+UA_PC="Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/117.0.0.0 Safari/537.36"
+
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$@"; do
+    if [ -r "/proc/$pid/stat" ]; then
+      total=$((total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+    fi
+  done
+  echo "$total"
+}
+rss_mb() {
+  local rss=0 pid
+  for pid in "$@"; do
+    rss=$((rss + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
+  done
+  echo $((rss / 1024))
+}
+
+# start SYSTEM: a fresh cache on $port (admin on $aport for kura), pids in $cache_pids.
+start() {
+  port=$(free_port)
+  case $1 in
+    kura)
+      aport=$(free_port)
+      "$KURA" http --backend "http://127.0.0.1:$oport" -l "127.0.0.1:$port" -m "$MEM" \
+        -t "$THREADS" --config "$work/kura.toml" --admin-listen "127.0.0.1:$aport" \
+        2>"$work/kura.log" &
+      cache_pids=($!)
+      wait_port "$port"
+      wait_port "$aport"
+      ;;
+    varnish)
+      rm -rf "$work/varnish"
+      varnishd -F -a "127.0.0.1:$port" -f "$work/seed002.vcl" -s "malloc,${MEM}m" \
+        -n "$work/varnish" -j none >"$work/varnish.log" 2>&1 &
+      local parent=$!
+      wait_port "$port" || { cat "$work/varnish.log" >&2; return 1; }
+      cache_pids=($parent $(pgrep -P "$parent" || true))
+      ;;
+  esac
+}
+stop() {
+  for pid in "${cache_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${cache_pids[@]}"; do
+    for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  done
+  cache_pids=()
+}
+
+# held SYSTEM: "objects storage_mb evictions" of the running cache.
+held() {
+  case $1 in
+    kura)
+      curl -s "http://127.0.0.1:$aport/stats" | python3 -c \
+        'import json,sys; s=json.load(sys.stdin); print(s["objects"], round(s["bytes"]/2**20,1), s["evictions"])'
+      ;;
+    varnish)
+      varnishstat -n "$work/varnish" -1 -f MAIN.n_object -f SMA.s0.g_bytes -f MAIN.n_lru_nuked |
+        awk '$1=="MAIN.n_object"{o=$2} $1=="SMA.s0.g_bytes"{b=$2} $1=="MAIN.n_lru_nuked"{e=$2}
+             END {printf "%d %.1f %d\n", o, b/1048576, e}'
+      ;;
+  esac
+}
+
+fill() {
+  local system=$1 before wpid
+  start "$system"
+  before=$(count)
+  wrk -t 1 -c 4 -d 600s -s "$work/fill.lua" -H "User-Agent: $UA_PC" -H "Accept-Encoding: gzip" \
+    "http://127.0.0.1:$port/" >/dev/null &
+  wpid=$!
+  pids+=($wpid)
+  for _ in $(seq 1200); do
+    [ $(($(count) - before)) -ge "$FILL" ] && break
+    kill -0 "$wpid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill "$wpid" 2>/dev/null || true
+  wait "$wpid" 2>/dev/null || true
+  sleep 1
+  local stats rss
+  stats=$(held "$system")
+  rss=$(rss_mb "${cache_pids[@]}")
+  echo "fill $system $FILL pages ($(($(count) - before)) fetched): objects storage_mb evictions rss_mb: $stats $rss; pages still held (every ${PROBE_STEP}th page probed, newest first, x step): $(python3 bench/seed002-probe.py "$port" "$FILL" "$PROBE_STEP" "$UA_PC")"
+  stop
+}
+
+hit_ratio() {
+  local system=$1
+  start "$system"
+  echo "hit-ratio $system: requests backend_requests hit_ratio fewest_possible: $(python3 bench/seed002-replay.py "$port" "$oport" "$REQUESTS" "$PAGES")"
+  stop
+}
+
+# run SYSTEM MODE: prints "req/s p99_ms cpu_us_per_request".
+run() {
+  local system=$1 mode=$2 ae=() i
+  [ "$mode" = gzip ] && ae=(-H "Accept-Encoding: gzip")
+  start "$system"
+  for i in $(seq 1 "$HOT"); do
+    curl -s -o /dev/null -A "$UA_PC" "http://127.0.0.1:$port/entry?id=hot-$i"
+  done
+  local before after out
+  before=$(cpu_ticks "${cache_pids[@]}")
+  out=$(wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency -s "$work/hot.lua" -H "User-Agent: $UA_PC" \
+    "${ae[@]}" "http://127.0.0.1:$port/")
+  after=$(cpu_ticks "${cache_pids[@]}")
+  stop
+  local rps p99 requests
+  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+  requests=$(awk '/requests in/ {print $1}' <<<"$out")
+  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")
+  awk -v r="$rps" -v p="$p99" -v t="$((after - before))" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+echo "kura http vs $(varnishd -V 2>&1 | head -1) (bench/seed002.vcl); $(nproc) CPUs; -m $MEM / malloc,${MEM}m, kura -t $THREADS"
+echo "pages: $(curl -s -A "$UA_PC" "http://127.0.0.1:$oport/entry/sample" | wc -c) bytes, gzip -6 $(curl -s -A "$UA_PC" "http://127.0.0.1:$oport/entry/sample" | gzip -6 | wc -c) bytes"
+for part in $PARTS; do
+  case $part in
+    fill) for system in kura varnish; do fill "$system"; done ;;
+    hit-ratio) for system in kura varnish; do hit_ratio "$system"; done ;;
+    throughput)
+      echo "throughput: $HOT hot pages, $CONNS connections, ${DURATION}s, $ROUNDS rounds"
+      echo "mode system round req/s p99_ms cpu_us_per_req"
+      for mode in gzip identity; do
+        : > "$work/$mode.kura"; : > "$work/$mode.varnish"
+        for round in $(seq "$ROUNDS"); do
+          for system in kura varnish; do
+            line=$(run "$system" "$mode")
+            echo "$line" >> "$work/$mode.$system"
+            echo "$mode $system $round $line"
+          done
+        done
+      done
+      echo
+      echo "mode  medians kura | varnish: req/s p99_ms cpu_us | ratios kura/varnish: req/s p99 cpu"
+      for mode in gzip identity; do
+        declare -A m=()
+        for system in kura varnish; do
+          for col in 1 2 3; do
+            m[$system$col]=$(awk -v c=$col '{print $c}' "$work/$mode.$system" | median)
+          done
+        done
+        awk -v l="$mode" -v a1="${m[kura1]}" -v a2="${m[kura2]}" -v a3="${m[kura3]}" \
+            -v b1="${m[varnish1]}" -v b2="${m[varnish2]}" -v b3="${m[varnish3]}" \
+          'BEGIN {printf "%s  %d %.3f %.2f | %d %.3f %.2f | %.2fx %.2fx %.2fx\n", l, a1, a2, a3, b1, b2, b3, a1/b1, a2/b2, a3/b3}'
+        unset m
+      done
+      ;;
+    *) echo "unknown part $part" >&2; exit 1 ;;
+  esac
+done

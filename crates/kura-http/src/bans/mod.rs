@@ -1,0 +1,245 @@
+//! Bans, soft purges and tags: invalidation by expression rather than by URL.
+//!
+//! A ban ([`expr::Expr`]) is added to an ordered list under the next sequence number. Every
+//! stored object carries (as its kura-store item's flags) the newest sequence number at the
+//! moment it was stored, so the bans that may apply to it are exactly the listed ones with a
+//! higher number. A lookup checks those (`Cache::lookup`): a matching ban drops the object, a
+//! matching soft ban makes it stale as of the ban (grace then serves it while one request
+//! refreshes it). The lurker (`lurker.rs`) walks the whole cache in bounded steps, doing the
+//! same to objects nobody requests; once a walk that began after a ban was added has ended,
+//! every object older than the ban has been checked, and the ban leaves the list. A fetch that
+//! began before a ban and is stored after it is checked against it before it is stored.
+
+pub mod expr;
+pub mod lurker;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use http::{HeaderMap, HeaderName};
+use parking_lot::RwLock;
+
+pub use expr::{Expr, ExprError, Subject};
+
+/// One ban in the list.
+#[derive(Debug)]
+pub struct Ban {
+    /// Its sequence number (1, 2, ...).
+    pub seq: u32,
+    /// What it matches.
+    pub expr: Expr,
+    /// Marks stale instead of dropping.
+    pub soft: bool,
+    /// When it was added.
+    pub added: SystemTime,
+}
+
+/// What a check decided for one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No ban applies.
+    Keep,
+    /// A ban matches: the object goes.
+    Drop,
+    /// Only soft bans match: the object is stale from this time on.
+    StaleSince(SystemTime),
+}
+
+/// The ban list and the invalidation counters.
+#[derive(Debug)]
+pub struct Bans {
+    list: RwLock<VecDeque<std::sync::Arc<Ban>>>,
+    /// The newest sequence number given out (0: none yet).
+    head: AtomicU32,
+    tag_fields: Vec<HeaderName>,
+    /// Counters, shown on /stats and /metrics.
+    pub counters: Counters,
+}
+
+/// Invalidation counters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Bans added (tags and soft purges included).
+    pub added: AtomicU64,
+    /// Bans removed by the lurker once every older object was checked.
+    pub completed_lurker: AtomicU64,
+    /// Bans removed when a newer ban with the same expression covered them.
+    pub completed_superseded: AtomicU64,
+    /// Objects dropped by a ban at lookup.
+    pub banned_lookup: AtomicU64,
+    /// Objects dropped by a ban by the lurker.
+    pub banned_lurker: AtomicU64,
+    /// Soft-ban matches: objects served stale at lookup or rewritten stale by the lurker.
+    pub softened: AtomicU64,
+    /// Ban conditions evaluated at lookup (the request threads' cost of bans).
+    pub lookup_tests: AtomicU64,
+    /// Objects the lurker has checked.
+    pub lurker_checked: AtomicU64,
+    /// PURGE requests that removed something.
+    pub purges: AtomicU64,
+    /// Soft PURGE requests that marked something stale.
+    pub soft_purges: AtomicU64,
+}
+
+impl Default for Bans {
+    fn default() -> Self {
+        Bans::new(vec![
+            HeaderName::from_static("surrogate-key"),
+            HeaderName::from_static("xkey"),
+        ])
+    }
+}
+
+impl Bans {
+    /// An empty list; `tag_fields` are the response fields whose words are an object's tags.
+    pub fn new(tag_fields: Vec<HeaderName>) -> Bans {
+        Bans {
+            list: RwLock::new(VecDeque::new()),
+            head: AtomicU32::new(0),
+            tag_fields,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The newest sequence number: what an object stored now records.
+    pub fn head(&self) -> u32 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// The fields that carry tags.
+    pub fn tag_fields(&self) -> &[HeaderName] {
+        &self.tag_fields
+    }
+
+    /// Adds a ban; returns its sequence number. Older bans with the same expression that it
+    /// covers (it is hard, or both are soft) are complete at once: every object they would
+    /// check is older than the new ban too (Varnish's duplicate bans).
+    pub fn add(&self, expr: Expr, soft: bool) -> u32 {
+        let mut list = self.list.write();
+        let before = list.len();
+        list.retain(|old| old.expr.text() != expr.text() || (soft && !old.soft));
+        let superseded = (before - list.len()) as u64;
+        self.counters
+            .completed_superseded
+            .fetch_add(superseded, Ordering::Relaxed);
+        let seq = self.head.load(Ordering::Relaxed).wrapping_add(1).max(1);
+        list.push_back(std::sync::Arc::new(Ban {
+            seq,
+            expr,
+            soft,
+            added: SystemTime::now(),
+        }));
+        self.head.store(seq, Ordering::Release);
+        self.counters.added.fetch_add(1, Ordering::Relaxed);
+        seq
+    }
+
+    /// Bans in the list.
+    pub fn len(&self) -> usize {
+        self.list.read().len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The listed bans, oldest first.
+    pub fn snapshot(&self) -> Vec<std::sync::Arc<Ban>> {
+        self.list.read().iter().cloned().collect()
+    }
+
+    /// Removes the bans up to sequence `upto` (their checks are complete); returns how many.
+    pub(crate) fn complete(&self, upto: u32) -> usize {
+        let mut list = self.list.write();
+        let before = list.len();
+        list.retain(|ban| ban.seq > upto);
+        before - list.len()
+    }
+
+    /// The bans newer than `seq` that match the object `subject`, in one verdict. `lookup`:
+    /// counted as a request thread's work.
+    pub fn check(&self, seq: u32, subject: &Subject<'_>, lookup: bool) -> Verdict {
+        if seq >= self.head() {
+            return Verdict::Keep;
+        }
+        let list = self.list.read();
+        let mut verdict = Verdict::Keep;
+        let mut tests = 0;
+        // Newest first: a hard ban ends the search.
+        for ban in list.iter().rev().take_while(|ban| ban.seq > seq) {
+            tests += 1;
+            if !ban.expr.matches(subject) {
+                continue;
+            }
+            if !ban.soft {
+                verdict = Verdict::Drop;
+                break;
+            }
+            // The oldest soft ban that matches: stale from then on.
+            verdict = Verdict::StaleSince(ban.added);
+        }
+        if lookup {
+            self.counters
+                .lookup_tests
+                .fetch_add(tests, Ordering::Relaxed);
+        }
+        verdict
+    }
+
+    /// [`Bans::check`] for an object stored at `key` (a primary or variant key of the cache)
+    /// with `status` and `headers`.
+    pub fn check_stored(
+        &self,
+        seq: u32,
+        key: &[u8],
+        status: u16,
+        headers: &HeaderMap,
+        lookup: bool,
+    ) -> Verdict {
+        if seq >= self.head() {
+            return Verdict::Keep;
+        }
+        let Some((host, url)) = split_key(key) else {
+            return Verdict::Keep;
+        };
+        let subject = Subject {
+            url,
+            host,
+            status,
+            headers,
+            tag_fields: &self.tag_fields,
+        };
+        self.check(seq, &subject, lookup)
+    }
+}
+
+/// Makes `freshness` stale from `at` on: its lifetime ends at the age it had then, so grace
+/// and `stale-while-revalidate` count from `at`.
+pub fn stale_since(freshness: &mut crate::rules::freshness::Freshness, at: SystemTime) {
+    let age = freshness.current_age(at);
+    freshness.lifetime = freshness.lifetime.min(age);
+}
+
+/// The host (no port) and the path and query of a cache key (`scheme://authority/path?query`).
+pub fn split_key(key: &[u8]) -> Option<(&str, &str)> {
+    let uri = std::str::from_utf8(key).ok()?;
+    let rest = &uri[uri.find("://")? + 3..];
+    let slash = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..slash];
+    let url = if slash == rest.len() {
+        "/"
+    } else {
+        &rest[slash..]
+    };
+    let host = match authority.rfind(':') {
+        // An IPv6 literal's colons are inside brackets.
+        Some(colon) if !authority[colon..].contains(']') => &authority[..colon],
+        _ => authority,
+    };
+    Some((host, url))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+//! `[compression]` as read from the file, checked.
+
+use super::file::{self, Source};
+use super::ConfigError;
+use crate::compress::Compression;
+
+/// `[compression]`: on by default, level 1..=9, media types `type/subtype` or `type/*`.
+pub(super) fn compression(
+    file: Option<file::CompressionFile>,
+    src: Source<'_>,
+) -> Result<Compression, ConfigError> {
+    let mut compression = Compression::default();
+    let Some(file) = file else {
+        return Ok(compression);
+    };
+    if let Some(enabled) = file.enabled {
+        compression.enabled = enabled;
+    }
+    if let Some(level) = file.level {
+        let value = *level.get_ref();
+        if !(1..=9).contains(&value) {
+            return Err(ConfigError::Invalid(format!(
+                "{}compression.level: {value} is not between 1 and 9",
+                src.at(Some(level.span().start))
+            )));
+        }
+        compression.level = value;
+    }
+    if let Some(types) = file.types {
+        compression.types.clear();
+        for listed in types {
+            let value = listed.get_ref().trim().to_ascii_lowercase();
+            let valid = value.split_once('/').is_some_and(|(top, sub)| {
+                let token = |s: &str| {
+                    !s.is_empty()
+                        && s.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+                };
+                token(top) && (sub == "*" || token(sub))
+            });
+            if !valid {
+                return Err(ConfigError::Invalid(format!(
+                    "{}compression.types: {:?} is not a media type (type/subtype or type/*)",
+                    src.at(Some(listed.span().start)),
+                    listed.get_ref()
+                )));
+            }
+            compression.types.push(value);
+        }
+    }
+    if let Some(min_size) = file.min_size {
+        compression.min_size = min_size;
+    }
+    Ok(compression)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn load(section: &str) -> Result<Config, String> {
+        Config::from_toml(&format!("backend = \"http://x\"\n[compression]\n{section}"))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let config = Config::from_toml("backend = \"http://x\"").unwrap();
+        assert!(config.compression.enabled);
+        assert_eq!(config.compression.level, 6);
+        assert_eq!(config.compression.min_size, 1024);
+        let config = load(
+            "enabled = false\nlevel = 9\nmin_size = 0\ntypes = [\"Text/*\", \"application/json\"]",
+        )
+        .unwrap();
+        assert!(!config.compression.enabled);
+        assert_eq!(config.compression.level, 9);
+        assert_eq!(config.compression.min_size, 0);
+        assert_eq!(config.compression.types, ["text/*", "application/json"]);
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_the_line() {
+        let error = load("level = 0").unwrap_err();
+        assert!(
+            error.contains("line 3") && error.contains("level"),
+            "{error}"
+        );
+        let error = load("level = 10").unwrap_err();
+        assert!(error.contains("between 1 and 9"), "{error}");
+        for bad in ["\"html\"", "\"text/\"", "\"*/*\"", "\"text/ html\""] {
+            let error = load(&format!("types = [{bad}]")).unwrap_err();
+            assert!(error.contains("not a media type"), "{bad}: {error}");
+        }
+        assert!(load("brotli = true").is_err());
+    }
+}
