@@ -15,13 +15,30 @@ use std::time::{Duration, Instant};
 /// A TCP port nothing listens on now, never the same one twice in this
 /// process: tests run in parallel threads, and the OS may offer a port
 /// again once the probe that found it closed.
+///
+/// Taken below the kernel's ephemeral range: a port the kernel picks (a
+/// `-p -1` server of another test, memcached's too, an outgoing
+/// connection) is never one given here. A probe of `127.0.0.1:0` would
+/// hand out an ephemeral port that such a server could take a moment
+/// later; a test then talked to the other test's server (and saw it reset
+/// when that test stopped it).
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (first, span) = (10_000u16, low.saturating_sub(10_000).max(1000));
+    // Each test process starts at its own place in the range.
+    let mut next = (std::process::id() as u16).wrapping_mul(7919) % span;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = l.local_addr().expect("local addr").port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
+        next = (next + 1) % span;
+        let port = first + next;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             given.push(port);
             return port;
         }
@@ -244,6 +261,37 @@ pub fn log_repair(dir: &Path, truncate_corrupt: bool) {
 
 /// `kura http` in front of `http://127.0.0.1:BACKEND` on a new port with `extra` flags, once it
 /// listens: the process and its port.
+/// An HTTP backend on loopback that reads one request head per connection, hands it to
+/// `on_request`, answers `answer` (which should say `Connection: close`) and closes.
+pub fn http_backend(
+    answer: impl Into<Vec<u8>>,
+    on_request: impl Fn(&[u8]) + Send + Sync + 'static,
+) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let on_request = std::sync::Arc::new(on_request);
+    let answer: std::sync::Arc<[u8]> = answer.into().into();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let (on_request, answer) = (on_request.clone(), answer.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                on_request(&buf);
+                let _ = stream.write_all(&answer);
+            });
+        }
+    });
+    port
+}
+
 pub fn http_proxy(backend: u16, extra: &[&str]) -> (Child, u16) {
     let port = free_port();
     let child = kura()
