@@ -201,6 +201,12 @@ pub fn snapshot(
         ("bans", "bans", Gauge, bans.len() as u64),
         ("bans_added", "bans_added_total", Counter, load(&c.added)),
         (
+            "bans_completed_lookup",
+            "bans_completed_lookup_total",
+            Counter,
+            load(&c.completed_lookup),
+        ),
+        (
             "bans_completed_lurker",
             "bans_completed_lurker_total",
             Counter,

@@ -662,6 +662,12 @@ impl<'a> Meta<'a> {
         unsafe { std::slice::from_raw_parts(key.as_ptr(), key.len()) }
     }
 
+    /// The client flags (immutable).
+    pub(crate) fn flags(&self) -> u32 {
+        // SAFETY: as in `key`; the flags are a copy.
+        std::mem::ManuallyDrop::new(Item(self.0)).flags()
+    }
+
     /// A new handle on the block.
     pub(crate) fn handle(&self) -> Item {
         // SAFETY: a live block, allocated while the lock is held.

@@ -26,6 +26,7 @@
 //! ```
 
 mod arena;
+mod census;
 mod changes;
 mod clock;
 pub mod eviction;
@@ -37,6 +38,7 @@ mod reaper;
 mod shard;
 mod store;
 
+pub use census::FlagsCensus;
 pub use changes::{Change, ChangeSink, Entry, EntryRef};
 pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};

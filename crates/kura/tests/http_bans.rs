@@ -105,6 +105,10 @@ fn purge_and_bans_from_the_config_file() {
         "{metrics}"
     );
     assert!(metrics.contains("kura_http_purges_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("kura_http_bans_completed_lookup_total "),
+        "{metrics}"
+    );
 
     // SAFETY: kill(2) on the child's pid, which we own and have not waited for.
     let pid = libc::pid_t::try_from(child.id()).unwrap();

@@ -73,7 +73,7 @@ impl Lurker {
                 }
             }
             None => {
-                let target = bans.head();
+                let target = bans.walk_target();
                 *self = Lurker {
                     target: Some(target),
                     ..Lurker::default()
@@ -180,7 +180,7 @@ fn check_page(cache: &Cache, store: &Store, entry: &Entry, mut page: Page) -> us
     }
     if dropped + softened > 0 {
         page.variants = kept;
-        if page.write(store, key, Some(entry.cas), entry.item.flags()) == Written::Done {
+        if page.write(store, key, Some(entry.cas)) == Written::Done {
             let counters = &bans.counters;
             counters.banned_lurker.fetch_add(dropped, Ordering::Relaxed);
             counters.softened.fetch_add(softened, Ordering::Relaxed);

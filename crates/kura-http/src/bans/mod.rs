@@ -7,19 +7,24 @@
 //! matching soft ban makes it stale as of the ban (grace then serves it while one request
 //! refreshes it). The lurker (`lurker.rs`) walks the whole cache in bounded steps, doing the
 //! same to objects nobody requests; once a walk that began after a ban was added has ended,
-//! every object older than the ban has been checked, and the ban leaves the list. A fetch that
-//! began before a ban and is stored after it is checked against it before it is stored.
+//! every object older than the ban has been checked, and the ban leaves the list. A lookup that
+//! checks an object stores it again under the newest number, and once no stored object is
+//! older than a ban (`census.rs` counts them), the ban leaves the list at that lookup. A fetch
+//! that began before a ban and is stored after it is checked against it before it is stored.
 
+pub mod census;
 pub mod expr;
 pub mod lurker;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderName};
 use parking_lot::RwLock;
 
+pub use census::{Census, Hold, UNCHECKED};
 pub use expr::{Expr, ExprError, Subject};
 
 /// One ban in the list.
@@ -49,10 +54,12 @@ pub enum Verdict {
 /// The ban list and the invalidation counters.
 #[derive(Debug)]
 pub struct Bans {
-    list: RwLock<VecDeque<std::sync::Arc<Ban>>>,
+    list: RwLock<VecDeque<Arc<Ban>>>,
     /// The newest sequence number given out (0: none yet).
     head: AtomicU32,
     tag_fields: Vec<HeaderName>,
+    /// Stored objects per sequence, told by the store.
+    census: Arc<Census>,
     /// Counters, shown on /stats and /metrics.
     pub counters: Counters,
 }
@@ -64,6 +71,8 @@ pub struct Counters {
     pub added: AtomicU64,
     /// Bans removed by the lurker once every older object was checked.
     pub completed_lurker: AtomicU64,
+    /// Bans removed at a lookup, once no stored object was older than them.
+    pub completed_lookup: AtomicU64,
     /// Bans removed when a newer ban with the same expression covered them.
     pub completed_superseded: AtomicU64,
     /// Objects dropped by a ban at lookup.
@@ -98,6 +107,7 @@ impl Bans {
             list: RwLock::new(VecDeque::new()),
             head: AtomicU32::new(0),
             tag_fields,
+            census: Arc::default(),
             counters: Counters::default(),
         }
     }
@@ -105,6 +115,41 @@ impl Bans {
     /// The newest sequence number: what an object stored now records.
     pub fn head(&self) -> u32 {
         self.head.load(Ordering::Acquire)
+    }
+
+    /// The census the store tells of every object stored and gone.
+    pub fn census(&self) -> Arc<Census> {
+        Arc::clone(&self.census)
+    }
+
+    /// Holds the newest sequence for an object about to be stored under it (see
+    /// [`Census::hold`]).
+    pub fn hold(&self) -> Hold<'_> {
+        self.census.hold(|| self.head())
+    }
+
+    /// Removes the bans no stored object is older than (a lookup has just checked, rewritten
+    /// or dropped one); returns how many.
+    pub fn complete_unreferenced(&self) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let done = self
+            .census
+            .with_oldest(|oldest| self.complete(oldest.unwrap_or(u32::MAX)));
+        self.counters
+            .completed_lookup
+            .fetch_add(done as u64, Ordering::Relaxed);
+        done
+    }
+
+    /// The newest ban a lurker walk starting now can complete: the newest ban, or older when
+    /// an insert under way holds an older sequence (its object may be linked behind the walk).
+    pub(crate) fn walk_target(&self) -> u32 {
+        self.census.with_oldest_hold(|held| {
+            let head = self.head();
+            held.map_or(head, |held| held.min(head))
+        })
     }
 
     /// The fields that carry tags.
@@ -124,7 +169,7 @@ impl Bans {
             .completed_superseded
             .fetch_add(superseded, Ordering::Relaxed);
         let seq = self.head.load(Ordering::Relaxed).wrapping_add(1).max(1);
-        list.push_back(std::sync::Arc::new(Ban {
+        list.push_back(Arc::new(Ban {
             seq,
             expr,
             soft,
@@ -146,7 +191,7 @@ impl Bans {
     }
 
     /// The listed bans, oldest first.
-    pub fn snapshot(&self) -> Vec<std::sync::Arc<Ban>> {
+    pub fn snapshot(&self) -> Vec<Arc<Ban>> {
         self.list.read().iter().cloned().collect()
     }
 

@@ -18,11 +18,11 @@ use std::time::{Duration, SystemTime};
 use http::header::VARY;
 use http::{HeaderMap, StatusCode};
 use kura_store::{
-    DeleteRequest, EvictionKind, Expiry, GetOptions, Hit, Reaper, SetOutcome, SetRequest, Store,
-    StoreConfig, KEY_MAX,
+    DeleteOutcome, DeleteRequest, EvictionKind, Expiry, GetOptions, Hit, Reaper, SetOutcome,
+    SetRequest, Store, StoreConfig, KEY_MAX,
 };
 
-use crate::bans::{stale_since, Bans, Verdict};
+use crate::bans::{stale_since, Bans, Verdict, UNCHECKED};
 use crate::rules::freshness::Freshness;
 use crate::rules::vary::{SecondaryKey, Vary};
 use crate::rules::CachePolicy;
@@ -34,6 +34,16 @@ pub const PRIMARY_MAX: usize = KEY_MAX;
 
 /// Times an insert rereads a page that changed under it before it gives up.
 const PAGE_RETRIES: usize = 4;
+
+/// What a lookup does to the entry it checked against the bans.
+enum After {
+    /// Nothing: no ban is newer than it.
+    Nothing,
+    /// A ban matched: it goes.
+    Drop,
+    /// It is stored again under the newest ban's number (`Some`: with these bytes, stale).
+    Advance(Option<Vec<u8>>),
+}
 
 /// What the store holds for a request.
 // Returned once per request and matched at once: boxing the object would cost an allocation
@@ -70,6 +80,9 @@ impl Cache {
             eviction: EvictionKind::S3Fifo,
             ..StoreConfig::default()
         }));
+        // A fresh store always takes it.
+        let counted = store.count_flags(bans.census());
+        debug_assert!(counted);
         let reaper = Reaper::spawn(&store, Duration::from_secs(1));
         Cache {
             store,
@@ -92,46 +105,67 @@ impl Cache {
         self.store.get_with(key, &GetOptions::default())
     }
 
-    /// `object`, stored at `key` under ban sequence `seq`, after the bans newer than it:
-    /// dropped (by `drop`), made stale, or kept.
-    fn checked(&self, key: &[u8], seq: u32, mut object: Object, drop: impl FnOnce()) -> Lookup {
+    /// `object`, stored at `key` under ban sequence `seq`, after the bans up to `head` newer
+    /// than it: what the lookup finds, and what to do to the stored entry.
+    fn checked(&self, key: &[u8], seq: u32, head: u32, mut object: Object) -> (Lookup, After) {
+        if seq >= head {
+            return (Lookup::Hit(object), After::Nothing);
+        }
         let status = object.status.as_u16();
         match self
             .bans
             .check_stored(seq, key, status, &object.headers, true)
         {
-            Verdict::Keep => Lookup::Hit(object),
+            Verdict::Keep => (Lookup::Hit(object), After::Advance(None)),
             Verdict::StaleSince(at) => {
                 stale_since(&mut object.freshness, at);
                 let softened = &self.bans.counters.softened;
                 softened.fetch_add(1, Ordering::Relaxed);
-                Lookup::Hit(object)
+                let stale = object::encode(&object);
+                (Lookup::Hit(object), After::Advance(Some(stale)))
             }
             Verdict::Drop => {
-                drop();
                 let banned = &self.bans.counters.banned_lookup;
                 banned.fetch_add(1, Ordering::Relaxed);
-                Lookup::Miss
+                (Lookup::Miss, After::Drop)
             }
         }
     }
 
-    /// Looks up the response stored for `primary` that matches request fields `request`.
+    /// Looks up the response stored for `primary` that matches request fields `request`. An
+    /// object older than the newest ban is checked against the newer bans, then dropped, or
+    /// stored again (compare-and-swap) under the newest ban's number, stale if a soft ban
+    /// matched; the bans no stored object is older than are then complete (checked at every
+    /// hit while the list is not empty).
     pub fn lookup(&self, primary: &[u8], request: &HeaderMap) -> Lookup {
         let Some(hit) = self.get(primary) else {
             return Lookup::Miss;
         };
-        match object::decode(hit.item.value_bytes()) {
+        let head = self.bans.head();
+        let (found, done) = match object::decode(hit.item.value_bytes()) {
             Some(Record::Object(object)) => {
-                let only_this = DeleteRequest {
-                    cas: Some(hit.cas),
-                    ..DeleteRequest::default()
+                let (found, after) = self.checked(primary, hit.item.flags(), head, object);
+                let done = match after {
+                    After::Nothing => true,
+                    After::Drop => {
+                        let only_this = DeleteRequest {
+                            cas: Some(hit.cas),
+                            ..DeleteRequest::default()
+                        };
+                        self.store.delete_with(primary, &only_this) == DeleteOutcome::Deleted
+                    }
+                    After::Advance(stale) => stored(self.store.set(&SetRequest {
+                        key: primary,
+                        value: stale.as_deref().unwrap_or(hit.item.value()),
+                        flags: head,
+                        expiry: Some(deadline(hit.exptime)),
+                        cas: Some(hit.cas),
+                        ..SetRequest::default()
+                    })),
                 };
-                self.checked(primary, hit.item.flags(), object, || {
-                    self.store.delete_with(primary, &only_this);
-                })
+                (found, done)
             }
-            Some(Record::HitForMiss) => Lookup::HitForMiss,
+            Some(Record::HitForMiss) => return Lookup::HitForMiss,
             Some(Record::Page(mut page)) => {
                 let Some(secondary) = secondary_key(&page.vary, request) else {
                     return Lookup::Miss;
@@ -143,15 +177,37 @@ impl Cache {
                 let Some(Record::Object(object)) = object::decode(variant.object.clone()) else {
                     return Lookup::Miss;
                 };
-                self.checked(primary, seq, object, || {
+                let (found, after) = self.checked(primary, seq, head, object);
+                let this = |v: &Variant| v.secondary == secondary.as_bytes();
+                match after {
+                    After::Nothing => return self.completing(found),
                     // Only this variant: a ban on a response field may spare the others.
-                    page.variants
-                        .retain(|v| v.secondary != secondary.as_bytes());
-                    page.write(&self.store, primary, Some(hit.cas), hit.item.flags());
-                })
+                    After::Drop => page.variants.retain(|v| !this(v)),
+                    After::Advance(stale) => {
+                        for variant in page.variants.iter_mut().filter(|v| this(v)) {
+                            variant.seq = head;
+                            if let Some(stale) = &stale {
+                                variant.object = bytes::Bytes::copy_from_slice(stale);
+                            }
+                        }
+                    }
+                }
+                let done = page.write(&self.store, primary, Some(hit.cas)) == Written::Done;
+                (found, done)
             }
-            None => Lookup::Miss,
+            None => return Lookup::Miss,
+        };
+        if done {
+            return self.completing(found);
         }
+        found
+    }
+
+    /// `found`, after completing the bans no stored object is older than (a lookup has just
+    /// checked or found one; the last older one may have left by any route meanwhile).
+    fn completing(&self, found: Lookup) -> Lookup {
+        self.bans.complete_unreferenced();
+        found
     }
 
     /// Stores a response for `primary`, fetched for a request with fields `request`, its body
@@ -197,7 +253,9 @@ impl Cache {
         let Some(ttl) = store_ttl(policy, keep, freshness, headers) else {
             return false;
         };
-        let head = self.bans.head();
+        // Until the object is linked, so no ban is completed as if it were checked.
+        let hold = self.bans.hold();
+        let head = hold.seq();
         let mut freshness = *freshness;
         match self
             .bans
@@ -263,7 +321,7 @@ impl Cache {
                 vary: vary.clone(),
                 variants,
             };
-            match page.write(&self.store, primary, cas, fresh.seq) {
+            match page.write(&self.store, primary, cas) {
                 Written::Done => return true,
                 Written::NoRoom => return false,
                 Written::Changed => {}
@@ -289,7 +347,13 @@ impl Cache {
             return;
         }
         let record = object::encode_hit_for_miss();
-        self.store.insert(primary, &record, Expiry::after(ttl));
+        self.store.set(&SetRequest {
+            key: primary,
+            value: &record,
+            flags: UNCHECKED,
+            expiry: Some(Expiry::after(ttl)),
+            ..SetRequest::default()
+        });
     }
 
     /// Makes every stored response for `primary` (all its variants) stale as of `at`, so grace
@@ -303,7 +367,6 @@ impl Cache {
             let Some(hit) = self.store.get_with(primary, &peek) else {
                 return false;
             };
-            let seq = self.bans.head();
             let written = match object::decode(hit.item.value_bytes()) {
                 Some(Record::Object(mut object)) => {
                     stale_since(&mut object.freshness, at);
@@ -326,7 +389,7 @@ impl Cache {
                             variant.object = bytes::Bytes::from(object::encode(&object));
                         }
                     }
-                    page.write(&self.store, primary, Some(hit.cas), seq) == Written::Done
+                    page.write(&self.store, primary, Some(hit.cas)) == Written::Done
                 }
                 _ => return false,
             };

@@ -98,9 +98,15 @@ impl Page {
         self.variants.iter().map(|v| v.until).max().unwrap_or(0)
     }
 
+    /// The entry's item flags: its oldest variant's ban sequence, so the bans' census counts
+    /// the page as old as its oldest variant.
+    pub fn seq(&self) -> u32 {
+        self.variants.iter().map(|v| v.seq).min().unwrap_or(0)
+    }
+
     /// Writes this page over the entry at `key` that had CAS `cas` (none: only if absent),
     /// or deletes that entry when no variant is left.
-    pub fn write(&self, store: &Store, key: &[u8], cas: Option<u64>, flags: u32) -> Written {
+    pub fn write(&self, store: &Store, key: &[u8], cas: Option<u64>) -> Written {
         if self.variants.is_empty() {
             let Some(cas) = cas else {
                 return Written::Done;
@@ -122,7 +128,7 @@ impl Page {
             },
             key,
             value: &value,
-            flags,
+            flags: self.seq(),
             expiry: Some(Expiry::At(self.until())),
             cas,
             ..SetRequest::default()

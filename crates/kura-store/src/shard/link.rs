@@ -78,6 +78,9 @@ impl Shard {
         let hash_of = |o| hasher.hash_one(meta(arena, o).key());
         self.used += self.charge(self.arena.units(off));
         self.stats.total_items += 1;
+        if let Some(census) = &self.census {
+            census.arrived(meta(&self.arena, off).flags());
+        }
         let Some(old) = old else {
             self.index.insert(hash, off, hash_of);
             self.policy.insert(&mut blocks!(self), off, hash);
@@ -98,6 +101,9 @@ impl Shard {
         let m = meta(&self.arena, off);
         if m.exptime() != 0 {
             self.with_ttl -= 1;
+        }
+        if let Some(census) = &self.census {
+            census.left(m.flags());
         }
         m.set_marks(m.marks() & !LINKED);
         self.release(off);
@@ -125,10 +131,15 @@ impl Shard {
         if m.refcount() != 1 {
             return false;
         }
+        let old_flags = m.flags();
         // SAFETY: as above; `off` is linked under this key and the lock is
         // held exclusively.
         if !unsafe { c.rewrite(self.arena.ptr(off), self.arena.units(off)) } {
             return false;
+        }
+        if let Some(census) = &self.census {
+            census.arrived(c.flags);
+            census.left(old_flags);
         }
         self.set_exptime(off, exptime);
         let m = meta(&self.arena, off);

@@ -148,6 +148,9 @@ pub(crate) struct Shard {
     /// sink is attached (see `changes.rs`), which hears of them before the
     /// lock is released.
     pub(crate) evicted: Option<Vec<Item>>,
+    /// Hears entries arriving and leaving by flags, once one is attached
+    /// (`census.rs`).
+    pub(crate) census: Option<std::sync::Arc<dyn crate::census::FlagsCensus>>,
 }
 
 impl Shard {
@@ -182,6 +185,7 @@ impl Shard {
             flushed: Default::default(),
             stats: ShardStats::default(),
             evicted: None,
+            census: None,
         }
     }
 

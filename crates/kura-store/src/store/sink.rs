@@ -6,6 +6,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
+use crate::census::FlagsCensus;
 use crate::changes::{Change, ChangeSink, Entry};
 use crate::ops::{GetOptions, Hit};
 use crate::shard::Shard;
@@ -45,6 +46,22 @@ impl Store {
     /// reported to nobody and cost nothing.
     pub fn observe(&self, observer: Arc<dyn ChangeSink>) -> bool {
         self.add_sink(observer, |t| &t.observer)
+    }
+
+    /// Attaches a census that hears every entry arriving and leaving, by
+    /// its flags (see [`FlagsCensus`]). Only an empty store takes one (the
+    /// census could not count entries it never saw arrive), and only one:
+    /// false otherwise.
+    pub fn count_flags(&self, census: Arc<dyn FlagsCensus>) -> bool {
+        let _serial = self.flush_lock.lock();
+        let mut guards = self.lock_all();
+        if guards.iter().any(|s| s.len() > 0 || s.census.is_some()) {
+            return false;
+        }
+        for shard in &mut guards {
+            shard.census = Some(Arc::clone(&census));
+        }
+        true
     }
 
     fn add_sink(

@@ -1,0 +1,128 @@
+//! Bans completed by lookups: once no stored object is older than a ban.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use crate::bans::tests::{hit, store};
+use crate::bans::Expr;
+use crate::cache::{Cache, Lookup};
+
+fn completed_lookup(cache: &Cache) -> u64 {
+    cache
+        .bans()
+        .counters
+        .completed_lookup
+        .load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_ban_is_complete_once_every_older_object_was_looked_up() {
+    let cache = Cache::new(8 << 20, 4);
+    for i in 0..20 {
+        assert!(store(&cache, &format!("http://h/{i}"), &[]));
+    }
+    let bans = cache.bans();
+    bans.add(Expr::parse("obj.url ~ ^/1").unwrap(), false);
+    bans.add(Expr::parse("obj.url == /2").unwrap(), false);
+    // Every object but the last is looked up: the bans stay, one object is older.
+    for i in 0..19 {
+        let found = hit(&cache, &format!("http://h/{i}"));
+        let banned = i == 1 || i == 2 || (10..20).contains(&i);
+        assert_eq!(found.is_none(), banned, "/{i}");
+        assert_eq!(bans.len(), 2, "after /{i}");
+    }
+    assert_eq!(completed_lookup(&cache), 0);
+    // The last one (banned by the first) goes, and both bans are complete.
+    assert!(hit(&cache, "http://h/19").is_none());
+    assert_eq!(bans.len(), 0);
+    assert_eq!(completed_lookup(&cache), 2);
+    assert_eq!(bans.counters.completed_lurker.load(Ordering::Relaxed), 0);
+    // The kept objects were stored again under the newest number: no ban is tested again.
+    assert_eq!(cache.store().len(), 8);
+    let tests = bans.counters.lookup_tests.load(Ordering::Relaxed);
+    assert!(hit(&cache, "http://h/0").is_some());
+    bans.add(Expr::parse("obj.url == /none").unwrap(), false);
+    assert!(hit(&cache, "http://h/3").is_some());
+    assert_eq!(
+        bans.counters.lookup_tests.load(Ordering::Relaxed),
+        tests + 1
+    );
+}
+
+#[test]
+fn an_older_object_that_left_by_any_route_no_longer_holds_a_ban() {
+    let cache = Cache::new(8 << 20, 2);
+    assert!(store(&cache, "http://h/a", &[]));
+    assert!(store(&cache, "http://h/b", &[]));
+    let bans = cache.bans();
+    bans.add(Expr::parse("obj.url == /zzz").unwrap(), false);
+    assert!(hit(&cache, "http://h/a").is_some());
+    assert_eq!(bans.len(), 1, "/b is older than the ban");
+    // /b is purged (not by a lookup); the next hit completes the ban.
+    assert!(cache.invalidate(b"http://h/b"));
+    assert!(hit(&cache, "http://h/a").is_some());
+    assert_eq!(bans.len(), 0);
+    assert_eq!(completed_lookup(&cache), 1);
+}
+
+#[test]
+fn an_insert_under_way_holds_its_number() {
+    let cache = Cache::new(8 << 20, 2);
+    let bans = cache.bans();
+    let hold = bans.hold();
+    assert_eq!(hold.seq(), 0);
+    bans.add(Expr::parse("obj.url == /x").unwrap(), false);
+    assert_eq!(
+        bans.complete_unreferenced(),
+        0,
+        "the held object may be older"
+    );
+    drop(hold);
+    assert_eq!(bans.complete_unreferenced(), 1);
+}
+
+#[test]
+fn a_variant_counts_as_old_until_it_is_looked_up_itself() {
+    let cache = Cache::new(8 << 20, 2);
+    let vary = [("vary", "x-device-class")];
+    let policy = crate::rules::CachePolicy::default();
+    let put = |class: &'static str| {
+        let mut request = HeaderMap::new();
+        request.insert("x-device-class", http::HeaderValue::from_static(class));
+        let mut response = HeaderMap::new();
+        response.insert("vary", http::HeaderValue::from_static(vary[0].1));
+        assert!(cache.insert(
+            &policy,
+            Duration::ZERO,
+            b"http://h/p",
+            &request,
+            http::StatusCode::OK,
+            &crate::bans::tests::fresh_for(60),
+            &response,
+            &[b"page".as_slice()],
+        ));
+        request
+    };
+    let pc = put("pc");
+    let sp = put("sp");
+    let bans = cache.bans();
+    bans.add(Expr::parse("obj.url == /other").unwrap(), false);
+    assert!(matches!(cache.lookup(b"http://h/p", &pc), Lookup::Hit(_)));
+    assert_eq!(bans.len(), 1, "the sp variant is still older");
+    assert!(matches!(cache.lookup(b"http://h/p", &sp), Lookup::Hit(_)));
+    assert_eq!(bans.len(), 0);
+    assert_eq!(cache.store().len(), 1);
+}
+
+#[test]
+fn hit_for_miss_markers_hold_no_ban() {
+    let cache = Cache::new(8 << 20, 2);
+    cache.hit_for_miss(b"http://h/private", Duration::from_secs(60));
+    assert!(store(&cache, "http://h/a", &[]));
+    let bans = cache.bans();
+    bans.add(Expr::parse("obj.url == /zzz").unwrap(), false);
+    assert!(hit(&cache, "http://h/a").is_some());
+    assert_eq!(bans.len(), 0);
+}
