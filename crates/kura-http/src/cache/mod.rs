@@ -32,6 +32,12 @@ use page::{Page, Variant, Written, MAX_VARIANTS};
 /// The longest primary key stored; longer URLs are passed (not cached).
 pub const PRIMARY_MAX: usize = KEY_MAX;
 
+/// The largest body a lookup stores again under the newest ban's number once it has checked
+/// it (a copy of the object, and room for it while the old one is read): larger objects keep
+/// their number, are tested again at the next lookup, and let their bans complete only when
+/// the lurker's walk ends.
+const ADVANCE_MAX: usize = 256 * 1024;
+
 /// Times an insert rereads a page that changed under it before it gives up.
 const PAGE_RETRIES: usize = 4;
 
@@ -112,15 +118,20 @@ impl Cache {
             return (Lookup::Hit(object), After::Nothing);
         }
         let status = object.status.as_u16();
+        let advance = object.body.len() <= ADVANCE_MAX;
         match self
             .bans
             .check_stored(seq, key, status, &object.headers, true)
         {
-            Verdict::Keep => (Lookup::Hit(object), After::Advance(None)),
+            Verdict::Keep if advance => (Lookup::Hit(object), After::Advance(None)),
+            Verdict::Keep => (Lookup::Hit(object), After::Nothing),
             Verdict::StaleSince(at) => {
                 stale_since(&mut object.freshness, at);
                 let softened = &self.bans.counters.softened;
                 softened.fetch_add(1, Ordering::Relaxed);
+                if !advance {
+                    return (Lookup::Hit(object), After::Nothing);
+                }
                 let stale = object::encode(&object);
                 (Lookup::Hit(object), After::Advance(Some(stale)))
             }

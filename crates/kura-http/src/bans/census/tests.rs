@@ -126,3 +126,29 @@ fn hit_for_miss_markers_hold_no_ban() {
     assert!(hit(&cache, "http://h/a").is_some());
     assert_eq!(bans.len(), 0);
 }
+
+#[test]
+fn a_large_object_is_not_copied_and_keeps_its_ban_for_the_lurker() {
+    let cache = Cache::new(8 << 20, 2);
+    let body = vec![b'x'; 300 * 1024];
+    assert!(cache.insert(
+        &crate::rules::CachePolicy::default(),
+        Duration::ZERO,
+        b"http://h/big",
+        &HeaderMap::new(),
+        http::StatusCode::OK,
+        &crate::bans::tests::fresh_for(60),
+        &HeaderMap::new(),
+        &[body.as_slice()],
+    ));
+    let bans = cache.bans();
+    bans.add(Expr::parse("obj.url == /other").unwrap(), false);
+    for _ in 0..3 {
+        assert!(hit(&cache, "http://h/big").is_some());
+    }
+    assert_eq!(bans.len(), 1);
+    assert_eq!(bans.counters.lookup_tests.load(Ordering::Relaxed), 3);
+    let mut lurker = crate::bans::lurker::Lurker::default();
+    while !lurker.step(&cache, 100).idle {}
+    assert_eq!(bans.len(), 0);
+}
