@@ -134,9 +134,16 @@ impl Bans {
         if self.is_empty() {
             return 0;
         }
-        let done = self
-            .census
-            .with_oldest(|oldest| self.complete(oldest.unwrap_or(u32::MAX)));
+        let done = self.census.with_oldest(|oldest| {
+            let upto = oldest.unwrap_or(u32::MAX);
+            // The list is locked for writing only when there is something to remove.
+            let due = self.list.read().front().is_some_and(|ban| ban.seq <= upto);
+            if due {
+                self.complete(upto)
+            } else {
+                0
+            }
+        });
         self.counters
             .completed_lookup
             .fetch_add(done as u64, Ordering::Relaxed);
