@@ -218,13 +218,25 @@ async fn bans_by_url_pattern_and_by_header_spare_later_objects() {
         assert_eq!(get(&c, addr, "/blog/1").await.cache(), "hit");
         assert_eq!(get(&c, addr, "/news/2").await.cache(), "hit");
     }
-    assert_eq!(get(&c, addr, "/blog/2").await.cache(), "miss");
     let listed = admin(&server, "GET", "/bans", Some(TOKEN), "").await;
     let listed: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
     assert_eq!(listed["bans"][0]["expr"], "obj.url ~ ^/blog/");
+    assert_eq!(
+        stats(&server).await["bans"],
+        2,
+        "/blog/2 is older than both"
+    );
+    // The last object older than the bans is looked up (and banned): both are complete,
+    // without the lurker.
+    assert_eq!(get(&c, addr, "/blog/2").await.cache(), "miss");
+    let listed = admin(&server, "GET", "/bans", Some(TOKEN), "").await;
+    let listed: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
+    assert_eq!(listed["bans"], serde_json::json!([]));
     let figures = stats(&server).await;
-    assert_eq!(figures["bans"], 2);
+    assert_eq!(figures["bans"], 0);
     assert_eq!(figures["bans_added"], 2);
+    assert_eq!(figures["bans_completed_lookup"], 2);
+    assert_eq!(figures["bans_completed_lurker"], 0);
     assert_eq!(figures["bans_objects_banned_lookup"], 3);
     server.shutdown().await;
 }
