@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kura_store::{DeleteRequest, Entry, ScanCursor, SetRequest, Store};
+use kura_store::{DeleteRequest, Entry, ScanCursor, Store};
 use tokio::sync::watch;
 
 use super::{stale_since, Verdict};
@@ -135,16 +135,7 @@ fn check_object(cache: &Cache, store: &Store, entry: &Entry, mut object: Object)
         Verdict::StaleSince(at) => {
             stale_since(&mut object.freshness, at);
             let value = encode(&object);
-            let expiry = crate::cache::deadline(entry.exptime);
-            let outcome = store.set(&SetRequest {
-                key,
-                value: &value,
-                flags: head,
-                expiry: Some(expiry),
-                cas: Some(entry.cas),
-                ..SetRequest::default()
-            });
-            if matches!(outcome, kura_store::SetOutcome::Stored { .. }) {
+            if cache.replace(key, &value, head, entry.cas, entry.exptime) {
                 bans.counters.softened.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -165,14 +165,10 @@ impl Cache {
                         };
                         self.store.delete_with(primary, &only_this) == DeleteOutcome::Deleted
                     }
-                    After::Advance(stale) => stored(self.store.set(&SetRequest {
-                        key: primary,
-                        value: stale.as_deref().unwrap_or(hit.item.value()),
-                        flags: head,
-                        expiry: Some(deadline(hit.exptime)),
-                        cas: Some(hit.cas),
-                        ..SetRequest::default()
-                    })),
+                    After::Advance(stale) => {
+                        let value = stale.as_deref().unwrap_or(hit.item.value());
+                        self.replace(primary, value, head, hit.cas, hit.exptime)
+                    }
                 };
                 (found, done)
             }
@@ -352,6 +348,26 @@ impl Cache {
         })
     }
 
+    /// Writes `value` at `key` under ban number `seq` in place of the entry with CAS `cas` and
+    /// store deadline `exptime` (compare-and-swap: not if it changed meanwhile); true if stored.
+    pub(crate) fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        seq: u32,
+        cas: u64,
+        exptime: u32,
+    ) -> bool {
+        stored(self.store.set(&SetRequest {
+            key,
+            value,
+            flags: seq,
+            expiry: Some(deadline(exptime)),
+            cas: Some(cas),
+            ..SetRequest::default()
+        }))
+    }
+
     /// Marks `primary` hit-for-miss for `ttl`, unless an object is stored there.
     pub fn hit_for_miss(&self, primary: &[u8], ttl: Duration) {
         if primary.len() > PRIMARY_MAX || ttl.is_zero() {
@@ -381,15 +397,8 @@ impl Cache {
             let written = match object::decode(hit.item.value_bytes()) {
                 Some(Record::Object(mut object)) => {
                     stale_since(&mut object.freshness, at);
-                    let outcome = self.store.set(&SetRequest {
-                        key: primary,
-                        value: &object::encode(&object),
-                        flags: hit.item.flags(),
-                        expiry: Some(deadline(hit.exptime)),
-                        cas: Some(hit.cas),
-                        ..SetRequest::default()
-                    });
-                    stored(outcome)
+                    let value = object::encode(&object);
+                    self.replace(primary, &value, hit.item.flags(), hit.cas, hit.exptime)
                 }
                 Some(Record::Page(mut page)) => {
                     for variant in &mut page.variants {
