@@ -13,19 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A TCP port nothing listens on now, never the same twice in a process.
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = l.local_addr().expect("local addr").port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use kura_testkit::free_port;
 
 /// Whether a missing memcached fails the test rather than skipping it.
 fn required() -> bool {

@@ -140,18 +140,7 @@ pub fn write_keys(dir: &Path, keys: &[String]) -> PathBuf {
     path
 }
 
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = l.local_addr().expect("local addr").port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use kura_testkit::free_port;
 
 /// A child process killed when dropped.
 pub struct Process(Child);

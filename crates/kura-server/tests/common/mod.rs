@@ -352,17 +352,4 @@ impl Drop for Memcached {
     }
 }
 
-pub fn free_port() -> u16 {
-    // Tests run in parallel threads: never hand out the same port twice in
-    // one process (the OS may offer a port again once its probe closed).
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = l.local_addr().expect("local addr").port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use kura_testkit::free_port;

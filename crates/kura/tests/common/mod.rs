@@ -12,38 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A TCP port nothing listens on now, never the same one twice in this
-/// process: tests run in parallel threads, and the OS may offer a port
-/// again once the probe that found it closed.
-///
-/// Taken below the kernel's ephemeral range: a port the kernel picks (a
-/// `-p -1` server of another test, memcached's too, an outgoing
-/// connection) is never one given here. A probe of `127.0.0.1:0` would
-/// hand out an ephemeral port that such a server could take a moment
-/// later; a test then talked to the other test's server (and saw it reset
-/// when that test stopped it).
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (first, span) = (10_000u16, low.saturating_sub(10_000).max(1000));
-    // Each test process starts at its own place in the range.
-    let mut next = (std::process::id() as u16).wrapping_mul(7919) % span;
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        next = (next + 1) % span;
-        let port = first + next;
-        if given.contains(&port) {
-            continue;
-        }
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use kura_testkit::free_port;
 
 /// The binary under test; `KURA_TEST_BIN` runs the tests against another
 /// build (an older commit, to see a test fail before its fix).
