@@ -13,6 +13,31 @@ fn kura() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kura"))
 }
 
+/// A child process killed and reaped if the test ends without stopping it (a failing
+/// assertion), so no server outlives its test.
+struct Running(Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // A child already waited for is not signalled again (std keeps its status).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn connect(port: u16) -> TcpStream {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -77,6 +102,7 @@ fn serves_and_stops_gracefully_on_sigterm() {
         .arg(&pidfile)
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let mut s = connect(port);
     assert_eq!(
@@ -106,6 +132,7 @@ fn sigint_stops_too() {
         .args(["server", "-p", &port.to_string()])
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let mut s = connect(port);
     assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
@@ -130,6 +157,7 @@ fn config_file_and_flags() {
         .args(["-c", "77"])
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let mut s = connect(port);
     let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
@@ -257,6 +285,7 @@ fn a_repeated_flag_overrides_the_earlier_one() {
         .args(["-p", &port.to_string(), "-m", "128", "-t", "2", "-A"])
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let mut s = connect(port);
     let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
@@ -273,19 +302,18 @@ fn a_repeated_flag_overrides_the_earlier_one() {
 
 /// Starts `program` with `MEMCACHED_PORT_FILENAME=file` and returns the
 /// file's contents once it appears, and the child.
-fn port_file_of(program: &str, args: &[&str], file: &std::path::Path) -> (String, Child) {
-    let mut child = Command::new(program)
+fn port_file_of(program: &str, args: &[&str], file: &std::path::Path) -> (String, Running) {
+    let child = Command::new(program)
         .args(args)
         .env("MEMCACHED_PORT_FILENAME", file)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !file.exists() {
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
             panic!("{program} wrote no port file");
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -375,6 +403,7 @@ fn port_file_names_the_bound_ports_as_memcached_does() {
         .env("MEMCACHED_PORT_FILENAME", &file)
         .stderr(Stdio::null())
         .spawn()
+        .map(Running)
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut u = loop {
@@ -494,6 +523,7 @@ fn very_verbose_logs_client_commands() {
         .args(["server", "-vv", "-p", &port.to_string()])
         .stderr(Stdio::piped())
         .spawn()
+        .map(Running)
         .unwrap();
     let mut s = connect(port);
     assert_eq!(
