@@ -17,7 +17,7 @@ pub mod expr;
 pub mod lurker;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -57,6 +57,8 @@ pub struct Bans {
     list: RwLock<VecDeque<Arc<Ban>>>,
     /// The newest sequence number given out (0: none yet).
     head: AtomicU32,
+    /// The list's length, stored under its write lock.
+    listed: AtomicUsize,
     tag_fields: Vec<HeaderName>,
     /// Stored objects per sequence, told by the store.
     census: Arc<Census>,
@@ -106,6 +108,7 @@ impl Bans {
         Bans {
             list: RwLock::new(VecDeque::new()),
             head: AtomicU32::new(0),
+            listed: AtomicUsize::new(0),
             tag_fields,
             census: Arc::default(),
             counters: Counters::default(),
@@ -183,13 +186,14 @@ impl Bans {
             added: SystemTime::now(),
         }));
         self.head.store(seq, Ordering::Release);
+        self.listed.store(list.len(), Ordering::Release);
         self.counters.added.fetch_add(1, Ordering::Relaxed);
         seq
     }
 
-    /// Bans in the list.
+    /// Bans in the list (read without locking it: every hit asks while bans are listed).
     pub fn len(&self) -> usize {
-        self.list.read().len()
+        self.listed.load(Ordering::Acquire)
     }
 
     /// Whether the list is empty.
@@ -207,6 +211,7 @@ impl Bans {
         let mut list = self.list.write();
         let before = list.len();
         list.retain(|ban| ban.seq > upto);
+        self.listed.store(list.len(), Ordering::Release);
         before - list.len()
     }
 
