@@ -7,14 +7,19 @@
 # get/set, 100 B values, 100,000 keys prefilled) against memcached, then
 # kura; medians over the rounds.
 #
-#   bench/p999.sh            # RATE=30000 ROUNDS=9 DURATION=5
+#   bench/p999.sh            # RATE=30000 ROUNDS=9 DURATION=5 [KURA_BIN=...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${RATE:-30000}
 ROUNDS=${ROUNDS:-9}
 DURATION=${DURATION:-5}
-cargo build --release -q -p kura
-KURA=target/release/kura
+# KURA_BIN: a kura binary to use instead of building this checkout's (release).
+if [ -n "${KURA_BIN:-}" ]; then
+  KURA=$KURA_BIN
+else
+  cargo build --release -q -p kura
+  KURA=target/release/kura
+fi
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 mp=$(free_port)
