@@ -118,7 +118,7 @@ print(f"server CPU per request over the sweep (median of rounds): memcached {mt:
 PY
 done
 "$KURA" bench -s "127.0.0.1:$kp" -n 0 \
-  --overlay "$OUT/mixed-memcached-median.json,$OUT/mixed-kura-median.json" \
+  --overlay "$OUT/mixed-memcached-median.json" --overlay "$OUT/mixed-kura-median.json" \
   --plot "$OUT/curve-mixed.svg" >/dev/null 2>&1 || true
 [ -f "$OUT/curve-mixed.svg" ] && echo "plot: $OUT/curve-mixed.svg"
 
