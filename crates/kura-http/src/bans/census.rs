@@ -4,9 +4,15 @@
 //! gone, without waiting for the lurker's walk (Varnish completes bans the same way, by the
 //! objects still referring to them).
 //!
-//! An object being stored is not in the store yet: its insert [holds](Census::hold) the
-//! sequence it will be stored under, from before it reads that sequence until the object is
-//! linked, so a ban cannot be completed in between.
+//! An object being fetched is not in the store yet: its fetch [holds](Census::hold) the
+//! sequence it began at (the bans after it are checked when the object is stored) from the
+//! moment it reads it until the object is linked, so no ban newer than that can be completed
+//! in between: it would not be checked against the object, nor the object against it. (As
+//! Varnish's busy object refers to the newest ban from the start of its fetch.)
+//!
+//! [`Hold`]: Census::hold
+
+use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
@@ -47,11 +53,14 @@ fn oldest(counts: &BTreeMap<u32, u64>) -> Option<u32> {
 
 impl Census {
     /// Holds the sequence `head()` returns now, until the returned guard drops.
-    pub fn hold(&self, head: impl FnOnce() -> u32) -> Hold<'_> {
+    pub fn hold(self: &Arc<Self>, head: impl FnOnce() -> u32) -> Hold {
         let mut counts = self.counts.lock();
         let seq = head();
         add(&mut counts.held, seq);
-        Hold { census: self, seq }
+        Hold {
+            census: Arc::clone(self),
+            seq,
+        }
     }
 
     /// The oldest sequence a stored or held object has (`None`: none at all), with the census
@@ -92,21 +101,21 @@ impl FlagsCensus for Census {
     }
 }
 
-/// An insert's hold on its sequence (see [`Census::hold`]).
+/// A fetch's hold on the sequence it began at (see [`Census::hold`]).
 #[derive(Debug)]
-pub struct Hold<'a> {
-    census: &'a Census,
+pub struct Hold {
+    census: Arc<Census>,
     seq: u32,
 }
 
-impl Hold<'_> {
-    /// The sequence held: what the object is stored under.
+impl Hold {
+    /// The sequence held: the newest ban when the fetch began.
     pub fn seq(&self) -> u32 {
         self.seq
     }
 }
 
-impl Drop for Hold<'_> {
+impl Drop for Hold {
     fn drop(&mut self) {
         remove(&mut self.census.counts.lock().held, self.seq);
     }

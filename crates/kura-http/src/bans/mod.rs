@@ -125,9 +125,10 @@ impl Bans {
         Arc::clone(&self.census)
     }
 
-    /// Holds the newest sequence for an object about to be stored under it (see
-    /// [`Census::hold`]).
-    pub fn hold(&self) -> Hold<'_> {
+    /// Holds the newest sequence for a fetch beginning now, until its object is stored (see
+    /// [`Census::hold`]): the bans added meanwhile are checked when it is stored, and none of
+    /// them is completed before.
+    pub fn hold(&self) -> Hold {
         self.census.hold(|| self.head())
     }
 

@@ -79,13 +79,15 @@ fn a_ban_drops_older_objects_at_lookup_and_spares_newer_ones() {
 #[test]
 fn a_fetch_that_began_before_a_ban_is_checked_when_stored() {
     let cache = Cache::new(8 << 20, 1);
-    let before = cache.bans().head();
+    let before = cache.bans().hold();
     cache
         .bans()
         .add(Expr::parse("obj.url == /late").unwrap(), false);
+    // The fetch holds the ban: neither lookups nor the lurker can complete it meanwhile.
+    assert_eq!(cache.bans().complete_unreferenced(), 0);
     let policy = CachePolicy::default();
     let stored = cache.insert_since(
-        before,
+        &before,
         &policy,
         Duration::ZERO,
         b"http://h/late",

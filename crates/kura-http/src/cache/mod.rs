@@ -22,7 +22,7 @@ use kura_store::{
     SetRequest, Store, StoreConfig, KEY_MAX,
 };
 
-use crate::bans::{stale_since, Bans, Verdict, UNCHECKED};
+use crate::bans::{stale_since, Bans, Hold, Verdict, UNCHECKED};
 use crate::rules::freshness::Freshness;
 use crate::rules::vary::{SecondaryKey, Vary};
 use crate::rules::CachePolicy;
@@ -38,6 +38,10 @@ pub const PRIMARY_MAX: usize = KEY_MAX;
 /// the lurker's walk ends.
 const ADVANCE_MAX: usize = 256 * 1024;
 
+/// Times a lookup looks again when the entry it checked changed meanwhile, before it answers
+/// a miss.
+const LOOKUP_RETRIES: usize = 4;
+
 /// Times an insert rereads a page that changed under it before it gives up.
 const PAGE_RETRIES: usize = 4;
 
@@ -47,6 +51,8 @@ enum After {
     Nothing,
     /// A ban matched: it goes.
     Drop,
+    /// Checked and kept, but too large to store again: served if it is still stored.
+    Checked,
     /// It is stored again under the newest ban's number (`Some`: with these bytes, stale).
     Advance(Option<Vec<u8>>),
 }
@@ -124,13 +130,13 @@ impl Cache {
             .check_stored(seq, key, status, &object.headers, true)
         {
             Verdict::Keep if advance => (Lookup::Hit(object), After::Advance(None)),
-            Verdict::Keep => (Lookup::Hit(object), After::Nothing),
+            Verdict::Keep => (Lookup::Hit(object), After::Checked),
             Verdict::StaleSince(at) => {
                 stale_since(&mut object.freshness, at);
                 let softened = &self.bans.counters.softened;
                 softened.fetch_add(1, Ordering::Relaxed);
                 if !advance {
-                    return (Lookup::Hit(object), After::Nothing);
+                    return (Lookup::Hit(object), After::Checked);
                 }
                 let stale = object::encode(&object);
                 (Lookup::Hit(object), After::Advance(Some(stale)))
@@ -149,47 +155,71 @@ impl Cache {
     /// matched; the bans no stored object is older than are then complete (checked at every
     /// hit while the list is not empty).
     pub fn lookup(&self, primary: &[u8], request: &HeaderMap) -> Lookup {
+        for _ in 0..LOOKUP_RETRIES {
+            if let Some(found) = self.lookup_once(primary, request) {
+                return found;
+            }
+        }
+        Lookup::Miss
+    }
+
+    /// One try of [`Cache::lookup`]; `None` when the entry it checked against the bans left
+    /// the store before it was stored again: another lookup or the lurker may have dropped it
+    /// for a ban, which may be complete since (and so no longer listed for this check to see).
+    fn lookup_once(&self, primary: &[u8], request: &HeaderMap) -> Option<Lookup> {
         let Some(hit) = self.get(primary) else {
-            return Lookup::Miss;
+            return Some(Lookup::Miss);
         };
         let head = self.bans.head();
-        let (found, done) = match object::decode(hit.item.value_bytes()) {
+        let kept = match object::decode(hit.item.value_bytes()) {
             Some(Record::Object(object)) => {
                 let (found, after) = self.checked(primary, hit.item.flags(), head, object);
-                let done = match after {
+                let kept = match after {
                     After::Nothing => true,
                     After::Drop => {
                         let only_this = DeleteRequest {
                             cas: Some(hit.cas),
                             ..DeleteRequest::default()
                         };
-                        self.store.delete_with(primary, &only_this) == DeleteOutcome::Deleted
+                        let deleted = self.store.delete_with(primary, &only_this);
+                        if deleted == DeleteOutcome::Deleted {
+                            self.bans.complete_unreferenced();
+                        }
+                        return Some(found);
                     }
+                    After::Checked => self.unchanged(primary, hit.cas),
                     After::Advance(stale) => {
                         let value = stale.as_deref().unwrap_or(hit.item.value());
                         self.replace(primary, value, head, hit.cas, hit.exptime)
                     }
                 };
-                (found, done)
+                kept.then_some(found)
             }
-            Some(Record::HitForMiss) => return Lookup::HitForMiss,
+            Some(Record::HitForMiss) => return Some(Lookup::HitForMiss),
             Some(Record::Page(mut page)) => {
                 let Some(secondary) = secondary_key(&page.vary, request) else {
-                    return Lookup::Miss;
+                    return Some(Lookup::Miss);
                 };
                 let Some(variant) = page.find(secondary.as_bytes(), now_secs()) else {
-                    return Lookup::Miss;
+                    return Some(Lookup::Miss);
                 };
                 let seq = variant.seq;
                 let Some(Record::Object(object)) = object::decode(variant.object.clone()) else {
-                    return Lookup::Miss;
+                    return Some(Lookup::Miss);
                 };
                 let (found, after) = self.checked(primary, seq, head, object);
                 let this = |v: &Variant| v.secondary == secondary.as_bytes();
-                match after {
-                    After::Nothing => return self.completing(found),
+                let kept = match after {
+                    After::Nothing => true,
+                    After::Checked => self.unchanged(primary, hit.cas),
                     // Only this variant: a ban on a response field may spare the others.
-                    After::Drop => page.variants.retain(|v| !this(v)),
+                    After::Drop => {
+                        page.variants.retain(|v| !this(v));
+                        if page.write(&self.store, primary, Some(hit.cas)) == Written::Done {
+                            self.bans.complete_unreferenced();
+                        }
+                        return Some(found);
+                    }
                     After::Advance(stale) => {
                         for variant in page.variants.iter_mut().filter(|v| this(v)) {
                             variant.seq = head;
@@ -197,17 +227,25 @@ impl Cache {
                                 variant.object = bytes::Bytes::copy_from_slice(stale);
                             }
                         }
+                        page.write(&self.store, primary, Some(hit.cas)) == Written::Done
                     }
-                }
-                let done = page.write(&self.store, primary, Some(hit.cas)) == Written::Done;
-                (found, done)
+                };
+                kept.then_some(found)
             }
-            None => return Lookup::Miss,
+            None => return Some(Lookup::Miss),
         };
-        if done {
-            return self.completing(found);
-        }
-        found
+        kept.map(|found| self.completing(found))
+    }
+
+    /// Whether `key` still holds the entry with CAS `cas`.
+    fn unchanged(&self, key: &[u8], cas: u64) -> bool {
+        let peek = GetOptions {
+            no_bump: true,
+            ..GetOptions::default()
+        };
+        self.store
+            .get_with(key, &peek)
+            .is_some_and(|hit| hit.cas == cas)
     }
 
     /// `found`, after completing the bans no stored object is older than (a lookup has just
@@ -232,19 +270,20 @@ impl Cache {
         headers: &HeaderMap,
         body: &[B],
     ) -> bool {
-        let seq = self.bans.head();
+        let since = self.bans.hold();
         self.insert_since(
-            seq, policy, keep, primary, request, status, freshness, headers, body,
+            &since, policy, keep, primary, request, status, freshness, headers, body,
         )
     }
 
-    /// [`Cache::insert`] for a response whose fetch began when the newest ban was `seq`: the
-    /// bans added since are checked first (a matching ban: not stored; a soft one: stored
-    /// stale).
+    /// [`Cache::insert`] for a response whose fetch began when the newest ban was the one
+    /// `since` holds (taken when the fetch began, kept until this returns): the bans added
+    /// since are checked first (a matching ban: not stored; a soft one: stored stale), and
+    /// none of them can be completed before the object is stored under the newest number.
     #[allow(clippy::too_many_arguments)]
     pub fn insert_since<B: AsRef<[u8]>>(
         &self,
-        seq: u32,
+        since: &Hold,
         policy: &CachePolicy,
         keep: Duration,
         primary: &[u8],
@@ -260,13 +299,11 @@ impl Cache {
         let Some(ttl) = store_ttl(policy, keep, freshness, headers) else {
             return false;
         };
-        // Until the object is linked, so no ban is completed as if it were checked.
-        let hold = self.bans.hold();
-        let head = hold.seq();
+        let head = self.bans.head();
         let mut freshness = *freshness;
         match self
             .bans
-            .check_stored(seq, primary, status.as_u16(), headers, false)
+            .check_stored(since.seq(), primary, status.as_u16(), headers, false)
         {
             Verdict::Keep => {}
             Verdict::Drop => return false,

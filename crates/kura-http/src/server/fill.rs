@@ -45,8 +45,9 @@ pub(super) async fn run(
     stale: Option<Object>,
 ) {
     let backend = proxy.backend(origin.route);
-    // The bans added from now on are checked when the response is stored.
-    let ban_seq = proxy.cache.bans().head();
+    // The bans added from now on are checked when the response is stored (and none of them
+    // is completed before).
+    let since = proxy.cache.bans().hold();
     let mut headers =
         backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
     let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
@@ -93,7 +94,7 @@ pub(super) async fn run(
             };
             if storable(policy, request, head, &control).is_ok()
                 && proxy.cache.insert_since(
-                    ban_seq,
+                    &since,
                     policy,
                     proxy.config.keep,
                     &key,
@@ -196,7 +197,7 @@ pub(super) async fn run(
             kept.insert(compress::MARKER, HeaderValue::from(encoder.input));
         }
         if proxy.cache.insert_since(
-            ban_seq,
+            &since,
             policy,
             proxy.config.keep,
             &key,

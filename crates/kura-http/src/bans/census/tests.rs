@@ -152,3 +152,120 @@ fn a_large_object_is_not_copied_and_keeps_its_ban_for_the_lurker() {
     while !lurker.step(&cache, 100).idle {}
     assert_eq!(bans.len(), 0);
 }
+
+/// Inserts whose fetch began before a ban, lookups that re-store and complete, and the lurker,
+/// all at once: once every insert that could have begun before a ban has ended, no lookup
+/// finds an object the ban covers. A ban completed too early lets one through: so it did
+/// before a fetch held its number from its start rather than from its insert, and before a
+/// lookup made sure the entry it checked was still stored (another lookup could drop it for a
+/// ban and complete the ban between this lookup's read and its check).
+#[test]
+fn concurrent_inserts_lookups_and_the_lurker_never_let_a_banned_object_through() {
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    use std::sync::Arc;
+
+    const URLS: u32 = 64;
+    const INSERTERS: usize = 2;
+    let cache = Arc::new(Cache::new(16 << 20, 4));
+    let generation = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // The generation each inserter's last finished insert read.
+    let finished: Arc<Vec<AtomicU32>> =
+        Arc::new((0..INSERTERS).map(|_| AtomicU32::new(0)).collect());
+    let url = |i: u32| format!("http://h/{i}");
+    let mut threads = Vec::new();
+    for t in 0..INSERTERS {
+        let (cache, generation, stop, finished) = (
+            cache.clone(),
+            generation.clone(),
+            stop.clone(),
+            finished.clone(),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut i = t as u32;
+            while !stop.load(Ordering::Relaxed) {
+                i = (i + 7) % URLS;
+                // The fetch begins: the newest ban then, and the generation it serves.
+                let since = cache.bans().hold();
+                let g = generation.load(Ordering::SeqCst);
+                std::thread::yield_now();
+                let mut headers = HeaderMap::new();
+                headers.insert("x-gen", g.to_string().parse().unwrap());
+                cache.insert_since(
+                    &since,
+                    &crate::rules::CachePolicy::default(),
+                    Duration::ZERO,
+                    url(i).as_bytes(),
+                    &HeaderMap::new(),
+                    http::StatusCode::OK,
+                    &crate::bans::tests::fresh_for(60),
+                    &headers,
+                    &[b"body".as_slice()],
+                );
+                finished[t].store(g, Ordering::SeqCst);
+            }
+        }));
+    }
+    {
+        let (cache, stop) = (cache.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i = (i + 5) % URLS;
+                let _ = cache.lookup(url(i).as_bytes(), &HeaderMap::new());
+            }
+        }));
+    }
+    {
+        let (cache, stop) = (cache.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut lurker = crate::bans::lurker::Lurker::default();
+            while !stop.load(Ordering::Relaxed) {
+                lurker.step(&cache, 8);
+            }
+        }));
+    }
+    let gen_of = |lookup: Lookup| match lookup {
+        Lookup::Hit(object) => object.headers["x-gen"]
+            .to_str()
+            .unwrap()
+            .parse::<u32>()
+            .ok(),
+        _ => None,
+    };
+    for k in 0..150u32 {
+        generation.store(k + 1, Ordering::SeqCst);
+        cache.bans().add(
+            Expr::parse(&format!("obj.http.x-gen == {k}")).unwrap(),
+            false,
+        );
+        // Every insert that read generation k has ended once each inserter finished one
+        // that read k + 1.
+        while finished.iter().any(|f| f.load(Ordering::SeqCst) <= k) {
+            std::thread::yield_now();
+        }
+        for i in 0..URLS {
+            if let Some(g) = gen_of(cache.lookup(url(i).as_bytes(), &HeaderMap::new())) {
+                assert!(g > k, "/{i} of generation {g} served after the ban on {k}");
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let bans = cache.bans();
+    let c = &bans.counters;
+    let done = |c: &crate::bans::Counters| {
+        c.completed_lookup.load(Ordering::Relaxed)
+            + c.completed_lurker.load(Ordering::Relaxed)
+            + c.completed_superseded.load(Ordering::Relaxed)
+    };
+    assert_eq!(done(c) + bans.len() as u64, 150);
+    assert!(c.completed_lookup.load(Ordering::Relaxed) > 0);
+    // With nothing in flight, one lookup of everything completes what is left.
+    for i in 0..URLS {
+        let _ = cache.lookup(url(i).as_bytes(), &HeaderMap::new());
+    }
+    assert_eq!(bans.len(), 0);
+}
