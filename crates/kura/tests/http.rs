@@ -3,10 +3,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
-use std::time::Duration;
 
 /// A backend that answers every request with a cacheable "hello" and counts them.
 fn backend() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
@@ -22,18 +19,9 @@ fn backend() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 }
 
 fn get(port: u16, path: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    out
+    let fields = "Host: example\r\nConnection: close\r\n";
+    let out = common::http_exchange(port, &format!("GET {path} HTTP/1.1"), fields);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[test]

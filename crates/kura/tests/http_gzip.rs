@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::io::Read;
 
 fn page() -> Vec<u8> {
     let mut out = Vec::new();
@@ -41,13 +39,11 @@ fn backend() -> u16 {
 
 /// An HTTP/1.0 GET (the body ends at the close): the head and the body.
 fn get(port: u16, extra: &str) -> (String, Vec<u8>) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(stream, "GET /p HTTP/1.0\r\nHost: example\r\n{extra}\r\n").unwrap();
-    let mut out = Vec::new();
-    stream.read_to_end(&mut out).unwrap();
+    let out = common::http_exchange(
+        port,
+        "GET /p HTTP/1.0",
+        &format!("Host: example\r\n{extra}"),
+    );
     let at = out
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

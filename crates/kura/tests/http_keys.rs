@@ -4,11 +4,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A backend that answers every request with a cacheable page varying on the device class,
 /// and keeps the request heads it got.
@@ -27,18 +24,11 @@ fn backend() -> (u16, Arc<Mutex<Vec<String>>>) {
 }
 
 fn get(port: u16, path: &str, host: &str, agent: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {agent}\r\nX-Device-Class: forged\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    out
+    let fields = format!(
+        "Host: {host}\r\nUser-Agent: {agent}\r\nX-Device-Class: forged\r\nConnection: close\r\n"
+    );
+    let out = common::http_exchange(port, &format!("GET {path} HTTP/1.1"), &fields);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn config_file(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {

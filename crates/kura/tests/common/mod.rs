@@ -14,6 +14,20 @@ use std::time::{Duration, Instant};
 
 pub use kura_testkit::free_port;
 
+/// One HTTP exchange on a connection of its own: `request_line`, then `fields` (each line
+/// ending in CRLF), then the blank line; the whole response as the server sent it until it
+/// closed the connection (ask for that with `Connection: close` or HTTP/1.0).
+pub fn http_exchange(port: u16, request_line: &str, fields: &str) -> Vec<u8> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(stream, "{request_line}\r\n{fields}\r\n").unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).unwrap();
+    out
+}
+
 /// The binary under test; `KURA_TEST_BIN` runs the tests against another
 /// build (an older commit, to see a test fail before its fix).
 pub fn kura() -> Command {
