@@ -9,12 +9,9 @@
 //! moment it reads it until the object is linked, so no ban newer than that can be completed
 //! in between: it would not be checked against the object, nor the object against it. (As
 //! Varnish's busy object refers to the newest ban from the start of its fetch.)
-//!
-//! [`Hold`]: Census::hold
-
-use std::sync::Arc;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kura_store::FlagsCensus;
 use parking_lot::Mutex;
@@ -74,7 +71,7 @@ impl Census {
         then(oldest)
     }
 
-    /// The oldest sequence held by an insert under way (`None`: none), with the census locked
+    /// The oldest sequence held by a fetch under way (`None`: none), with the census locked
     /// while `then` decides on it.
     pub fn with_oldest_hold<T>(&self, then: impl FnOnce(Option<u32>) -> T) -> T {
         let counts = self.counts.lock();

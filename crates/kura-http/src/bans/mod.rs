@@ -155,7 +155,7 @@ impl Bans {
     }
 
     /// The newest ban a lurker walk starting now can complete: the newest ban, or older when
-    /// an insert under way holds an older sequence (its object may be linked behind the walk).
+    /// a fetch under way holds an older sequence (its object may be linked behind the walk).
     pub(crate) fn walk_target(&self) -> u32 {
         self.census.with_oldest_hold(|held| {
             let head = self.head();

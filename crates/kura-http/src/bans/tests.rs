@@ -6,18 +6,10 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::*;
 use crate::cache::{Cache, Lookup};
-use crate::rules::freshness::{Freshness, LifetimeSource, StaleRules};
+use crate::rules::freshness::Freshness;
 use crate::rules::CachePolicy;
 
-pub(super) fn fresh_for(seconds: u64) -> Freshness {
-    Freshness {
-        lifetime: Duration::from_secs(seconds),
-        source: LifetimeSource::MaxAge,
-        initial_age: Duration::ZERO,
-        response_time: SystemTime::now(),
-        stale: StaleRules::default(),
-    }
-}
+pub(super) use crate::cache::tests::fresh_for;
 
 pub(super) fn store(cache: &Cache, url: &str, fields: &[(&'static str, &'static str)]) -> bool {
     let mut headers = HeaderMap::new();

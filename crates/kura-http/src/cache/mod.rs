@@ -117,6 +117,15 @@ impl Cache {
         self.store.get_with(key, &GetOptions::default())
     }
 
+    /// What `key` holds, read without counting as a request (no move up the eviction order).
+    fn peek(&self, key: &[u8]) -> Option<Hit> {
+        let peek = GetOptions {
+            no_bump: true,
+            ..GetOptions::default()
+        };
+        self.store.get_with(key, &peek)
+    }
+
     /// `object`, stored at `key` under ban sequence `seq`, after the bans up to `head` newer
     /// than it: what the lookup finds, and what to do to the stored entry.
     fn checked(&self, key: &[u8], seq: u32, head: u32, mut object: Object) -> (Lookup, After) {
@@ -234,25 +243,16 @@ impl Cache {
             }
             None => return Some(Lookup::Miss),
         };
-        kept.map(|found| self.completing(found))
+        if kept.is_some() {
+            // The last object older than a ban may have left by any route meanwhile.
+            self.bans.complete_unreferenced();
+        }
+        kept
     }
 
     /// Whether `key` still holds the entry with CAS `cas`.
     fn unchanged(&self, key: &[u8], cas: u64) -> bool {
-        let peek = GetOptions {
-            no_bump: true,
-            ..GetOptions::default()
-        };
-        self.store
-            .get_with(key, &peek)
-            .is_some_and(|hit| hit.cas == cas)
-    }
-
-    /// `found`, after completing the bans no stored object is older than (a lookup has just
-    /// checked or found one; the last older one may have left by any route meanwhile).
-    fn completing(&self, found: Lookup) -> Lookup {
-        self.bans.complete_unreferenced();
-        found
+        self.peek(key).is_some_and(|hit| hit.cas == cas)
     }
 
     /// Stores a response for `primary`, fetched for a request with fields `request`, its body
@@ -347,12 +347,8 @@ impl Cache {
         fresh: Variant,
         now: u32,
     ) -> bool {
-        let peek = GetOptions {
-            no_bump: true,
-            ..GetOptions::default()
-        };
         for _ in 0..PAGE_RETRIES {
-            let current = self.store.get_with(primary, &peek);
+            let current = self.peek(primary);
             let cas = current.as_ref().map(|hit| hit.cas);
             let mut variants = match current.map(|hit| object::decode(hit.item.value_bytes())) {
                 Some(Some(Record::Page(page))) if page.vary == vary => page.variants,
@@ -423,12 +419,8 @@ impl Cache {
     /// Makes every stored response for `primary` (all its variants) stale as of `at`, so grace
     /// serves them while one request refreshes. False when nothing is stored there.
     pub fn soften(&self, primary: &[u8], at: SystemTime) -> bool {
-        let peek = GetOptions {
-            no_bump: true,
-            ..GetOptions::default()
-        };
         for _ in 0..PAGE_RETRIES {
-            let Some(hit) = self.store.get_with(primary, &peek) else {
+            let Some(hit) = self.peek(primary) else {
                 return false;
             };
             let written = match object::decode(hit.item.value_bytes()) {
@@ -531,4 +523,4 @@ fn store_ttl(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,7 +5,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use super::*;
 use crate::rules::freshness::{LifetimeSource, StaleRules};
 
-fn fresh_for(seconds: u64) -> Freshness {
+/// A freshly received response, fresh for `seconds` (also the ban tests' helper).
+pub(crate) fn fresh_for(seconds: u64) -> Freshness {
     Freshness {
         lifetime: Duration::from_secs(seconds),
         source: LifetimeSource::MaxAge,
