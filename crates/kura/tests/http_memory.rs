@@ -122,6 +122,34 @@ fn stat(page: &str, name: &str) -> u64 {
 }
 
 /// A log-uniform size between 1 KiB and 1 MiB from a xorshift state.
+/// `kura http -t 2` with `-m memory_mb` in front of `backend`: the child, its port and its
+/// admin port.
+fn start_cache(backend: u16, memory_mb: u64) -> (Child, u16, u16) {
+    let admin = common::free_port();
+    let (child, port) = common::http_proxy(
+        backend,
+        &[
+            "--admin-listen",
+            &format!("127.0.0.1:{admin}"),
+            "-m",
+            &memory_mb.to_string(),
+            "-t",
+            "2",
+        ],
+    );
+    (child, port, admin)
+}
+
+/// A keep-alive client connection to `port`: its writing half and its buffered reading half.
+fn keep_alive(port: u16) -> (TcpStream, BufReader<TcpStream>) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let writer = stream.try_clone().unwrap();
+    (writer, BufReader::new(stream))
+}
+
 fn next_size(state: &mut u64) -> usize {
     *state ^= *state << 13;
     *state ^= *state >> 7;
@@ -133,18 +161,7 @@ fn next_size(state: &mut u64) -> usize {
 #[test]
 fn resident_memory_stays_near_the_limit_under_churn() {
     let backend = origin();
-    let admin = common::free_port();
-    let (mut child, port) = common::http_proxy(
-        backend,
-        &[
-            "--admin-listen",
-            &format!("127.0.0.1:{admin}"),
-            "-m",
-            &MEMORY_MB.to_string(),
-            "-t",
-            "2",
-        ],
-    );
+    let (mut child, port, admin) = start_cache(backend, MEMORY_MB);
     // Eight clients with keep-alive push ten times -m of distinct objects through.
     let target = MEMORY_MB << 20;
     let sent = Arc::new(AtomicU64::new(0));
@@ -152,12 +169,7 @@ fn resident_memory_stays_near_the_limit_under_churn() {
         .map(|i| {
             let sent = sent.clone();
             std::thread::spawn(move || {
-                let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-                stream
-                    .set_read_timeout(Some(Duration::from_secs(30)))
-                    .unwrap();
-                let mut writer = stream.try_clone().unwrap();
-                let mut reader = BufReader::new(stream);
+                let (mut writer, mut reader) = keep_alive(port);
                 let mut state = 0x9e37_79b9_7f4a_7c15 ^ (i + 1);
                 let mut body = vec![0u8; 1 << 20];
                 let mut n = 0;
@@ -301,18 +313,7 @@ fn page_rss_bound_kb(memory_mb: u64) -> u64 {
 fn resident_memory_of_gzip_stored_pages_stays_within_a_tenth_over() {
     const PAGE_MEMORY_MB: u64 = 48;
     let backend = html_origin();
-    let admin = common::free_port();
-    let (mut child, port) = common::http_proxy(
-        backend,
-        &[
-            "--admin-listen",
-            &format!("127.0.0.1:{admin}"),
-            "-m",
-            &PAGE_MEMORY_MB.to_string(),
-            "-t",
-            "2",
-        ],
-    );
+    let (mut child, port, admin) = start_cache(backend, PAGE_MEMORY_MB);
     // Eight gzip clients push twice -m of distinct compressed pages through: the store is
     // full half-way, and evicting from then on.
     let target = PAGE_MEMORY_MB << 20;
@@ -321,12 +322,7 @@ fn resident_memory_of_gzip_stored_pages_stays_within_a_tenth_over() {
         .map(|i| {
             let sent = sent.clone();
             std::thread::spawn(move || {
-                let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-                stream
-                    .set_read_timeout(Some(Duration::from_secs(30)))
-                    .unwrap();
-                let mut writer = stream.try_clone().unwrap();
-                let mut reader = BufReader::new(stream);
+                let (mut writer, mut reader) = keep_alive(port);
                 let mut state = 0x2545_f491_4f6c_dd1d ^ (i + 1);
                 let mut body = Vec::with_capacity(1 << 20);
                 let mut n = 0;
