@@ -1,6 +1,7 @@
 //! Helpers shared by the test suites of kura's crates (a dev-dependency only).
 
 use std::net::TcpListener;
+use std::process::Child;
 use std::sync::Mutex;
 
 /// Where ports are handed out from: below the kernel's ephemeral range.
@@ -31,6 +32,31 @@ pub fn free_port() -> u16 {
             given.push(port);
             return port;
         }
+    }
+}
+
+/// A child process killed and reaped when dropped, so a test that fails (panics) leaves no
+/// server behind. Derefs to the [`Child`].
+pub struct ChildGuard(pub Child);
+
+impl std::ops::Deref for ChildGuard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ChildGuard {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        // A child already waited for is not signalled again (std keeps its status).
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -13,30 +13,8 @@ fn kura() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kura"))
 }
 
-/// A child process killed and reaped if the test ends without stopping it (a failing
-/// assertion), so no server outlives its test.
-struct Running(Child);
-
-impl std::ops::Deref for Running {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Running {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // A child already waited for is not signalled again (std keeps its status).
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// Every server a test starts is killed and reaped when the test ends, failed or not.
+use kura_testkit::ChildGuard as Running;
 
 fn connect(port: u16) -> TcpStream {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -143,14 +143,7 @@ pub fn write_keys(dir: &Path, keys: &[String]) -> PathBuf {
 pub use kura_testkit::free_port;
 
 /// A child process killed when dropped.
-pub struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+pub use kura_testkit::ChildGuard as Process;
 
 /// Waits until `addr` accepts connections; None if `child` exits first.
 fn await_listen(child: &mut Child, addr: SocketAddr, what: &str) -> Option<()> {
