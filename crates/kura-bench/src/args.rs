@@ -11,7 +11,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::BenchError;
 
-/// Load a memcached-protocol server and measure throughput and latency.
+/// Load a memcached-protocol (or Redis) server and measure throughput and latency.
 ///
 /// Closed loop by default (each connection keeps `--pipeline` requests in
 /// flight); `--rate` or `--sweep` switch to an open loop that sends on a
@@ -119,6 +119,9 @@ pub enum Protocol {
     Meta,
     /// memcached's binary protocol (multi-get: GETKQs closed by NOOP).
     Binary,
+    /// Redis's protocol, RESP2: `GET`/`SET` (multi-get: `MGET`), for
+    /// loading a Redis server the same way.
+    Resp,
 }
 
 impl fmt::Display for Protocol {
@@ -127,6 +130,7 @@ impl fmt::Display for Protocol {
             Protocol::Text => "text",
             Protocol::Meta => "meta",
             Protocol::Binary => "binary",
+            Protocol::Resp => "resp",
         })
     }
 }
@@ -255,6 +259,9 @@ impl BenchArgs {
         }
         if self.keys == 0 || self.keys >= 1 << 48 {
             return usage("--keys must be between 1 and 2^48-1");
+        }
+        if self.noreply && self.protocol == Protocol::Resp {
+            return usage("--noreply: Redis's protocol has no quiet sets");
         }
         if self.multiget == 0 {
             return usage("--multiget must be at least 1");

@@ -1,6 +1,6 @@
 //! kura-bench: the load generator behind `kura bench`, in the line of
 //! memtier_benchmark and rpc-perf. It speaks memcached's text, meta and
-//! binary protocols, in a closed loop (connections × pipeline depth
+//! binary protocols (and Redis's, to load Redis the same way), in a closed loop (connections × pipeline depth
 //! requests in flight) or an open loop (a fixed rate, latency measured from
 //! each request's scheduled time), and checks every value it reads back.
 //!

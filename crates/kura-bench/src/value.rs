@@ -63,6 +63,13 @@ pub fn check(key: u64, flags: u32, value: &[u8], sizes: ValueSize) -> Result<(),
     Ok(())
 }
 
+/// The salt a value was set with, read from its header (for servers that
+/// keep no flags); `None` when it has no header.
+pub fn salt_of(value: &[u8]) -> Option<u32> {
+    let header = value.get(12..HEADER_LEN)?;
+    parse_hex(header).map(|s| s as u32)
+}
+
 fn parse_hex(digits: &[u8]) -> Option<u64> {
     digits.iter().try_fold(0u64, |acc, &d| {
         let v = (d as char).to_digit(16)?;

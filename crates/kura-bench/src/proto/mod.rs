@@ -10,6 +10,7 @@
 
 mod binary;
 mod meta;
+mod resp;
 mod text;
 
 use std::time::Instant;
@@ -106,6 +107,7 @@ pub fn encode(proto: Protocol, op: &Op, seq: u32, keys: &Keyspace, out: &mut Vec
         Protocol::Text => text::encode(op, keys, out),
         Protocol::Meta => meta::encode(op, seq, keys, out),
         Protocol::Binary => binary::encode(op, seq, keys, out),
+        Protocol::Resp => resp::encode(op, keys, out),
     }
 }
 
@@ -116,6 +118,7 @@ pub fn parse(proto: Protocol, buf: &[u8], pending: Option<&Pending>, v: &Verifie
         Protocol::Text => text::parse(buf, pending, v),
         Protocol::Meta => meta::parse(buf, pending, v),
         Protocol::Binary => binary::parse(buf, pending, v),
+        Protocol::Resp => resp::parse(buf, pending, v),
     }
 }
 
@@ -197,6 +200,11 @@ impl<'a> HitCursor<'a> {
             )));
         }
         self.check_next(v, flags, value)
+    }
+
+    /// The next key requested was a miss (replies that answer every key).
+    fn skip(&mut self) {
+        self.next += 1;
     }
 
     /// A value for the next key requested (replies that carry no key).

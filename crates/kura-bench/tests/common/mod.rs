@@ -1,6 +1,6 @@
 //! Test support: running `kura bench` from its arguments, starting Debian's
-//! memcached on a free port (or skipping when it is not installed), and
-//! kura's own server in this process.
+//! memcached or a Redis server on a free port (or skipping when it is not
+//! installed), and kura's own server in this process.
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpStream};
@@ -35,20 +35,26 @@ pub struct Memcached {
 
 /// Where memcached is: `$KURA_MEMCACHED` or `/usr/bin/memcached`.
 fn memcached_binary() -> Option<PathBuf> {
-    let bin = std::env::var_os("KURA_MEMCACHED")
+    anchor_binary("memcached", "KURA_MEMCACHED", "/usr/bin/memcached")
+}
+
+/// The binary at `$var` or `default`; `None` (after saying so) when it is
+/// missing, unless `KURA_REQUIRE_MEMCACHED=1` (CI: the anchors must run).
+fn anchor_binary(name: &str, var: &str, default: &str) -> Option<PathBuf> {
+    let bin = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/memcached"));
+        .unwrap_or_else(|| PathBuf::from(default));
     if bin.exists() {
         return Some(bin);
     }
     if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
         panic!(
-            "memcached not found at {} and KURA_REQUIRE_MEMCACHED=1 \
-             (install Debian's memcached or set KURA_MEMCACHED)",
+            "{name} not found at {} and KURA_REQUIRE_MEMCACHED=1 \
+             (install Debian's {name} or set {var})",
             bin.display()
         );
     }
-    println!("skipped: memcached not installed");
+    println!("skipped: {name} not installed");
     None
 }
 
@@ -81,10 +87,59 @@ impl Memcached {
     }
 }
 
+/// A Redis server child process (no persistence), killed when dropped.
+pub struct Redis {
+    child: Child,
+    pub addr: String,
+}
+
+impl Redis {
+    /// A fresh redis-server (`$KURA_REDIS_SERVER` or
+    /// `/usr/bin/redis-server`) on a free port, or `None` (after saying
+    /// so) when it is not installed and not required.
+    pub fn start() -> Option<Redis> {
+        let bin = anchor_binary("redis-server", "KURA_REDIS_SERVER", "/usr/bin/redis-server")?;
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let port = port.to_string();
+            let args = [
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ];
+            let child = spawn_with(&bin, &args);
+            if let Some(child) = wait_until(child, || TcpStream::connect(addr).is_ok()) {
+                let addr = addr.to_string();
+                return Some(Redis { child, addr });
+            }
+        }
+        panic!("redis-server failed to start 5 times");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// memcached with the tests' settings and `listen`.
 fn spawn(bin: &Path, listen: &[&str]) -> Child {
+    let mut args = vec!["-u", "root", "-U", "0", "-m", "64", "-t", "2"];
+    args.extend_from_slice(listen);
+    spawn_with(bin, &args)
+}
+
+fn spawn_with(bin: &Path, args: &[&str]) -> Child {
     Command::new(bin)
-        .args(["-u", "root", "-U", "0", "-m", "64", "-t", "2"])
-        .args(listen)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -112,7 +167,7 @@ fn wait_until(mut child: Child, ready: impl Fn() -> bool) -> Option<Child> {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("memcached did not start listening");
+            panic!("the server did not start listening");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
