@@ -25,9 +25,19 @@
 # Each round runs both systems in turn (A B A B). Server CPU is the primary
 # process's utime+stime over the run divided by the requests.
 #
-# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, CLIENT_THREADS=1, KURA (a kura binary to use
+# The closed loop's sets/s change with the replicas' threads on a 2-vCPU
+# machine (each system batches differently as it slows), which moves CPU
+# per set by more than a replica costs. The `fixed` part takes that away:
+# both primaries get the same open-loop load, `kura bench -P text` for kura
+# and `kura bench -P resp` for Redis (the same 32 connections, one client
+# thread, sets of 100 bytes over 100,000 keys, RATE sets/s on a
+# timetable), so the same sets arrive at the same moments with 0, 1 and 2
+# replicas; CPU is the primary's threads' run time (schedstat, ns) over
+# the run, per set.
+#
+# Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, CLIENT_THREADS=1, RATE=30000, KURA (a kura binary to use
 # instead of building this checkout's), OUT (a new temporary dir),
-# PARTS="sets lag resync" (which parts to run), KURA_PRIMARY=memory (as
+# PARTS="sets fixed lag resync" (which parts to run), KURA_PRIMARY=memory (as
 # Redis without persistence: the primary's backlog is its only one) or
 # durable (--data-dir, --fsync everysec).
 set -euo pipefail
@@ -37,7 +47,8 @@ DURATION=${DURATION:-5}
 ITEMS=${ITEMS:-1000000}
 CLIENT_THREADS=${CLIENT_THREADS:-1}
 OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
-PARTS=${PARTS:-"sets lag resync"}
+RATE=${RATE:-30000}
+PARTS=${PARTS:-"sets fixed lag resync"}
 KURA_PRIMARY=${KURA_PRIMARY:-memory}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -54,6 +65,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; PIDS=
 trap cleanup EXIT
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 uticks() { awk '{print $14}' "/proc/$1/stat"; }
+# run time of all of a process's threads, in ns
+run_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d", s}'; }
 
 # start_kura N: a primary and N replicas; sets P_PORT, P_PID, R_PORTS
 start_kura() {
@@ -120,6 +133,32 @@ for round in $(seq "$ROUNDS"); do
       read -r reqs ticks_used user_ticks < <(sets "$sys")
       secs=$(python3 -c "import time; print(time.time() - $start)")
       echo "$round $n $sys $reqs $ticks_used $secs $user_ticks" | tee -a "$OUT/sets.txt"
+      cleanup
+    done
+  done
+done
+
+# fixed SYSTEM: sets at RATE/s, open loop; prints sets, primary ns, user ticks, p99 us
+fixed() {
+  local sys=$1 proto=text c0 c1 u0 u1 json
+  [[ $sys == redis ]] && proto=resp
+  c0=$(run_ns "$P_PID"); u0=$(uticks "$P_PID")
+  json=$("$KURA" bench -s "127.0.0.1:$P_PORT" -P "$proto" -c 32 -t 1 --ratio 0:1 --value-size 100 \
+    --keys 100000 --rate "$RATE" -d "$DURATION" --json)
+  c1=$(run_ns "$P_PID"); u1=$(uticks "$P_PID")
+  python3 -c 'import json,sys; r = json.loads(sys.argv[1])["runs"][0]; assert r["errors"] == 0, r; print(r["requests"], int(sys.argv[2]), int(sys.argv[3]), r["latency_us"]["p99"])' \
+    "$json" "$((c1 - c0))" "$((u1 - u0))"
+}
+
+echo
+part fixed && echo "primary CPU per set at a fixed rate of $RATE sets/s (open loop, kura bench -P text / -P resp), $ROUNDS rounds of ${DURATION}s"
+part fixed && echo "columns: round replicas system sets primary_ns user_ticks p99_us"
+for round in $(seq "$ROUNDS"); do
+  part fixed || break
+  for n in 0 1 2; do
+    for sys in kura redis; do
+      "start_$sys" "$n"
+      echo "$round $n $sys $(fixed "$sys")" | tee -a "$OUT/fixed.txt"
       cleanup
     done
   done
@@ -196,11 +235,23 @@ for sys_ in ("kura", "redis") if rows else ():
         cpu = statistics.median(int(r[4]) * 1e4 / int(r[3]) for r in rs)
         user = statistics.median(int(r[6]) * 1e4 / int(r[3]) for r in rs)
         med[sys_, n] = (tput, cpu, user)
-print()
-print(f"{'system':<7} {'replicas':>8} {'sets/s':>10} {'vs 0':>6} {'CPU us/set':>11} {'vs 0':>6} {'user us/set':>12} {'vs 0':>6}")
+print() if med else None
+if med: print(f"{'system':<7} {'replicas':>8} {'sets/s':>10} {'vs 0':>6} {'CPU us/set':>11} {'vs 0':>6} {'user us/set':>12} {'vs 0':>6}")
 for (sys_, n), (t, c, u) in med.items():
     t0, c0, u0 = med[sys_, "0"]
     print(f"{sys_:<7} {n:>8} {t:>10,.0f} {t / t0:>6.2f} {c:>11.2f} {c / c0:>6.2f} {u:>12.2f} {u / u0:>6.2f}")
+if os.path.exists(f"{out}/fixed.txt"):
+    rows = [l.split() for l in open(f"{out}/fixed.txt")]
+    per = {(r[0], r[1], r[2]): int(r[4]) / int(r[3]) / 1000 for r in rows}
+    print()
+    print(f"at a fixed rate: {'system':<7} {'replicas':>8} {'CPU us/set':>11} {'vs 0 (median of rounds)':>24} {'p99 us':>8}")
+    for sys_ in ("kura", "redis"):
+        for n in ("0", "1", "2"):
+            rounds = sorted({r[0] for r in rows if r[1] == n and r[2] == sys_})
+            cpu = statistics.median(per[k, n, sys_] for k in rounds)
+            ratio = statistics.median(per[k, n, sys_] / per[k, "0", sys_] for k in rounds if (k, "0", sys_) in per)
+            p99 = statistics.median(float(r[6]) for r in rows if r[1] == n and r[2] == sys_)
+            print(f"{'':16} {sys_:<7} {n:>8} {cpu:>11.3f} {ratio:>24.3f} {p99:>8.0f}")
 for name in ("lag", "resync"):
     if not os.path.exists(f"{out}/{name}.txt"):
         continue
