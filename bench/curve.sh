@@ -33,18 +33,7 @@ command -v memcached >/dev/null || { echo "needs memcached: apt-get install -y m
 . bench/lib.sh
 mkdir -p "$OUT"
 
-mp=$(free_port)
-kp=$(free_port)
-memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &
-mpid=$!
-"$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 &
-kpid=$!
-trap 'kill $mpid $kpid 2>/dev/null || true' EXIT
-wait_port "$mp"
-wait_port "$kp"
-for p in "$mp" "$kp"; do
-  "$KURA" bench -s "127.0.0.1:$p" -t 2 -c 32 --keys 100000 --prefill -n 0 >/dev/null
-done
+start_pair
 
 ratio_of() { case $1 in mixed) echo 9:1 ;; sets) echo 0:1 ;; esac; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }

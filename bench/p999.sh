@@ -22,17 +22,7 @@ else
 fi
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-mp=$(free_port)
-kp=$(free_port)
-memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &
-m=$!
-"$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 &
-k=$!
-trap 'kill $m $k 2>/dev/null || true' EXIT
-sleep 1
-for p in "$mp" "$kp"; do
-  "$KURA" bench -s "127.0.0.1:$p" -t 2 -c 32 --keys 100000 --prefill -n 0 >/dev/null
-done
+start_pair
 echo "load (1) at $RATE req/s, $ROUNDS rounds of ${DURATION}s, memcached then kura; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 for r in $(seq "$ROUNDS"); do
   for server in memcached kura; do
