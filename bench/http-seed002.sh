@@ -31,23 +31,13 @@ REQUESTS=${REQUESTS:-5000}
 PAGES=${PAGES:-200}
 PROBE_STEP=${PROBE_STEP:-10}
 PARTS=${PARTS:-"fill hit-ratio throughput"}
-command -v varnishd >/dev/null || { echo "needs varnishd: apt-get install -y varnish" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 1; }
 target=${CARGO_TARGET_DIR:-target}
 KURA=${KURA_BIN:-$target/release/kura}
 [ -n "${KURA_BIN:-}" ] || cargo build --release -q -p kura
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-work=$(mktemp -d)
-pids=()
-cache_pids=()
-cleanup() {
-  for pid in "${cache_pids[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap cleanup EXIT
+http_setup
 
 oport=$(free_port)
 python3 bench/seed002-origin.py "$oport" & pids+=($!)

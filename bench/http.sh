@@ -21,25 +21,14 @@ CONNS=${CONNS:-32}
 MEM=${MEM:-256}
 THREADS=${THREADS:-2}
 LOADS=${LOADS:-"hits-1k hits-100k mix churn"}
-command -v varnishd >/dev/null || { echo "needs varnishd: apt-get install -y varnish" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+http_setup
 cargo build --release -q -p kura
 cargo build --release -q -p kura-http --example origin
 target=${CARGO_TARGET_DIR:-target}
 KURA=$target/release/kura
 ORIGIN=$target/release/examples/origin
-# shellcheck source=bench/lib.sh
-. bench/lib.sh
-
-work=$(mktemp -d)
-pids=()
-cache_pids=()
-cleanup() {
-  for pid in "${cache_pids[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 fast=$(free_port); "$ORIGIN" "$fast" 0 & pids+=($!)
 slow=$(free_port); "$ORIGIN" "$slow" 10 & pids+=($!)

@@ -44,3 +44,20 @@ start_pair() {
     "$KURA" bench -s "127.0.0.1:$p" -t 2 -c 32 --keys 100000 --prefill -n 0 >/dev/null
   done
 }
+
+# http_setup: what the HTTP benches against Varnish share: varnishd and wrk must be installed; a
+# work dir in $work, and the pids of the origins ($pids) and caches ($cache_pids) the script
+# starts, all killed (and the work dir removed) on exit.
+http_setup() {
+  command -v varnishd >/dev/null || { echo "needs varnishd: apt-get install -y varnish" >&2; exit 1; }
+  command -v wrk >/dev/null || { echo "needs wrk: apt-get install -y wrk" >&2; exit 1; }
+  work=$(mktemp -d)
+  pids=()
+  cache_pids=()
+  trap http_cleanup EXIT
+}
+http_cleanup() {
+  for pid in "${cache_pids[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  sleep 0.5
+  rm -rf "$work"
+}
