@@ -6,6 +6,7 @@
 //! `budget.rs`), and replies are written out once they pass a high-water
 //! mark, so a client that never reads stalls only itself.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -19,7 +20,8 @@ use crate::exec::{Next, Session, Step};
 use crate::latency::{now_ns, Family};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
-use crate::shared::{RunState, Shared};
+use crate::shared::Shared;
+use crate::stop::StopSignal;
 
 /// Bytes asked of each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -53,11 +55,16 @@ enum End {
 
 /// Serves one connection until the client leaves, quits, misbehaves, or the
 /// server stops.
-pub(crate) async fn serve<S>(mut stream: S, shared: &Shared, stats: &ThreadStats, conn: ConnGuard)
-where
+pub(crate) async fn serve<S>(
+    mut stream: S,
+    shared: &Shared,
+    stats: &ThreadStats,
+    stop: &Rc<StopSignal>,
+    conn: ConnGuard,
+) where
     S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
-    let end = run(&mut stream, shared, stats, &conn).await;
+    let end = run(&mut stream, shared, stats, stop, &conn).await;
     conn.info.set_state(ConnState::Closing);
     let why = match end {
         End::Eof => "client closed",
@@ -74,20 +81,19 @@ where
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
 }
 
-async fn stopped(rx: &mut tokio::sync::watch::Receiver<RunState>) {
-    let _ = rx.wait_for(|s| *s == RunState::Stopping).await;
-}
-
-async fn run<S>(stream: &mut S, shared: &Shared, stats: &ThreadStats, conn: &ConnGuard) -> End
+async fn run<S>(
+    stream: &mut S,
+    shared: &Shared,
+    stats: &ThreadStats,
+    stop: &Rc<StopSignal>,
+    conn: &ConnGuard,
+) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
-    let mut rx = shared.watch();
-    // One wait for the stop signal for the connection's whole life, polled
-    // beside every read and write: creating one per read registered and
-    // unregistered a waiter on the server-wide channel each time (3% of
-    // the CPU of a small request, bench/results/history.md).
-    let stop = stopped(&mut rx);
+    // One wait for the worker's stop signal for the connection's whole
+    // life, polled beside every read and write (stop.rs).
+    let stop = stop.stopped();
     tokio::pin!(stop);
     let mut session = Session::new(shared, stats);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);

@@ -22,6 +22,7 @@ pub mod prometheus;
 pub mod replication;
 mod server;
 pub mod shared;
+mod stop;
 pub mod tls;
 pub mod tracking;
 mod udp;

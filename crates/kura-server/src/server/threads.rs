@@ -5,6 +5,7 @@
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use super::Incoming;
 use crate::conn;
 use crate::metrics::ConnGuard;
 use crate::shared::{RunState, Shared};
+use crate::stop::StopSignal;
 use crate::udp;
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -34,16 +36,26 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
     local.spawn_local(crate::replication::primary::round(shared.clone()));
+    // The worker hears the server's stop signal for all its connections.
+    let stop = Rc::new(StopSignal::default());
+    local.spawn_local({
+        let (stop, mut rx) = (stop.clone(), shared.watch());
+        async move {
+            let _ = rx.wait_for(|s| *s == RunState::Stopping).await;
+            stop.stop();
+        }
+    });
     local.block_on(&rt, async move {
         while let Some(incoming) = rx.recv().await {
             let shared = shared.clone();
             let stats = stats.clone();
+            let stop = stop.clone();
             tokio::task::spawn_local(async move {
                 match incoming {
                     Incoming::Tcp(s, guard) => {
                         let _ = s.set_nodelay(true);
                         if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, guard).await;
+                            conn::serve(s, &shared, &stats, &stop, guard).await;
                         }
                     }
                     Incoming::Tls(s, guard) => {
@@ -52,13 +64,13 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
                             (&shared.tls, tokio::net::TcpStream::from_std(s))
                         {
                             if let Some(s) = tls.accept(s, &shared, &guard.info.addr).await {
-                                conn::serve(s, &shared, &stats, guard).await;
+                                conn::serve(s, &shared, &stats, &stop, guard).await;
                             }
                         }
                     }
                     Incoming::Unix(s, guard) => {
                         if let Ok(s) = tokio::net::UnixStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, guard).await;
+                            conn::serve(s, &shared, &stats, &stop, guard).await;
                         }
                     }
                 }
