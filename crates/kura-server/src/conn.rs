@@ -78,7 +78,7 @@ pub(crate) async fn serve<S>(
     if shared.verbosity() >= 2 {
         tracing::debug!(conn = %conn.info.addr, why, "connection closed");
     }
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
+    let _ = crate::timer::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
 }
 
 async fn run<S>(
@@ -127,6 +127,8 @@ where
             rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
+        // A worker whose connections time out when idle has a time driver
+        // of its own (timer.rs): a timer at every read is cheap there.
         let read = async {
             match idle {
                 Some(d) => tokio::time::timeout(d, stream.read_buf(&mut rbuf))

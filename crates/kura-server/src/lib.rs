@@ -23,6 +23,7 @@ pub mod replication;
 mod server;
 pub mod shared;
 mod stop;
+mod timer;
 pub mod tls;
 pub mod tracking;
 mod udp;

@@ -26,7 +26,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
-    let rt = match runtime() {
+    let rt = match crate::timer::worker_runtime(shared.config.idle_timeout > 0) {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("worker {index}: cannot start event loop: {e}");
