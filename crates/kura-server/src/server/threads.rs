@@ -45,7 +45,10 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
             stop.stop();
         }
     });
-    local.block_on(&rt, async move {
+    // Connections arrive in a task of their own, not in the future the
+    // event loop runs until done: that one is polled at every wake-up of
+    // the loop, whichever task it is for.
+    local.spawn_local(async move {
         while let Some(incoming) = rx.recv().await {
             let shared = shared.clone();
             let stats = stats.clone();
@@ -78,7 +81,8 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
             });
         }
     });
-    // The acceptor is gone; let the open connections finish.
+    // Until the acceptor is gone (it drops the sending end at the stop) and
+    // every connection has finished.
     rt.block_on(local);
 }
 
