@@ -6,13 +6,17 @@
 //! `budget.rs`), and replies are written out once they pass a high-water
 //! mark, so a client that never reads stalls only itself.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use kura_proto::binary::{self, BinFrame};
 use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_util::io::poll_read_buf;
 
 use crate::budget::Room;
 use crate::config::Protocol;
@@ -127,21 +131,26 @@ where
             rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
-        // A worker whose connections time out when idle has a time driver
-        // of its own (timer.rs): a timer at every read is cheap there.
-        let read = async {
-            match idle {
-                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut rbuf))
-                    .await
-                    .ok(),
-                None => Some(stream.read_buf(&mut rbuf).await),
-            }
-        };
         let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
+            // The common case, no idle timer and no invalidations to send,
+            // in one poll function rather than a select over futures (some
+            // 150 instructions a request less).
+            None if idle.is_none() => {
+                let read = std::future::poll_fn(|cx| {
+                    if stop.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                    poll_read_buf(Pin::new(&mut *stream), cx, &mut rbuf).map(Some)
+                });
+                match read.await {
+                    Some(r) => Some(r),
+                    None => return End::Stopping,
+                }
+            }
             None => tokio::select! {
                 biased;
                 _ = &mut stop => return End::Stopping,
-                r = read => r,
+                r = read_some(stream, &mut rbuf, idle) => r,
             },
             // A tracking connection also wakes for invalidations to send.
             Some(sub) => tokio::select! {
@@ -156,7 +165,7 @@ where
                     }
                     continue;
                 }
-                r = read => r,
+                r = read_some(stream, &mut rbuf, idle) => r,
             },
         };
         let n = match read {
@@ -360,6 +369,20 @@ where
         if session.out.capacity() > KEEP_CAPACITY * 4 {
             session.out = Output::with_capacity(READ_CHUNK);
         }
+    }
+}
+
+/// Reads what the client sent into `rbuf`; `None` if nothing came within
+/// the idle timeout. A worker whose connections time out when idle has a
+/// time driver of its own (timer.rs): a timer at every read is cheap there.
+async fn read_some<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    rbuf: &mut BytesMut,
+    idle: Option<Duration>,
+) -> Option<std::io::Result<usize>> {
+    match idle {
+        Some(d) => tokio::time::timeout(d, stream.read_buf(rbuf)).await.ok(),
+        None => Some(stream.read_buf(rbuf).await),
     }
 }
 
