@@ -251,7 +251,7 @@ where
                     let have = rbuf.len() - pos;
                     if needed > have && !refusing && !room.try_cover(needed) {
                         // Send what is done before waiting for room.
-                        if !settled(durable, &mut unsettled).await {
+                        if unsettled > 0 && !settled(durable, &mut unsettled).await {
                             return End::Io;
                         }
                         if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
@@ -317,7 +317,7 @@ where
             }
             served += 1;
             if session.out.pending() > HIGH_WATER {
-                if !settled(durable, &mut unsettled).await {
+                if unsettled > 0 && !settled(durable, &mut unsettled).await {
                     return End::Io;
                 }
                 if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
@@ -337,7 +337,7 @@ where
             // goes back with the room.
             rbuf = BytesMut::from(&rbuf[..]);
         }
-        if !settled(durable, &mut unsettled).await {
+        if unsettled > 0 && !settled(durable, &mut unsettled).await {
             return End::Io;
         }
         // Invalidations go between replies: after every reply of the batch.
@@ -429,6 +429,9 @@ async fn acknowledged(
     true
 }
 
+/// Waits until the records this connection made (up to `unsettled`) are
+/// settled in the log; false if the log failed. Callers test
+/// `unsettled > 0` first: entering an async fn costs even with nothing to do.
 async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64) -> bool {
     let Some(d) = durable.filter(|_| *unsettled > 0) else {
         return true;
