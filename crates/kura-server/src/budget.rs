@@ -113,8 +113,8 @@ impl<'a> Room<'a> {
         if units > self.budget.units {
             return false;
         }
-        match tokio::time::timeout(WAIT, self.budget.room.acquire_many(n)).await {
-            Ok(Ok(p)) => {
+        match crate::timer::timeout(WAIT, self.budget.room.acquire_many(n)).await {
+            Some(Ok(p)) => {
                 self.permit = Some(p);
                 true
             }

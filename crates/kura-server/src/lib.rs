@@ -22,6 +22,8 @@ pub mod prometheus;
 pub mod replication;
 mod server;
 pub mod shared;
+mod stop;
+mod timer;
 pub mod tls;
 pub mod tracking;
 mod udp;

@@ -105,12 +105,14 @@ impl<'a> Session<'a> {
     /// Answers one frame: runs a request, or appends the error reply of a
     /// bad one (unless it was quiet) and says what payload to skip.
     pub fn step(&mut self, frame: Frame<'_>) -> Step {
-        match frame {
-            Frame::Incomplete { needed } => Step::More { needed },
+        // Matched by reference: moving the request out of the frame copied
+        // it whole (a memcpy a request).
+        match &frame {
+            &Frame::Incomplete { needed } => Step::More { needed },
             Frame::Close => Step::Garbage,
             // Before ASCII authentication the connection frames its bytes
             // with `step_auth`; a frame that gets here anyway is refused.
-            Frame::Request { len, .. } | Frame::Error { len, .. } if !self.authenticated => {
+            &Frame::Request { len, .. } | &Frame::Error { len, .. } if !self.authenticated => {
                 self.out.extend_from_slice(UNAUTHENTICATED);
                 Step::Done {
                     len,
@@ -118,11 +120,11 @@ impl<'a> Session<'a> {
                 }
             }
             Frame::Request { request, len } => Step::Done {
-                len,
-                next: self.execute(&request),
+                len: *len,
+                next: self.execute(request),
             },
-            Frame::Error {
-                error,
+            &Frame::Error {
+                ref error,
                 len,
                 swallow,
                 quiet,

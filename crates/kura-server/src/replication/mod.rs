@@ -143,7 +143,7 @@ impl ReplicationState {
     /// most; false if they did not in time.
     pub async fn wait_acks(&self, seq: u64, n: usize, timeout: std::time::Duration) -> bool {
         self.ack_waits.fetch_add(1, Ordering::Relaxed);
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = std::time::Instant::now() + timeout;
         loop {
             let notified = self.acks.notified();
             tokio::pin!(notified);
@@ -152,7 +152,7 @@ impl ReplicationState {
             if self.acknowledged_by(seq, n) {
                 return true;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            if crate::timer::timeout_at(deadline, notified).await.is_none() {
                 self.ack_timeouts.fetch_add(1, Ordering::Relaxed);
                 return false;
             }

@@ -5,6 +5,7 @@
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use super::Incoming;
 use crate::conn;
 use crate::metrics::ConnGuard;
 use crate::shared::{RunState, Shared};
+use crate::stop::StopSignal;
 use crate::udp;
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -24,7 +26,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
-    let rt = match runtime() {
+    let rt = match crate::timer::worker_runtime(shared.config.idle_timeout > 0) {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("worker {index}: cannot start event loop: {e}");
@@ -34,16 +36,29 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
     local.spawn_local(crate::replication::primary::round(shared.clone()));
-    local.block_on(&rt, async move {
+    // The worker hears the server's stop signal for all its connections.
+    let stop = Rc::new(StopSignal::default());
+    local.spawn_local({
+        let (stop, mut rx) = (stop.clone(), shared.watch());
+        async move {
+            let _ = rx.wait_for(|s| *s == RunState::Stopping).await;
+            stop.stop();
+        }
+    });
+    // Connections arrive in a task of their own, not in the future the
+    // event loop runs until done: that one is polled at every wake-up of
+    // the loop, whichever task it is for.
+    local.spawn_local(async move {
         while let Some(incoming) = rx.recv().await {
             let shared = shared.clone();
             let stats = stats.clone();
+            let stop = stop.clone();
             tokio::task::spawn_local(async move {
                 match incoming {
                     Incoming::Tcp(s, guard) => {
                         let _ = s.set_nodelay(true);
                         if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, guard).await;
+                            conn::serve(s, &shared, &stats, &stop, guard).await;
                         }
                     }
                     Incoming::Tls(s, guard) => {
@@ -52,13 +67,13 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
                             (&shared.tls, tokio::net::TcpStream::from_std(s))
                         {
                             if let Some(s) = tls.accept(s, &shared, &guard.info.addr).await {
-                                conn::serve(s, &shared, &stats, guard).await;
+                                conn::serve(s, &shared, &stats, &stop, guard).await;
                             }
                         }
                     }
                     Incoming::Unix(s, guard) => {
                         if let Ok(s) = tokio::net::UnixStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, guard).await;
+                            conn::serve(s, &shared, &stats, &stop, guard).await;
                         }
                     }
                 }
@@ -66,7 +81,8 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
             });
         }
     });
-    // The acceptor is gone; let the open connections finish.
+    // Until the acceptor is gone (it drops the sending end at the stop) and
+    // every connection has finished.
     rt.block_on(local);
 }
 

@@ -206,13 +206,13 @@ impl TlsContext {
         peer: &str,
     ) -> Option<TlsStream<TcpStream>> {
         let mut rx = shared.watch();
-        let handshake = tokio::time::timeout(self.handshake_timeout, self.acceptor.accept(stream));
+        let handshake = crate::timer::timeout(self.handshake_timeout, self.acceptor.accept(stream));
         let why = tokio::select! {
             _ = rx.wait_for(|s| *s == RunState::Stopping) => return None,
             r = handshake => match r {
-                Ok(Ok(tls)) => return Some(tls),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("not finished within {:?}", self.handshake_timeout),
+                Some(Ok(tls)) => return Some(tls),
+                Some(Err(e)) => e.to_string(),
+                None => format!("not finished within {:?}", self.handshake_timeout),
             },
         };
         shared

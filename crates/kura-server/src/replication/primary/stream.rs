@@ -4,7 +4,7 @@
 //! read as they come.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use kura_log::{LogError, LogTail};
@@ -81,7 +81,17 @@ where
     let wants_acks = shared.config.min_replicas_ack > 0;
     let mut head = Vec::with_capacity(5);
     let mut was_live = false;
+    // The heartbeat's timer lives across turns of the loop and is moved on
+    // when it fires before the stream has been quiet for HEARTBEAT (a new
+    // one each turn would, on a worker without a time driver, be a trip
+    // to the timer thread each: timer.rs).
+    let mut beat = crate::timer::sleep(HEARTBEAT);
+    let mut quiet_since = Instant::now();
+    let mut rearmed = false;
     loop {
+        if !std::mem::take(&mut rearmed) {
+            quiet_since = Instant::now();
+        }
         // Whatever is written after this is seen by `changed` (what is
         // pushed, by `wait_past`).
         if let Some(w) = written.as_mut() {
@@ -206,7 +216,14 @@ where
                 // one, and is not kept growing.
                 anyhow::ensure!(line.len() <= 64, "a replica sent a line of {}+ bytes", line.len());
             }
-            () = tokio::time::sleep(HEARTBEAT) => {
+            () = &mut beat => {
+                let due = quiet_since + HEARTBEAT;
+                if Instant::now() < due {
+                    beat = crate::timer::sleep_until(due);
+                    rearmed = true;
+                    continue;
+                }
+                beat = crate::timer::sleep(HEARTBEAT);
                 if let Some(d) = direct {
                     // Records added where nobody sends (none are expected)
                     // wait at most this long.
