@@ -143,7 +143,7 @@ impl Node {
     /// Starts the replay task if the journal has work and none runs.
     pub fn start_replay(self: &Arc<Self>) {
         if self.gated.load(Ordering::Acquire) && !self.replaying.swap(true, Ordering::AcqRel) {
-            tokio::spawn(replay(self.clone()));
+            crate::timer::spawn(replay(self.clone()));
         }
     }
 
@@ -185,9 +185,13 @@ impl Node {
         write_key: Option<&[u8]>,
     ) -> Result<Vec<Reply>, Error> {
         let r = p.await;
-        self.backend.settle(&r);
         if let Err(e) = &r {
+            // Marking the server down starts its probe: on the timer thread.
+            let _timers = crate::timer::enter();
+            self.backend.settle(&r);
             self.failed(e, write_key);
+        } else {
+            self.backend.settle(&r);
         }
         r
     }
@@ -227,10 +231,10 @@ impl Node {
             }
             Ok::<_, std::io::Error>(got)
         };
-        match tokio::time::timeout(self.request_timeout, run).await {
-            Ok(Ok(line)) => Ok(line),
-            Ok(Err(e)) => Err(format!("{}: {e}", self.addr)),
-            Err(_) => Err(format!(
+        match crate::timer::timeout(self.request_timeout, run).await {
+            Some(Ok(line)) => Ok(line),
+            Some(Err(e)) => Err(format!("{}: {e}", self.addr)),
+            None => Err(format!(
                 "{}: no reply within {:?}",
                 self.addr, self.request_timeout
             )),

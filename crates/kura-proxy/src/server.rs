@@ -33,10 +33,18 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// A worker's event loop: I/O only, its timers on the timer thread
+/// (`timer.rs`).
+fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+}
+
 /// A worker: serves the connections it is handed until the acceptor is
 /// gone, then lets them finish.
 fn worker(ctx: Arc<Ctx>, rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>) {
-    let rt = match runtime() {
+    let rt = match worker_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("proxy worker: cannot start its event loop: {e}");
@@ -58,8 +66,8 @@ async fn take_connections(
     ctx: Arc<Ctx>,
     mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>,
 ) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let second = std::time::Duration::from_secs(1);
+    let mut tick = std::pin::pin!(crate::timer::sleep(second));
     loop {
         tokio::select! {
             next = rx.recv() => match next {
@@ -70,7 +78,10 @@ async fn take_connections(
                 }
                 None => break,
             },
-            _ = tick.tick() => crate::backend::close_retired(),
+            () = &mut tick => {
+                crate::backend::close_retired();
+                tick.set(crate::timer::sleep(second));
+            }
         }
     }
 }

@@ -28,10 +28,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kura_client::raw::{frame, take_reply, Expect, Reply};
 use kura_client::{Error, Protocol};
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 /// Requests queued on one connection at most; past that, senders wait.
 pub const QUEUE_MAX: usize = 4096;
@@ -276,10 +276,11 @@ fn io_error(addr: &str, e: std::io::Error) -> Error {
 /// Connects, then writes whatever was appended, all of it in one write
 /// each time it is woken.
 async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
-        Err(_) => {
+    let stream = match crate::timer::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await
+    {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
+        None => {
             return conn.fail(Error::ConnectTimeout {
                 server: conn.addr.clone(),
                 after: connect_timeout,
@@ -320,7 +321,9 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
 async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let idle = conn.request_timeout;
-    let timer = tokio::time::sleep(idle);
+    // On the timer thread (`timer.rs`): armed at the oldest request's
+    // deadline, moved at most once per request timeout.
+    let timer = crate::timer::sleep(idle);
     tokio::pin!(timer);
     loop {
         tokio::select! {
@@ -364,8 +367,8 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                     }
                     // Deadlines only grow along the queue: the oldest's is
                     // the next that can pass.
-                    Some(d) => timer.as_mut().reset(d),
-                    None => timer.as_mut().reset(now + idle),
+                    Some(d) => timer.set(crate::timer::sleep_until(d)),
+                    None => timer.set(crate::timer::sleep_until(now + idle)),
                 }
             }
         }
