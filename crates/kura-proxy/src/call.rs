@@ -67,16 +67,17 @@ async fn wait(sent: Sent, write_key: Option<&[u8]>) -> Result<Vec<Reply>, Error>
 
 impl Call {
     /// Queues the request `build` writes (given the opaque to carry) for
-    /// `key`; returns the call and that opaque.
+    /// `key`, of about `size` bytes; returns the call and that opaque.
     pub async fn one(
         router: &Router,
         lane: usize,
         key: &[u8],
         write: bool,
+        size: usize,
         build: impl FnOnce(&mut BytesMut, u32),
     ) -> (Call, u32) {
         let op = opaque();
-        let mut buf = BytesMut::with_capacity(64 + key.len());
+        let mut buf = BytesMut::with_capacity(size);
         build(&mut buf, op);
         let call = Call::route(router, lane, key, write, buf.freeze(), Expect::Meta(op)).await;
         (call, op)
@@ -103,7 +104,8 @@ impl Call {
             num(b, op);
             b.put_slice(b"\r\n");
         };
-        Call::one(router, lane, key, write, build).await.0
+        let size = cmd.len() + 2 * key.len() + args.len() + 24;
+        Call::one(router, lane, key, write, size, build).await.0
     }
 
     /// Queues `bytes` for `key`'s backend(s).
@@ -115,6 +117,15 @@ impl Call {
         bytes: Bytes,
         expect: Expect,
     ) -> Call {
+        let write_key = write.then_some(key);
+        if let Some(node) = router.single(key, write) {
+            let node = node.clone();
+            let sent = node.send(lane, &bytes, expect, write_key).await;
+            return Call {
+                kind: Kind::One((node, sent)),
+                write_key: write_key.map(<[u8]>::to_vec),
+            };
+        }
         let t = router.target(key, write);
         if let Some(s) = t.shadow {
             let (b, lane) = (bytes.clone(), lane);
@@ -124,7 +135,6 @@ impl Call {
                 }
             });
         }
-        let write_key = write.then_some(key);
         let kind = match (write, t.nodes.len()) {
             (_, 0 | 1) => {
                 let node = match t.nodes.into_iter().next() {

@@ -483,6 +483,19 @@ impl Router {
         }
     }
 
+    /// The key's node when a request for it goes there alone: its pool is
+    /// one ring without replicas or gutter and its route mirrors nothing
+    /// (no [`Target`] to build).
+    pub fn single(&self, key: &[u8], write: bool) -> Option<&Arc<Node>> {
+        let (route, pool) = self.pool_for(key, write);
+        let p = &self.pools[pool];
+        if route.is_some_and(|r| r.shadow.is_some()) || !p.replicas.is_empty() || p.gutter.is_some()
+        {
+            return None;
+        }
+        self.ring_node(pool, key)
+    }
+
     /// The node a read of `key` goes to: the first replica that serves,
     /// or the gutter's node while the key's server does not serve.
     pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
