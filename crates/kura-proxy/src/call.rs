@@ -79,7 +79,7 @@ impl Call {
         let op = opaque();
         let mut buf = BytesMut::with_capacity(size);
         build(&mut buf, op);
-        let call = Call::route(router, lane, key, write, buf.freeze(), Expect::Meta(op)).await;
+        let call = Call::route(router, lane, key, write, buf, Expect::Meta(op)).await;
         (call, op)
     }
 
@@ -108,13 +108,15 @@ impl Call {
         Call::one(router, lane, key, write, size, build).await.0
     }
 
-    /// Queues `bytes` for `key`'s backend(s).
+    /// Queues `bytes` for `key`'s backend(s). They are frozen (kept for a
+    /// shadow or failover) only when the request may be sent again:
+    /// freezing a buffer with room to spare allocates.
     pub async fn route(
         router: &Router,
         lane: usize,
         key: &[u8],
         write: bool,
-        bytes: Bytes,
+        bytes: BytesMut,
         expect: Expect,
     ) -> Call {
         let write_key = write.then_some(key);
@@ -126,6 +128,7 @@ impl Call {
                 write_key: write_key.map(<[u8]>::to_vec),
             };
         }
+        let bytes = bytes.freeze();
         let t = router.target(key, write);
         if let Some(s) = t.shadow {
             let (b, lane) = (bytes.clone(), lane);
@@ -255,8 +258,8 @@ impl Call {
     }
 
     /// Queues `bytes` for `node` alone.
-    pub async fn to(node: Arc<Node>, lane: usize, bytes: Bytes, expect: Expect) -> Call {
-        let sent = node.send(lane, &bytes, expect, None).await;
+    pub async fn to(node: Arc<Node>, lane: usize, bytes: &[u8], expect: Expect) -> Call {
+        let sent = node.send(lane, bytes, expect, None).await;
         Call {
             kind: Kind::One((node, sent)),
             write_key: None,
