@@ -77,6 +77,15 @@ impl Call {
         build: impl FnOnce(&mut BytesMut, u32),
     ) -> (Call, u32) {
         let op = opaque();
+        if let Some(node) = router.single(key, write) {
+            // Written straight into the backend connection's buffer.
+            let node = node.clone();
+            let write_key = write.then_some(key);
+            let sent = node
+                .send_with(lane, |out| build(out, op), Expect::Meta(op), write_key)
+                .await;
+            return (Call::alone(node, sent, write_key), op);
+        }
         let mut buf = BytesMut::with_capacity(size);
         build(&mut buf, op);
         let call = Call::route(router, lane, key, write, buf, Expect::Meta(op)).await;
@@ -123,10 +132,7 @@ impl Call {
         if let Some(node) = router.single(key, write) {
             let node = node.clone();
             let sent = node.send(lane, &bytes, expect, write_key).await;
-            return Call {
-                kind: Kind::One((node, sent)),
-                write_key: write_key.map(<[u8]>::to_vec),
-            };
+            return Call::alone(node, sent, write_key);
         }
         let bytes = bytes.freeze();
         let t = router.target(key, write);
@@ -255,6 +261,14 @@ impl Call {
             server: "proxy".into(),
             what: "no reply".into(),
         })
+    }
+
+    /// A request sent to one node.
+    fn alone(node: Arc<Node>, sent: Result<Pending, Error>, write_key: Option<&[u8]>) -> Call {
+        Call {
+            kind: Kind::One((node, sent)),
+            write_key: write_key.map(<[u8]>::to_vec),
+        }
     }
 
     /// Queues `bytes` for `node` alone.

@@ -160,6 +160,22 @@ impl Node {
         expect: Expect,
         write_key: Option<&[u8]>,
     ) -> Result<Pending, Error> {
+        let write = |out: &mut BytesMut| out.extend_from_slice(bytes);
+        self.send_with(lane, write, expect, write_key).await
+    }
+
+    /// As [`Node::send`], the request written by `write` straight into
+    /// the connection's output buffer.
+    ///
+    /// # Errors
+    /// As [`Node::send`].
+    pub async fn send_with(
+        self: &Arc<Self>,
+        lane: usize,
+        write: impl FnOnce(&mut BytesMut),
+        expect: Expect,
+        write_key: Option<&[u8]>,
+    ) -> Result<Pending, Error> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let r = if self.gated.load(Ordering::Acquire) {
             Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
@@ -167,7 +183,7 @@ impl Node {
             Err(Error::ServerDown(self.addr.clone()))
         } else {
             let (id, lanes, t) = (self.id, self.lanes, self.timeouts);
-            crate::backend::send(id, lanes, lane, &self.addr, t, bytes, expect).await
+            crate::backend::send_with(id, lanes, lane, &self.addr, t, write, expect).await
         };
         if let Err(e) = &r {
             self.failed(e, write_key);

@@ -175,8 +175,9 @@ impl Conn {
         .await;
     }
 
-    /// Appends a request; its replies come in the returned [`Pending`].
-    fn enqueue(&self, bytes: &[u8], expect: Expect) -> Result<Pending, Error> {
+    /// Appends the request `write` writes; its replies come in the
+    /// returned [`Pending`].
+    fn enqueue(&self, write: impl FnOnce(&mut BytesMut), expect: Expect) -> Result<Pending, Error> {
         let slot = Rc::new(Slot::default());
         {
             let mut s = self.state.borrow_mut();
@@ -184,7 +185,7 @@ impl Conn {
                 return Err(Error::ConnectionClosed(self.addr.clone()));
             }
             let was_empty = s.out.is_empty();
-            s.out.extend_from_slice(bytes);
+            write(&mut s.out);
             s.queue.push_back(Waiting {
                 expect,
                 got: Vec::new(),
@@ -452,6 +453,7 @@ fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<
 ///
 /// # Errors
 /// The connection closed while the sender waited for room.
+#[cfg(test)]
 pub async fn send(
     id: usize,
     lanes: usize,
@@ -461,11 +463,30 @@ pub async fn send(
     bytes: &[u8],
     expect: Expect,
 ) -> Result<Pending, Error> {
+    let write = |out: &mut BytesMut| out.extend_from_slice(bytes);
+    send_with(id, lanes, lane, addr, t, write, expect).await
+}
+
+/// Queues the request `write` appends to the output buffer of this
+/// worker's connection of `lane` to node `id` (no buffer of its own to
+/// copy from), waiting while that connection's queue is full.
+///
+/// # Errors
+/// The connection closed while the sender waited for room.
+pub async fn send_with(
+    id: usize,
+    lanes: usize,
+    lane: usize,
+    addr: &str,
+    t: Timeouts,
+    write: impl FnOnce(&mut BytesMut),
+    expect: Expect,
+) -> Result<Pending, Error> {
     let conn = conn_of(id, lanes, lane, addr, t);
     if conn.is_full() {
         conn.room().await;
     }
-    conn.enqueue(bytes, expect)
+    conn.enqueue(write, expect)
 }
 
 #[cfg(test)]
