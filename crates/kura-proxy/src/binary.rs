@@ -226,7 +226,8 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, r: &BinRequest<'_>, len: usize) -> S
                 StoreMode::Prepend => b"P",
                 StoreMode::Rotate { .. } => b"S",
             };
-            let (call, _) = Call::one(&router, lane, key, true, |b, op| {
+            let size = 2 * key.len() + data.len() + 72;
+            let (call, _) = Call::one(&router, lane, key, true, size, |b, op| {
                 b.put_slice(b"ms ");
                 put_key(b, key);
                 b.put_slice(b" ");

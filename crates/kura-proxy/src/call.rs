@@ -67,18 +67,28 @@ async fn wait(sent: Sent, write_key: Option<&[u8]>) -> Result<Vec<Reply>, Error>
 
 impl Call {
     /// Queues the request `build` writes (given the opaque to carry) for
-    /// `key`; returns the call and that opaque.
+    /// `key`, of about `size` bytes; returns the call and that opaque.
     pub async fn one(
         router: &Router,
         lane: usize,
         key: &[u8],
         write: bool,
+        size: usize,
         build: impl FnOnce(&mut BytesMut, u32),
     ) -> (Call, u32) {
         let op = opaque();
-        let mut buf = BytesMut::with_capacity(64 + key.len());
+        if let Some(node) = router.single(key, write) {
+            // Written straight into the backend connection's buffer.
+            let node = node.clone();
+            let write_key = write.then_some(key);
+            let sent = node
+                .send_with(lane, |out| build(out, op), Expect::Meta(op), write_key)
+                .await;
+            return (Call::alone(node, sent, write_key), op);
+        }
+        let mut buf = BytesMut::with_capacity(size);
         build(&mut buf, op);
-        let call = Call::route(router, lane, key, write, buf.freeze(), Expect::Meta(op)).await;
+        let call = Call::route(router, lane, key, write, buf, Expect::Meta(op)).await;
         (call, op)
     }
 
@@ -103,18 +113,28 @@ impl Call {
             num(b, op);
             b.put_slice(b"\r\n");
         };
-        Call::one(router, lane, key, write, build).await.0
+        let size = cmd.len() + 2 * key.len() + args.len() + 24;
+        Call::one(router, lane, key, write, size, build).await.0
     }
 
-    /// Queues `bytes` for `key`'s backend(s).
+    /// Queues `bytes` for `key`'s backend(s). They are frozen (kept for a
+    /// shadow or failover) only when the request may be sent again:
+    /// freezing a buffer with room to spare allocates.
     pub async fn route(
         router: &Router,
         lane: usize,
         key: &[u8],
         write: bool,
-        bytes: Bytes,
+        bytes: BytesMut,
         expect: Expect,
     ) -> Call {
+        let write_key = write.then_some(key);
+        if let Some(node) = router.single(key, write) {
+            let node = node.clone();
+            let sent = node.send(lane, &bytes, expect, write_key).await;
+            return Call::alone(node, sent, write_key);
+        }
+        let bytes = bytes.freeze();
         let t = router.target(key, write);
         if let Some(s) = t.shadow {
             let (b, lane) = (bytes.clone(), lane);
@@ -124,7 +144,6 @@ impl Call {
                 }
             });
         }
-        let write_key = write.then_some(key);
         let kind = match (write, t.nodes.len()) {
             (_, 0 | 1) => {
                 let node = match t.nodes.into_iter().next() {
@@ -244,9 +263,17 @@ impl Call {
         })
     }
 
+    /// A request sent to one node.
+    fn alone(node: Arc<Node>, sent: Result<Pending, Error>, write_key: Option<&[u8]>) -> Call {
+        Call {
+            kind: Kind::One((node, sent)),
+            write_key: write_key.map(<[u8]>::to_vec),
+        }
+    }
+
     /// Queues `bytes` for `node` alone.
-    pub async fn to(node: Arc<Node>, lane: usize, bytes: Bytes, expect: Expect) -> Call {
-        let sent = node.send(lane, &bytes, expect, None).await;
+    pub async fn to(node: Arc<Node>, lane: usize, bytes: &[u8], expect: Expect) -> Call {
+        let sent = node.send(lane, bytes, expect, None).await;
         Call {
             kind: Kind::One((node, sent)),
             write_key: None,

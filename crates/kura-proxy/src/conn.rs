@@ -32,6 +32,8 @@ const WRITE_MAX: usize = 256 * 1024;
 /// What a request's reply future gives the writer.
 pub enum Out {
     Bytes(Vec<u8>),
+    /// A fixed reply (`STORED`, `END`...): nothing to allocate.
+    Static(&'static [u8]),
     /// Write what came before, then close (quit).
     Close,
 }
@@ -97,6 +99,7 @@ impl Replies {
             };
             match front.as_mut().poll(cx) {
                 Poll::Ready(Out::Bytes(b)) => self.out.extend_from_slice(&b),
+                Poll::Ready(Out::Static(b)) => self.out.extend_from_slice(b),
                 Poll::Ready(Out::Close) => self.close = true,
                 Poll::Pending => break,
             }

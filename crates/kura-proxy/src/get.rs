@@ -119,7 +119,7 @@ async fn send(batches: Vec<Batch>, keys: &Keys, cmd: &[u8], lane: usize) -> Vec<
         }
         buf.put_slice(b"\r\n");
         let expect = Expect::Text(1);
-        let call = Call::to(b.node.clone(), lane, buf.freeze(), expect).await;
+        let call = Call::to(b.node.clone(), lane, &buf, expect).await;
         calls.push((call, b));
     }
     calls
@@ -257,7 +257,7 @@ async fn warm_up(
         buf.put_slice(b"mg ");
         buf.put_slice(key);
         buf.put_slice(b" v f c t O0 q\r\nmn\r\n");
-        let Ok(replies) = Call::to(w, lane, buf.freeze(), Expect::MetaBatch(1))
+        let Ok(replies) = Call::to(w, lane, &buf, Expect::MetaBatch(1))
             .await
             .finish()
             .await
@@ -281,7 +281,7 @@ async fn warm_up(
         set.put_slice(b" ME O0 q\r\n");
         set.put_slice(&value);
         set.put_slice(b"\r\nmn\r\n");
-        let fill = Call::to(cold, lane, set.freeze(), Expect::MetaBatch(1)).await;
+        let fill = Call::to(cold, lane, &set, Expect::MetaBatch(1)).await;
         tokio::task::spawn_local(async move {
             let _ = fill.finish().await;
         });

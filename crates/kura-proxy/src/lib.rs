@@ -16,6 +16,8 @@
 //! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
 //!   rejoin journal that keeps a returning backend from serving old values.
 //! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`.
+//! - `timer.rs`: the workers' timers, on a timer thread (a worker's event
+//!   loop has no time driver).
 //!
 //! docs/proxy.md has every decision.
 
@@ -34,6 +36,7 @@ mod router;
 mod server;
 mod stats;
 mod text;
+mod timer;
 
 pub use config::{Config, ConfigError, ProxyArgs};
 pub use server::run;

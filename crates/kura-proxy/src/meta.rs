@@ -18,7 +18,7 @@ use crate::router::opaque;
 
 /// A meta request, rebuilt for the backend.
 struct Forward {
-    bytes: Bytes,
+    bytes: BytesMut,
     expect: Expect,
     op: u32,
     quiet: bool,
@@ -83,7 +83,7 @@ fn build(
         b.put_slice(b"mn\r\n");
     }
     Forward {
-        bytes: b.freeze(),
+        bytes: b,
         expect: if quiet {
             Expect::MetaBatch(1)
         } else {

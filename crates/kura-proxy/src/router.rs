@@ -143,7 +143,7 @@ impl Node {
     /// Starts the replay task if the journal has work and none runs.
     pub fn start_replay(self: &Arc<Self>) {
         if self.gated.load(Ordering::Acquire) && !self.replaying.swap(true, Ordering::AcqRel) {
-            tokio::spawn(replay(self.clone()));
+            crate::timer::spawn(replay(self.clone()));
         }
     }
 
@@ -160,6 +160,22 @@ impl Node {
         expect: Expect,
         write_key: Option<&[u8]>,
     ) -> Result<Pending, Error> {
+        let write = |out: &mut BytesMut| out.extend_from_slice(bytes);
+        self.send_with(lane, write, expect, write_key).await
+    }
+
+    /// As [`Node::send`], the request written by `write` straight into
+    /// the connection's output buffer.
+    ///
+    /// # Errors
+    /// As [`Node::send`].
+    pub async fn send_with(
+        self: &Arc<Self>,
+        lane: usize,
+        write: impl FnOnce(&mut BytesMut),
+        expect: Expect,
+        write_key: Option<&[u8]>,
+    ) -> Result<Pending, Error> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let r = if self.gated.load(Ordering::Acquire) {
             Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
@@ -167,7 +183,7 @@ impl Node {
             Err(Error::ServerDown(self.addr.clone()))
         } else {
             let (id, lanes, t) = (self.id, self.lanes, self.timeouts);
-            crate::backend::send(id, lanes, lane, &self.addr, t, bytes, expect).await
+            crate::backend::send_with(id, lanes, lane, &self.addr, t, write, expect).await
         };
         if let Err(e) = &r {
             self.failed(e, write_key);
@@ -185,9 +201,13 @@ impl Node {
         write_key: Option<&[u8]>,
     ) -> Result<Vec<Reply>, Error> {
         let r = p.await;
-        self.backend.settle(&r);
         if let Err(e) = &r {
+            // Marking the server down starts its probe: on the timer thread.
+            let _timers = crate::timer::enter();
+            self.backend.settle(&r);
             self.failed(e, write_key);
+        } else {
+            self.backend.settle(&r);
         }
         r
     }
@@ -227,10 +247,10 @@ impl Node {
             }
             Ok::<_, std::io::Error>(got)
         };
-        match tokio::time::timeout(self.request_timeout, run).await {
-            Ok(Ok(line)) => Ok(line),
-            Ok(Err(e)) => Err(format!("{}: {e}", self.addr)),
-            Err(_) => Err(format!(
+        match crate::timer::timeout(self.request_timeout, run).await {
+            Some(Ok(line)) => Ok(line),
+            Some(Err(e)) => Err(format!("{}: {e}", self.addr)),
+            None => Err(format!(
                 "{}: no reply within {:?}",
                 self.addr, self.request_timeout
             )),
@@ -477,6 +497,19 @@ impl Router {
             warm,
             gutter,
         }
+    }
+
+    /// The key's node when a request for it goes there alone: its pool is
+    /// one ring without replicas or gutter and its route mirrors nothing
+    /// (no [`Target`] to build).
+    pub fn single(&self, key: &[u8], write: bool) -> Option<&Arc<Node>> {
+        let (route, pool) = self.pool_for(key, write);
+        let p = &self.pools[pool];
+        if route.is_some_and(|r| r.shadow.is_some()) || !p.replicas.is_empty() || p.gutter.is_some()
+        {
+            return None;
+        }
+        self.ring_node(pool, key)
     }
 
     /// The node a read of `key` goes to: the first replica that serves,

@@ -33,36 +33,57 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// A worker's event loop: I/O only, its timers on the timer thread
+/// (`timer.rs`).
+fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+}
+
 /// A worker: serves the connections it is handed until the acceptor is
 /// gone, then lets them finish.
-fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>) {
-    let rt = match runtime() {
+fn worker(ctx: Arc<Ctx>, rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>) {
+    let rt = match worker_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("proxy worker: cannot start its event loop: {e}");
             return;
         }
     };
+    // The event loop runs the LocalSet alone: a future given to
+    // `LocalSet::block_on` would be polled at every turn of the loop, not
+    // only when woken; the connections come in through a task of their own.
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        // Once a second: close connections to backends a reload dropped.
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                next = rx.recv() => match next {
-                    Some((s, lane)) => {
-                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                            tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
-                        }
+    local.spawn_local(take_connections(ctx, rx));
+    rt.block_on(local);
+}
+
+/// Starts a task for each connection handed to this worker, until the
+/// acceptor is gone; once a second, closes the connections to backends a
+/// reload dropped.
+async fn take_connections(
+    ctx: Arc<Ctx>,
+    mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>,
+) {
+    let second = std::time::Duration::from_secs(1);
+    let mut tick = std::pin::pin!(crate::timer::sleep(second));
+    loop {
+        tokio::select! {
+            next = rx.recv() => match next {
+                Some((s, lane)) => {
+                    if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                        tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
                     }
-                    None => break,
-                },
-                _ = tick.tick() => crate::backend::close_retired(),
+                }
+                None => break,
+            },
+            () = &mut tick => {
+                crate::backend::close_retired();
+                tick.set(crate::timer::sleep(second));
             }
         }
-    });
-    rt.block_on(local);
+    }
 }
 
 /// Starts the workers; returns where to hand them connections.

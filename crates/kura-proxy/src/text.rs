@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use bytes::BufMut;
 use kura_client::raw::{Reply, Status};
-use kura_proto::{parse, reply, Data, Frame, Limits, Request, StoreMode};
+use std::borrow::Cow;
+
+use kura_proto::{parse, reply, Data, Frame, Limits, Request, StoreMode, KEY_MAX_LENGTH};
 
 use crate::call::{num, server_error, unavailable, Call};
 use crate::config::DownReply;
@@ -42,13 +44,14 @@ pub async fn step(ctx: &Arc<Ctx>, lane: usize, buf: &[u8]) -> Step {
 
 /// The reply of a request whose backend reply is one meta reply, with
 /// `noreply` honoured (the future still runs: its failure is journaled).
-fn quiet_unless(
-    noreply: bool,
-    f: impl std::future::Future<Output = Vec<u8>> + 'static,
-) -> ReplyFut {
+fn quiet_unless(noreply: bool, f: impl std::future::Future<Output = Out> + 'static) -> ReplyFut {
     Box::pin(async move {
         let b = f.await;
-        Out::Bytes(if noreply { Vec::new() } else { b })
+        if noreply {
+            Out::Static(b"")
+        } else {
+            b
+        }
     })
 }
 
@@ -69,15 +72,21 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 let router = ctx.router();
                 if router.plain_reads {
                     // One key alone goes as one `mg`; several as text gets (get.rs).
-                    let mut flags = b"v f".to_vec();
-                    if g.cas {
-                        flags.extend_from_slice(b" c");
-                    }
-                    if let Some(t) = g.touch {
-                        flags.extend_from_slice(b" T");
-                        num(&mut flags, t);
-                    }
-                    return one_get(ctx, &router, lane, key, &flags, g.cas, len).await;
+                    let args: Cow<[u8]> = match (g.cas, g.touch) {
+                        (false, None) => Cow::Borrowed(b" v f"),
+                        (cas, touch) => {
+                            let mut args = b" v f".to_vec();
+                            if cas {
+                                args.extend_from_slice(b" c");
+                            }
+                            if let Some(t) = touch {
+                                args.extend_from_slice(b" T");
+                                num(&mut args, t);
+                            }
+                            Cow::Owned(args)
+                        }
+                    };
+                    return one_get(ctx, &router, lane, key, &args, g.cas, len).await;
                 }
             }
             let mut owned = crate::get::Keys::with_capacity(n, bytes);
@@ -91,25 +100,8 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                     if let Some(e) = found.error {
                         return Out::Bytes(e);
                     }
-                    let size: usize = found
-                        .hits
-                        .iter()
-                        .flatten()
-                        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + h.tokens.len() + 10)
-                        .sum();
-                    let mut out = Vec::with_capacity(size + reply::END.len());
-                    let mut hits = 0;
-                    // The backends' own `VALUE` lines, in the client's order.
-                    for h in found.hits.into_iter().flatten() {
-                        hits += 1;
-                        out.extend_from_slice(b"VALUE ");
-                        out.extend_from_slice(&h.tokens);
-                        out.extend_from_slice(b"\r\n");
-                        out.extend_from_slice(h.value.as_deref().unwrap_or_default());
-                        out.extend_from_slice(b"\r\n");
-                    }
+                    let (out, hits) = hits_reply(found.hits);
                     stats.count_hits(hits, n - hits);
-                    out.extend_from_slice(reply::END);
                     Out::Bytes(out)
                 }),
             )
@@ -126,7 +118,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 return Step::Done {
                     len,
                     swallow: n + 2,
-                    reply: Some(quiet_unless(s.noreply, reply)),
+                    reply: Some(quiet_unless(s.noreply, async { Out::Bytes(reply.await) })),
                 };
             };
             let mode: &[u8] = match s.mode {
@@ -137,7 +129,8 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 StoreMode::Prepend => b"P",
                 StoreMode::Rotate { .. } => b"W",
             };
-            let (call, _) = Call::one(&ctx.router(), lane, s.key, true, |b, op| {
+            let size = s.key.len() + data.len() + 64;
+            let (call, _) = Call::one(&ctx.router(), lane, s.key, true, size, |b, op| {
                 b.put_slice(b"ms ");
                 b.put_slice(s.key);
                 b.put_slice(b" ");
@@ -168,13 +161,13 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 quiet_unless(s.noreply, async move {
                     match call.reply().await {
                         Ok(r) => match r.status {
-                            Status::Done => reply::STORED.to_vec(),
-                            Status::NotStored => reply::NOT_STORED.to_vec(),
-                            Status::Exists => reply::EXISTS.to_vec(),
-                            Status::NotFound => reply::NOT_FOUND.to_vec(),
-                            _ => error_line(&r),
+                            Status::Done => Out::Static(reply::STORED),
+                            Status::NotStored => Out::Static(reply::NOT_STORED),
+                            Status::Exists => Out::Static(reply::EXISTS),
+                            Status::NotFound => Out::Static(reply::NOT_FOUND),
+                            _ => Out::Bytes(error_line(&r)),
                         },
-                        Err(e) => server_error(&e),
+                        Err(e) => Out::Bytes(server_error(&e)),
                     }
                 }),
             )
@@ -186,11 +179,11 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 quiet_unless(d.noreply, async move {
                     match call.reply().await {
                         Ok(r) => match r.status {
-                            Status::Done => reply::DELETED.to_vec(),
-                            Status::NotFound => reply::NOT_FOUND.to_vec(),
-                            _ => error_line(&r),
+                            Status::Done => Out::Static(reply::DELETED),
+                            Status::NotFound => Out::Static(reply::NOT_FOUND),
+                            _ => Out::Bytes(error_line(&r)),
                         },
-                        Err(e) => server_error(&e),
+                        Err(e) => Out::Bytes(server_error(&e)),
                     }
                 }),
             )
@@ -208,11 +201,11 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 quiet_unless(a.noreply, async move {
                     match call.reply().await {
                         Ok(r) => match (r.status, &r.value) {
-                            (Status::Value, Some(v)) => [&v[..], b"\r\n"].concat(),
-                            (Status::NotFound, _) => reply::NOT_FOUND.to_vec(),
-                            _ => error_line(&r),
+                            (Status::Value, Some(v)) => Out::Bytes([&v[..], b"\r\n"].concat()),
+                            (Status::NotFound, _) => Out::Static(reply::NOT_FOUND),
+                            _ => Out::Bytes(error_line(&r)),
                         },
-                        Err(e) => server_error(&e),
+                        Err(e) => Out::Bytes(server_error(&e)),
                     }
                 }),
             )
@@ -228,20 +221,42 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                 quiet_unless(t.noreply, async move {
                     match call.reply().await {
                         Ok(r) => match r.status {
-                            Status::Done => reply::TOUCHED.to_vec(),
-                            Status::Miss => reply::NOT_FOUND.to_vec(),
-                            _ => error_line(&r),
+                            Status::Done => Out::Static(reply::TOUCHED),
+                            Status::Miss => Out::Static(reply::NOT_FOUND),
+                            _ => Out::Bytes(error_line(&r)),
                         },
                         Err(e) if unavailable(&e) && down_reply == DownReply::Miss => {
-                            reply::NOT_FOUND.to_vec()
+                            Out::Static(reply::NOT_FOUND)
                         }
-                        Err(e) => server_error(&e),
+                        Err(e) => Out::Bytes(server_error(&e)),
                     }
                 }),
             )
         }
         _ => crate::admin::route(ctx, lane, req, len).await,
     }
+}
+
+/// The text reply of a retrieval's hits (the backends' own `VALUE` lines,
+/// in the client's order, then `END`) and how many there were.
+fn hits_reply(hits: Vec<Option<Reply>>) -> (Vec<u8>, usize) {
+    let size: usize = hits
+        .iter()
+        .flatten()
+        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + h.tokens.len() + 10)
+        .sum();
+    let mut out = Vec::with_capacity(size + reply::END.len());
+    let mut n = 0;
+    for h in hits.into_iter().flatten() {
+        n += 1;
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(&h.tokens);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(h.value.as_deref().unwrap_or_default());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(reply::END);
+    (out, n)
 }
 
 /// A `get` of one key where no route mirrors or warms: one `mg` (not a
@@ -252,38 +267,71 @@ async fn one_get(
     router: &crate::router::Router,
     lane: usize,
     key: &[u8],
-    flags: &[u8],
+    args: &[u8],
     with_cas: bool,
     len: usize,
 ) -> Step {
-    let mut args = Vec::with_capacity(flags.len() + 1);
-    args.push(b' ');
-    args.extend_from_slice(flags);
-    let call = Call::simple(router, lane, key, false, b"mg", &args).await;
+    let call = Call::simple(router, lane, key, false, b"mg", args).await;
     let down_miss = router.down_reply == DownReply::Miss;
     let stats = ctx.stats.clone();
-    let key = key.to_vec();
+    // Kept in the reply's future itself (a text key is at most 250 bytes).
+    let key = InlineKey::new(key);
     Step::reply(
         len,
         Box::pin(async move {
-            let mut out = Vec::new();
             match call.reply().await {
                 Ok(h) if h.status == Status::Value => {
                     stats.count_hits(1, 0);
                     let data = h.value.as_deref().unwrap_or_default();
                     let flags = h.number::<u32>(b'f').unwrap_or(0);
                     let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
-                    reply::value(&mut out, &key, flags, data, cas);
+                    let key = key.get();
+                    // `VALUE <key> <flags> <bytes>[ <cas>]`: 48 bytes hold the rest.
+                    let size = key.len() + 48 + data.len() + 2 + reply::END.len();
+                    let mut out = Vec::with_capacity(size);
+                    reply::value(&mut out, key, flags, data, cas);
+                    out.extend_from_slice(reply::END);
+                    Out::Bytes(out)
                 }
-                Ok(r) if r.status == Status::Error => return Out::Bytes(error_line(&r)),
-                Ok(_) => stats.count_hits(0, 1),
-                Err(e) if down_miss && unavailable(&e) => stats.count_hits(0, 1),
-                Err(e) => return Out::Bytes(server_error(&e)),
+                Ok(r) if r.status == Status::Error => Out::Bytes(error_line(&r)),
+                Ok(_) => {
+                    stats.count_hits(0, 1);
+                    Out::Static(reply::END)
+                }
+                Err(e) if down_miss && unavailable(&e) => {
+                    stats.count_hits(0, 1);
+                    Out::Static(reply::END)
+                }
+                Err(e) => Out::Bytes(server_error(&e)),
             }
-            out.extend_from_slice(reply::END);
-            Out::Bytes(out)
         }),
     )
+}
+
+/// A text key copied out of the client's buffer without an allocation:
+/// the parser takes keys of at most [`KEY_MAX_LENGTH`] bytes.
+struct InlineKey {
+    len: u8,
+    bytes: [u8; KEY_MAX_LENGTH],
+}
+
+impl InlineKey {
+    fn new(key: &[u8]) -> InlineKey {
+        let mut k = InlineKey {
+            len: 0,
+            bytes: [0; KEY_MAX_LENGTH],
+        };
+        // A longer key never comes from the parser; it would be cut, not
+        // overrun.
+        let n = key.len().min(KEY_MAX_LENGTH);
+        k.bytes[..n].copy_from_slice(&key[..n]);
+        k.len = n as u8;
+        k
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
 }
 
 /// A store refused for its size: memcached's error, and the old value

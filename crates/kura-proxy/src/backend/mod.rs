@@ -28,10 +28,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kura_client::raw::{frame, take_reply, Expect, Reply};
 use kura_client::{Error, Protocol};
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 /// Requests queued on one connection at most; past that, senders wait.
 pub const QUEUE_MAX: usize = 4096;
@@ -175,8 +175,9 @@ impl Conn {
         .await;
     }
 
-    /// Appends a request; its replies come in the returned [`Pending`].
-    fn enqueue(&self, bytes: &[u8], expect: Expect) -> Result<Pending, Error> {
+    /// Appends the request `write` writes; its replies come in the
+    /// returned [`Pending`].
+    fn enqueue(&self, write: impl FnOnce(&mut BytesMut), expect: Expect) -> Result<Pending, Error> {
         let slot = Rc::new(Slot::default());
         {
             let mut s = self.state.borrow_mut();
@@ -184,7 +185,7 @@ impl Conn {
                 return Err(Error::ConnectionClosed(self.addr.clone()));
             }
             let was_empty = s.out.is_empty();
-            s.out.extend_from_slice(bytes);
+            write(&mut s.out);
             s.queue.push_back(Waiting {
                 expect,
                 got: Vec::new(),
@@ -276,10 +277,11 @@ fn io_error(addr: &str, e: std::io::Error) -> Error {
 /// Connects, then writes whatever was appended, all of it in one write
 /// each time it is woken.
 async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
-        Err(_) => {
+    let stream = match crate::timer::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await
+    {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
+        None => {
             return conn.fail(Error::ConnectTimeout {
                 server: conn.addr.clone(),
                 after: connect_timeout,
@@ -320,7 +322,9 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
 async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let idle = conn.request_timeout;
-    let timer = tokio::time::sleep(idle);
+    // On the timer thread (`timer.rs`): armed at the oldest request's
+    // deadline, moved at most once per request timeout.
+    let timer = crate::timer::sleep(idle);
     tokio::pin!(timer);
     loop {
         tokio::select! {
@@ -364,8 +368,8 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                     }
                     // Deadlines only grow along the queue: the oldest's is
                     // the next that can pass.
-                    Some(d) => timer.as_mut().reset(d),
-                    None => timer.as_mut().reset(now + idle),
+                    Some(d) => timer.set(crate::timer::sleep_until(d)),
+                    None => timer.set(crate::timer::sleep_until(now + idle)),
                 }
             }
         }
@@ -449,6 +453,7 @@ fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<
 ///
 /// # Errors
 /// The connection closed while the sender waited for room.
+#[cfg(test)]
 pub async fn send(
     id: usize,
     lanes: usize,
@@ -458,11 +463,30 @@ pub async fn send(
     bytes: &[u8],
     expect: Expect,
 ) -> Result<Pending, Error> {
+    let write = |out: &mut BytesMut| out.extend_from_slice(bytes);
+    send_with(id, lanes, lane, addr, t, write, expect).await
+}
+
+/// Queues the request `write` appends to the output buffer of this
+/// worker's connection of `lane` to node `id` (no buffer of its own to
+/// copy from), waiting while that connection's queue is full.
+///
+/// # Errors
+/// The connection closed while the sender waited for room.
+pub async fn send_with(
+    id: usize,
+    lanes: usize,
+    lane: usize,
+    addr: &str,
+    t: Timeouts,
+    write: impl FnOnce(&mut BytesMut),
+    expect: Expect,
+) -> Result<Pending, Error> {
     let conn = conn_of(id, lanes, lane, addr, t);
     if conn.is_full() {
         conn.room().await;
     }
-    conn.enqueue(bytes, expect)
+    conn.enqueue(write, expect)
 }
 
 #[cfg(test)]

@@ -43,9 +43,10 @@ fn hold(mut s: StdStream) {
     while matches!(s.read(&mut b), Ok(n) if n > 0) {}
 }
 
+/// Runs `f` on an event loop like a worker's: I/O, no time driver.
 fn local<F: std::future::Future>(f: F) -> F::Output {
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
         .build()
         .unwrap();
     tokio::task::LocalSet::new().block_on(&rt, f)
