@@ -16,7 +16,7 @@ use kura_log::record::RECORD_HEADER_LEN;
 use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
 
-use crate::replication::primary::Direct;
+use crate::replication::primary::{Direct, Sender};
 use tokio::sync::Notify;
 
 /// Records in a row, whole.
@@ -71,6 +71,14 @@ pub struct Backlog {
     /// (primary/direct.rs), and whether there are any (read per append).
     directs: RwLock<Vec<Arc<Direct>>>,
     has_directs: AtomicBool,
+    /// The thread that sends to them for an in-memory primary's workers.
+    sender: Sender,
+}
+
+impl Drop for Backlog {
+    fn drop(&mut self) {
+        self.sender.stop();
+    }
 }
 
 impl Backlog {
@@ -92,7 +100,13 @@ impl Backlog {
             more: Notify::new(),
             directs: RwLock::new(Vec::new()),
             has_directs: AtomicBool::new(false),
+            sender: Sender::default(),
         }
+    }
+
+    /// The thread that sends to the live streams for workers.
+    pub(crate) fn sender(&self) -> &Sender {
+        &self.sender
     }
 
     /// Whether it is being fed.

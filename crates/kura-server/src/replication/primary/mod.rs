@@ -13,6 +13,7 @@
 
 mod direct;
 mod full;
+mod sender;
 mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,7 @@ use crate::durable::Durable;
 use crate::shared::Shared;
 
 pub(crate) use direct::{appended, round, Direct};
+pub(crate) use sender::Sender;
 pub(crate) use stream::unix_millis;
 
 /// A connection's socket as a stream may send on it from any thread
