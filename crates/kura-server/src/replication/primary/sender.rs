@@ -6,20 +6,27 @@
 //! sent nearly one frame per set at a fixed 30,000 sets/s, and each frame
 //! woke the replica's reader: a replica cost the primary 6.4 µs a set
 //! where Redis's cost Redis 2.1. Here a write after a quiet spell still
-//! leaves at once (the thread is parked and unparked), and while writes
+//! leaves at once (sent by its worker), and while writes
 //! keep coming they leave together, one frame per interval, whatever the
 //! number of workers; the workers only set a flag (and unpark the thread
-//! when it sleeps). The lag this adds is at most one interval.
+//! when it sleeps). The lag this adds is at most one interval, unless the
+//! thread does not get a CPU: on a machine whose cores the workers keep
+//! busy it may wait a time slice, so a worker that finds nothing sent for
+//! [`SEND_LATE`] sends itself (as it does after a quiet spell, without
+//! waking the thread).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::replication::backlog::Backlog;
 
 /// A frame goes at most this often while records keep coming.
 pub(crate) const SEND_EVERY: Duration = Duration::from_micros(200);
+
+/// A worker sends itself when nothing was sent for this long.
+pub(crate) const SEND_LATE: Duration = Duration::from_micros(500);
 
 /// A backlog's sender thread, started by the first record it has to send.
 #[derive(Debug, Default)]
@@ -29,6 +36,9 @@ pub(crate) struct Sender {
     /// Set when the backlog goes: the thread ends.
     stopped: AtomicBool,
     thread: OnceLock<Option<Thread>>,
+    /// When records were last sent, in µs after `epoch`.
+    sent_at: AtomicU64,
+    epoch: OnceLock<Instant>,
 }
 
 impl Sender {
@@ -36,6 +46,13 @@ impl Sender {
     /// sent for an interval). Without a thread (one could not be started),
     /// sends them here.
     pub(crate) fn send_soon(&self, backlog: &Arc<Backlog>) {
+        let now = self.now();
+        if now.saturating_sub(self.sent_at.load(Ordering::Relaxed)) >= SEND_LATE.as_micros() as u64 {
+            // A quiet spell, or the thread is starved: send from here.
+            self.sent_at.store(now, Ordering::Relaxed);
+            backlog.flush_directs();
+            return;
+        }
         self.dirty.store(true, Ordering::SeqCst);
         let thread = self.thread.get_or_init(|| {
             let weak = Arc::downgrade(backlog);
@@ -53,6 +70,12 @@ impl Sender {
                 backlog.flush_directs();
             }
         }
+    }
+
+    /// Microseconds since the sender's epoch.
+    fn now(&self) -> u64 {
+        let epoch = self.epoch.get_or_init(Instant::now);
+        epoch.elapsed().as_micros() as u64
     }
 
     /// Ends the thread (its backlog is going).
@@ -78,6 +101,7 @@ fn run(backlog: &Weak<Backlog>) {
             std::thread::park();
             continue;
         }
+        sender.sent_at.store(sender.now(), Ordering::Relaxed);
         b.flush_directs();
         drop(b);
         std::thread::sleep(SEND_EVERY);
