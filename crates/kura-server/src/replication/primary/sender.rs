@@ -47,7 +47,8 @@ impl Sender {
     /// sends them here.
     pub(crate) fn send_soon(&self, backlog: &Arc<Backlog>) {
         let now = self.now();
-        if now.saturating_sub(self.sent_at.load(Ordering::Relaxed)) >= SEND_LATE.as_micros() as u64 {
+        if now.saturating_sub(self.sent_at.load(Ordering::Relaxed)) >= SEND_LATE.as_micros() as u64
+        {
             // A quiet spell, or the thread is starved: send from here.
             self.sent_at.store(now, Ordering::Relaxed);
             backlog.flush_directs();
