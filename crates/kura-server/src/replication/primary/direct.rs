@@ -454,6 +454,70 @@ mod tests {
         assert!(!backlog.has_directs());
     }
 
+    /// Records handed to the sender thread by several threads at once all
+    /// reach the replica once and in order, and while they keep coming they
+    /// leave together: fewer frames than `send_soon` calls.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_sender_thread_sends_everything_once_in_order_and_coalesces() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut replica = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (primary, _) = listener.accept().await.unwrap();
+        let sock = tokio::net::TcpStream::from_std(primary.plain_tcp_for_test()).unwrap();
+        let info = Arc::new(StreamInfo {
+            peer: "test".into(),
+            acked: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+        });
+        let backlog = Arc::new(Backlog::new(64 << 20, 0));
+        backlog.activate();
+        let d = Arc::new(Direct::new(sock, info.clone(), false));
+        backlog.add_direct(d.clone());
+        d.set_live(1);
+        // Two writers append in turn (the backlog numbers records in the
+        // order appended) and ask the sender after each record.
+        let turn = Arc::new(parking_lot::Mutex::new(1u64));
+        let writers: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, turn) = (backlog.clone(), turn.clone());
+                std::thread::spawn(move || loop {
+                    {
+                        let mut next = turn.lock();
+                        if *next > 2000 {
+                            return;
+                        }
+                        append(&b, *next, *next, 50);
+                        *next += 1;
+                    }
+                    b.sender().send_soon(&b);
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let everything = async {
+            while seqs_prefix_count(&got) < 2000 {
+                let n = replica.read(&mut buf).await.unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&buf[..n]);
+            }
+        };
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(20), everything).await;
+        assert!(waited.is_ok(), "records left unsent");
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(seqs(&got), (1..=2000).collect::<Vec<_>>());
+        let mut frames = 0;
+        let mut b = &got[..];
+        while let Some((_, len)) = wire::frame(b).unwrap() {
+            frames += 1;
+            b = &b[len..];
+        }
+        assert!(frames < 2000, "{frames} frames for 2000 records");
+        backlog.remove_direct(&d);
+    }
+
     /// Records in the whole frames at the front of `b`.
     fn seqs_prefix_count(mut b: &[u8]) -> usize {
         let mut n = 0;
