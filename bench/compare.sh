@@ -61,7 +61,7 @@ cargo build --release -q -p kura
 # A copy of the binary, so that every part of the run (memcaslap's too)
 # measures the same build even if the tree is rebuilt meanwhile.
 KURA="$OUT/kura"
-cp target/release/kura "$KURA"
+cp "${CARGO_TARGET_DIR:-target}/release/kura" "$KURA"
 KURA_VERSION=$(git describe --always --dirty)
 CLK_TCK=$(getconf CLK_TCK)
 
