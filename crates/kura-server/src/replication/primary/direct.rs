@@ -373,14 +373,17 @@ mod tests {
         assert_eq!(flat(remaining(&parts, 7)), b"");
     }
 
-    /// Records sent from other threads while the replica does not read
-    /// stay in order with what the task sends, nothing is lost or sent
-    /// twice, and what waits is one frame, not everything written.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_replica_that_does_not_read_gets_everything_in_order_once_it_does() {
+    /// A replica's end of a loopback connection, and an active backlog
+    /// that sends to the primary's end directly (not live yet).
+    async fn linked() -> (
+        tokio::net::TcpStream,
+        Arc<Backlog>,
+        Arc<Direct>,
+        Arc<StreamInfo>,
+    ) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut replica = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let replica = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (primary, _) = listener.accept().await.unwrap();
         let sock = tokio::net::TcpStream::from_std(primary.plain_tcp_for_test()).unwrap();
         let info = Arc::new(StreamInfo {
@@ -392,6 +395,15 @@ mod tests {
         backlog.activate();
         let d = Arc::new(Direct::new(sock, info.clone(), false));
         backlog.add_direct(d.clone());
+        (replica, backlog, d, info)
+    }
+
+    /// Records sent from other threads while the replica does not read
+    /// stay in order with what the task sends, nothing is lost or sent
+    /// twice, and what waits is one frame, not everything written.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_replica_that_does_not_read_gets_everything_in_order_once_it_does() {
+        let (mut replica, backlog, d, info) = linked().await;
         // Not live: nothing goes.
         append(&backlog, 1, 10, 100);
         backlog.flush_directs();
@@ -459,20 +471,7 @@ mod tests {
     /// leave together: fewer frames than `send_soon` calls.
     #[tokio::test(flavor = "current_thread")]
     async fn the_sender_thread_sends_everything_once_in_order_and_coalesces() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut replica = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (primary, _) = listener.accept().await.unwrap();
-        let sock = tokio::net::TcpStream::from_std(primary.plain_tcp_for_test()).unwrap();
-        let info = Arc::new(StreamInfo {
-            peer: "test".into(),
-            acked: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
-        });
-        let backlog = Arc::new(Backlog::new(64 << 20, 0));
-        backlog.activate();
-        let d = Arc::new(Direct::new(sock, info.clone(), false));
-        backlog.add_direct(d.clone());
+        let (mut replica, backlog, d, _info) = linked().await;
         d.set_live(1);
         // Two writers append in turn (the backlog numbers records in the
         // order appended) and ask the sender after each record.
