@@ -231,12 +231,20 @@ fn mixed_ops(eviction: EvictionKind) {
             assert!(intact(k, item.value()));
         }
     }
-    // The accounting survived: with every key gone, nothing is charged.
+    // The accounting survived: with every key gone and the reaper past,
+    // nothing is charged. (A few entries that no lookup finds any more,
+    // dropped by a flush or past their time, can stay charged until the
+    // reaper's pass: about one run in twenty leaves some.)
     for k in 0..KEYS {
         store.delete(&key_name(k));
     }
+    for _ in 0..100 {
+        if store.reap(1 << 20) == 0 {
+            break;
+        }
+    }
     let st = store.stats();
-    assert_eq!((st.curr_items, st.bytes), (0, 0), "{st:?}");
+    assert_eq!((st.curr_items, st.bytes), (0, 0), "{eviction}: {st:?}");
 }
 
 #[test]

@@ -131,12 +131,17 @@ mod tests {
             s.insert(format!("old{i}").as_bytes(), b"v", Expiry::Never);
         }
         // Inserting between steps grows the indexes (entries move between tables); the store
-        // is large enough that nothing is evicted.
+        // is large enough that nothing is evicted. A shard of ~1,000 entries has at most ~1,430
+        // slots (7/10 full when made) and grows on ~250 more entries; its walk takes at least
+        // 16 steps of 64, in which 50 inserts a step put ~400 into it: it grows during the walk
+        // whatever the hash seed. The inserts stop at 3,000 so the walk can end.
         let mut n = 0u32;
         let (seen, restarts) = walk(&s, 64, || {
-            for _ in 0..20 {
-                n += 1;
-                s.insert(format!("new{n}").as_bytes(), b"v", Expiry::Never);
+            for _ in 0..50 {
+                if n < 3_000 {
+                    n += 1;
+                    s.insert(format!("new{n}").as_bytes(), b"v", Expiry::Never);
+                }
             }
         });
         assert!(
