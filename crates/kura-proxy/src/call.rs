@@ -271,6 +271,21 @@ impl Call {
         }
     }
 
+    /// Queues the request `write` appends for `node` alone, straight into
+    /// its connection's output buffer.
+    pub async fn to_with(
+        node: Arc<Node>,
+        lane: usize,
+        write: impl FnOnce(&mut BytesMut),
+        expect: Expect,
+    ) -> Call {
+        let sent = node.send_with(lane, write, expect, None).await;
+        Call {
+            kind: Kind::One((node, sent)),
+            write_key: None,
+        }
+    }
+
     /// Queues `bytes` for `node` alone.
     pub async fn to(node: Arc<Node>, lane: usize, bytes: &[u8], expect: Expect) -> Call {
         let sent = node.send(lane, bytes, expect, None).await;

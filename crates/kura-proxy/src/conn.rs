@@ -11,6 +11,7 @@
 //! never reads stalls its own task in its write, and nothing else: the
 //! backend connections keep delivering its replies into their slots.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -80,6 +81,22 @@ enum Proto {
     Binary,
 }
 
+thread_local! {
+    /// This worker's clients with no reply pending: each may send a
+    /// request before the event loop next looks at the sockets.
+    static IDLE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether a client of this worker has no reply pending (backend.rs's
+/// writer then waits for the event loop's next look before writing).
+pub fn any_idle() -> bool {
+    IDLE.with(|c| c.get() > 0)
+}
+
+fn idle_add(n: isize) {
+    IDLE.with(|c| c.set(c.get().saturating_add_signed(n)));
+}
+
 /// The replies routed and not yet written, oldest first, and the bytes of
 /// those already complete.
 struct Replies {
@@ -89,6 +106,22 @@ struct Replies {
 }
 
 impl Replies {
+    fn new() -> Replies {
+        idle_add(1);
+        Replies {
+            queue: VecDeque::new(),
+            out: Vec::with_capacity(16 * 1024),
+            close: false,
+        }
+    }
+
+    fn push(&mut self, r: ReplyFut) {
+        if self.queue.is_empty() {
+            idle_add(-1);
+        }
+        self.queue.push_back(r);
+    }
+
     /// Moves the complete replies at the front into `out` (`Ready` when at
     /// least the front one was complete, or nothing is queued).
     fn gather(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -104,6 +137,9 @@ impl Replies {
                 Poll::Pending => break,
             }
             self.queue.pop_front();
+            if self.queue.is_empty() {
+                idle_add(1);
+            }
             any = true;
         }
         if any {
@@ -139,16 +175,20 @@ impl Replies {
     }
 }
 
+impl Drop for Replies {
+    fn drop(&mut self) {
+        if self.queue.is_empty() {
+            idle_add(-1);
+        }
+    }
+}
+
 /// Serves one client until it closes.
 pub async fn serve(mut stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
     let _ = stream.set_nodelay(true);
     ctx.stats.curr_connections.fetch_add(1, Ordering::Relaxed);
     ctx.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-    let mut replies = Replies {
-        queue: VecDeque::new(),
-        out: Vec::with_capacity(16 * 1024),
-        close: false,
-    };
+    let mut replies = Replies::new();
     if run(&mut stream, &mut replies, &ctx, lane).await {
         let _ = replies.drain(&mut stream).await;
     }
@@ -193,7 +233,7 @@ async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane
                     buf.advance(len);
                     swallow = s;
                     if let Some(r) = reply {
-                        replies.queue.push_back(r);
+                        replies.push(r);
                     }
                 }
                 Step::Barrier { len, run } => {
@@ -201,17 +241,13 @@ async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane
                     if !replies.drain(stream).await {
                         return false;
                     }
-                    replies
-                        .queue
-                        .push_back(Box::pin(std::future::ready(run.await)));
+                    replies.push(Box::pin(std::future::ready(run.await)));
                 }
                 Step::Close(reply) => {
                     if let Some(r) = reply {
-                        replies.queue.push_back(r);
+                        replies.push(r);
                     }
-                    replies
-                        .queue
-                        .push_back(Box::pin(std::future::ready(Out::Close)));
+                    replies.push(Box::pin(std::future::ready(Out::Close)));
                     return true;
                 }
             }

@@ -7,11 +7,13 @@
 //! command costs a backend less than a quiet batch of `mg`s, and its
 //! `VALUE` lines go to the client as the backend wrote them.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kura_client::raw::{Expect, Reply, Status};
 
+use crate::backend::values;
 use crate::call::{num, unavailable, Call};
 use crate::config::DownReply;
 use crate::ctx::Ctx;
@@ -58,13 +60,130 @@ impl Keys {
     }
 }
 
+/// A hit: its `VALUE` entry as the client gets it (`VALUE <key> <flags>
+/// <bytes>[ <cas>]\r\n<data>\r\n`), at `range` in run `run` of [`Found`].
+#[derive(Clone)]
+pub struct Hit {
+    run: usize,
+    range: std::ops::Range<usize>,
+}
+
+/// A batch's keys as its hits come: a hit is one of those after the last
+/// hit's.
+struct Asked<'a> {
+    keys: &'a Keys,
+    at: &'a [usize],
+    next: usize,
+}
+
+impl Asked<'_> {
+    /// The first key from the next on that `is_it`, which is then the last.
+    fn find(&mut self, is_it: impl Fn(&[u8]) -> bool) -> Option<usize> {
+        let k = self.at[self.next..]
+            .iter()
+            .position(|&i| is_it(self.keys.get(i)))?;
+        self.next += k + 1;
+        Some(self.at[self.next - 1])
+    }
+}
+
 /// What came back for a request's keys.
 pub struct Found {
-    /// The hit of each key, in the request's order: a text `VALUE` whose
-    /// tokens are `<key> <flags> <bytes>[ <cas>]`.
-    pub hits: Vec<Option<Reply>>,
+    /// The hit of each key, in the request's order.
+    pub hits: Vec<Option<Hit>>,
+    /// The bytes the hits are in: the backends' runs of entries as they
+    /// wrote them (backend/values.rs), and entries made here.
+    pub runs: Vec<Bytes>,
     /// The first failure, unless the down policy turns failures into misses.
     pub error: Option<Vec<u8>>,
+}
+
+impl Found {
+    /// The entry of a hit.
+    pub fn entry(&self, h: &Hit) -> &[u8] {
+        &self.runs[h.run][h.range.clone()]
+    }
+
+    /// Matches a batch's replies to its keys (their positions `at`, in the
+    /// order they were asked): a backend answers a retrieval's keys in
+    /// that order, skipping misses, so each hit is the next asked key
+    /// with its name.
+    fn take(&mut self, replies: Vec<Reply>, keys: &Keys, at: &[usize]) {
+        let mut asked = Asked { keys, at, next: 0 };
+        for rep in replies {
+            match rep.status {
+                // A run of entries as the backend wrote them (values.rs).
+                Status::Value if rep.value.is_none() => self.take_run(rep.tokens, &mut asked),
+                // One kura-client's framer made (values.rs left it to it).
+                Status::Value => {
+                    let key = rep.tokens.split(|&c| c == b' ').next().unwrap_or_default();
+                    match asked.find(|k| k == key) {
+                        Some(i) => self.put(i, entry_of(&rep)),
+                        None => self.unasked(),
+                    }
+                }
+                Status::Error => {
+                    let mut line = rep.tokens.to_vec();
+                    line.extend_from_slice(b"\r\n");
+                    self.error.get_or_insert(line);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Takes the hits of a run of entries.
+    fn take_run(&mut self, run: Bytes, asked: &mut Asked<'_>) {
+        let at = self.runs.len();
+        let mut start = 0;
+        // The framer took whole entries only: the walk ends at the run's end.
+        while let Some(line) = run.get(start + b"VALUE ".len()..) {
+            let named = |k: &[u8]| line.get(k.len()) == Some(&b' ') && line.starts_with(k);
+            let i = asked.find(named);
+            let end = match i {
+                Some(i) => values::skip(&run, start, asked.keys.get(i).len()),
+                None => values::end(&run, start),
+            };
+            let Some(end) = end.filter(|&e| e <= run.len()) else {
+                break;
+            };
+            match i {
+                Some(i) => {
+                    let range = start..end;
+                    self.hits[i] = Some(Hit { run: at, range });
+                }
+                None => self.unasked(),
+            }
+            start = end;
+        }
+        self.runs.push(run);
+    }
+
+    fn unasked(&mut self) {
+        self.error.get_or_insert(UNASKED.to_vec());
+    }
+
+    /// Adds an entry made here as the hit of key `i`.
+    fn put(&mut self, i: usize, entry: Bytes) {
+        self.hits[i] = Some(Hit {
+            run: self.runs.len(),
+            range: 0..entry.len(),
+        });
+        self.runs.push(entry);
+    }
+}
+
+/// The entry of a text `VALUE` reply kura-client's framer made (one
+/// values.rs left to it): `VALUE <tokens>\r\n<data>\r\n`.
+fn entry_of(r: &Reply) -> Bytes {
+    let value = r.value.as_deref().unwrap_or_default();
+    let mut e = BytesMut::with_capacity(r.tokens.len() + value.len() + 10);
+    e.put_slice(b"VALUE ");
+    e.put_slice(&r.tokens);
+    e.put_slice(b"\r\n");
+    e.put_slice(value);
+    e.put_slice(b"\r\n");
+    e.freeze()
 }
 
 /// Groups the keys at positions `at` by the node `pick` chooses for each.
@@ -91,35 +210,37 @@ fn group(
 
 /// The text command of a retrieval: `get`, `gets`, `gat <exptime>`,
 /// `gats <exptime>`.
-pub fn command(cas: bool, touch: Option<i32>) -> Vec<u8> {
-    let mut cmd = Vec::with_capacity(16);
-    cmd.extend_from_slice(match (touch.is_some(), cas) {
-        (false, false) => b"get".as_slice(),
+pub fn command(cas: bool, touch: Option<i32>) -> Cow<'static, [u8]> {
+    let name: &'static [u8] = match (touch.is_some(), cas) {
+        (false, false) => b"get",
         (false, true) => b"gets",
         (true, false) => b"gat",
         (true, true) => b"gats",
-    });
-    if let Some(t) = touch {
-        cmd.push(b' ');
-        num(&mut cmd, t);
-    }
-    cmd
+    };
+    let Some(t) = touch else {
+        return Cow::Borrowed(name);
+    };
+    let mut cmd = Vec::with_capacity(16);
+    cmd.extend_from_slice(name);
+    cmd.push(b' ');
+    num(&mut cmd, t);
+    Cow::Owned(cmd)
 }
 
-/// Queues each batch: `<command> <key> <key> ...`.
+/// Queues each batch: `<command> <key> <key> ...`, written straight into
+/// its backend connection's output buffer.
 async fn send(batches: Vec<Batch>, keys: &Keys, cmd: &[u8], lane: usize) -> Vec<(Call, Batch)> {
     let mut calls = Vec::with_capacity(batches.len());
     for b in batches {
-        let size: usize = b.at.iter().map(|&i| keys.get(i).len() + 1).sum();
-        let mut buf = BytesMut::with_capacity(cmd.len() + size + 2);
-        buf.put_slice(cmd);
-        for &i in &b.at {
-            buf.put_slice(b" ");
-            buf.put_slice(keys.get(i));
-        }
-        buf.put_slice(b"\r\n");
-        let expect = Expect::Text(1);
-        let call = Call::to(b.node.clone(), lane, &buf, expect).await;
+        let write = |out: &mut BytesMut| {
+            out.put_slice(cmd);
+            for &i in &b.at {
+                out.put_slice(b" ");
+                out.put_slice(keys.get(i));
+            }
+            out.put_slice(b"\r\n");
+        };
+        let call = Call::to_with(b.node.clone(), lane, write, Expect::Text(1)).await;
         calls.push((call, b));
     }
     calls
@@ -156,6 +277,7 @@ pub async fn start(
         let n = keys.len();
         let mut found = Found {
             hits: vec![None; n],
+            runs: Vec::with_capacity(calls.len()),
             error: None,
         };
         // The nodes each key was asked of (made on the first failure).
@@ -168,34 +290,7 @@ pub async fn start(
             for (c, b) in calls {
                 let r = c.finish().await;
                 match r {
-                    Ok(replies) => {
-                        // The next of the batch's keys a hit may be.
-                        let mut next = 0;
-                        for rep in replies {
-                            match rep.status {
-                                Status::Value => {
-                                    let key = rep.tokens.split(|&c| c == b' ').next();
-                                    let asked =
-                                        b.at[next..].iter().position(|&i| Some(keys.get(i)) == key);
-                                    match asked {
-                                        Some(k) => {
-                                            found.hits[b.at[next + k]] = Some(rep);
-                                            next += k + 1;
-                                        }
-                                        None => {
-                                            found.error.get_or_insert(UNASKED.to_vec());
-                                        }
-                                    }
-                                }
-                                Status::Error => {
-                                    let mut line = rep.tokens.to_vec();
-                                    line.extend_from_slice(b"\r\n");
-                                    found.error.get_or_insert(line);
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
+                    Ok(replies) => found.take(replies, &keys, &b.at),
                     Err(e) if unavailable(&e) => {
                         tried.resize_with(n, Vec::new);
                         for &i in &b.at {
@@ -285,20 +380,22 @@ async fn warm_up(
         tokio::task::spawn_local(async move {
             let _ = fill.finish().await;
         });
-        // The hit as a text `VALUE`'s tokens, as the other hits are.
-        let mut tokens = BytesMut::with_capacity(key.len() + 40);
-        tokens.put_slice(key);
-        tokens.put_u8(b' ');
-        num(&mut tokens, hit.number::<u32>(b'f').unwrap_or(0));
-        tokens.put_u8(b' ');
-        num(&mut tokens, value.len());
+        // The hit as a text `VALUE` entry, as the other hits are.
+        let flags = hit.number::<u32>(b'f').unwrap_or(0);
+        let mut entry = BytesMut::with_capacity(key.len() + value.len() + 48);
+        entry.put_slice(b"VALUE ");
+        entry.put_slice(key);
+        entry.put_u8(b' ');
+        num(&mut entry, flags);
+        entry.put_u8(b' ');
+        num(&mut entry, value.len());
         if cas {
-            tokens.put_u8(b' ');
-            num(&mut tokens, hit.number::<u64>(b'c').unwrap_or(0));
+            entry.put_u8(b' ');
+            num(&mut entry, hit.number::<u64>(b'c').unwrap_or(0));
         }
-        found.hits[i] = Some(Reply {
-            tokens: tokens.freeze(),
-            ..hit
-        });
+        entry.put_slice(b"\r\n");
+        entry.put_slice(&value);
+        entry.put_slice(b"\r\n");
+        found.put(i, entry.freeze());
     }
 }

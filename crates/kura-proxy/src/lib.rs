@@ -32,11 +32,12 @@ mod get;
 mod journal;
 mod meta;
 mod metrics;
+mod number;
 mod router;
 mod server;
 mod stats;
 mod text;
-mod timer;
+use kura_timer as timer;
 
 pub use config::{Config, ConfigError, ProxyArgs};
 pub use server::run;

@@ -518,6 +518,18 @@ impl Router {
         // Called for every key of every read: no allocation, no clone
         // but the one returned.
         let (_, pool) = self.pool_for(key, false);
+        let p = &self.pools[pool];
+        if p.replicas.is_empty() {
+            // A ring pool (most often): its node, without the replicas'
+            // iterator. The same choice as below.
+            if let Some(first) = self.ring_node(pool, key) {
+                if first.available() {
+                    return first.clone();
+                }
+                let gutter = p.gutter.and_then(|(g, _)| self.ring_node(g, key));
+                return gutter.unwrap_or(first).clone();
+            }
+        }
         let mut nodes = self.replicas_of(pool, key);
         let first = nodes.next().expect("every pool has a node for every key");
         if first.available() {

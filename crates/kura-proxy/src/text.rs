@@ -15,6 +15,7 @@ use crate::call::{num, server_error, unavailable, Call};
 use crate::config::DownReply;
 use crate::conn::{ready, Out, ReplyFut, Step};
 use crate::ctx::Ctx;
+use crate::number::number;
 
 /// memcached's defaults: 1 MiB items, CAS on.
 pub const LIMITS: Limits = Limits {
@@ -100,7 +101,7 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
                     if let Some(e) = found.error {
                         return Out::Bytes(e);
                     }
-                    let (out, hits) = hits_reply(found.hits);
+                    let (out, hits) = hits_reply(&found);
                     stats.count_hits(hits, n - hits);
                     Out::Bytes(out)
                 }),
@@ -237,23 +238,16 @@ async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> St
     }
 }
 
-/// The text reply of a retrieval's hits (the backends' own `VALUE` lines,
-/// in the client's order, then `END`) and how many there were.
-fn hits_reply(hits: Vec<Option<Reply>>) -> (Vec<u8>, usize) {
-    let size: usize = hits
-        .iter()
-        .flatten()
-        .map(|h| h.value.as_ref().map_or(0, |v| v.len()) + h.tokens.len() + 10)
-        .sum();
+/// The text reply of a retrieval's hits (their `VALUE` entries, in the
+/// client's order, then `END`) and how many there were.
+fn hits_reply(found: &crate::get::Found) -> (Vec<u8>, usize) {
+    let hits = || found.hits.iter().flatten().map(|h| found.entry(h));
+    let size: usize = hits().map(<[u8]>::len).sum();
     let mut out = Vec::with_capacity(size + reply::END.len());
     let mut n = 0;
-    for h in hits.into_iter().flatten() {
+    for e in hits() {
         n += 1;
-        out.extend_from_slice(b"VALUE ");
-        out.extend_from_slice(&h.tokens);
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(h.value.as_deref().unwrap_or_default());
-        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(e);
     }
     out.extend_from_slice(reply::END);
     (out, n)
@@ -283,8 +277,8 @@ async fn one_get(
                 Ok(h) if h.status == Status::Value => {
                     stats.count_hits(1, 0);
                     let data = h.value.as_deref().unwrap_or_default();
-                    let flags = h.number::<u32>(b'f').unwrap_or(0);
-                    let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
+                    let flags = number::<u32>(&h, b'f').unwrap_or(0);
+                    let cas = with_cas.then(|| number::<u64>(&h, b'c').unwrap_or(0));
                     let key = key.get();
                     // `VALUE <key> <flags> <bytes>[ <cas>]`: 48 bytes hold the rest.
                     let size = key.len() + 48 + data.len() + 2 + reply::END.len();

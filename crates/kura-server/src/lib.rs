@@ -23,7 +23,7 @@ pub mod replication;
 mod server;
 pub mod shared;
 mod stop;
-mod timer;
+use kura_timer as timer;
 pub mod tls;
 pub mod tracking;
 mod udp;

@@ -26,12 +26,19 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use kura_client::raw::{frame, take_reply, Expect, Reply};
+use kura_client::raw::{frame, take_reply, Expect, Reply, Status};
 use kura_client::{Error, Protocol};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
+
+mod conns;
+pub mod values;
+
+#[cfg(test)]
+pub use conns::send;
+pub use conns::{close_retired, retire, send_with};
 
 /// Requests queued on one connection at most; past that, senders wait.
 pub const QUEUE_MAX: usize = 4096;
@@ -87,6 +94,8 @@ struct State {
     /// Bytes appended and not yet taken by the writer.
     out: BytesMut,
     queue: VecDeque<Waiting>,
+    /// Requests appended since the writer last took `out`.
+    appended: usize,
     /// Set once the connection failed: why.
     closed: Option<Error>,
 }
@@ -186,6 +195,7 @@ impl Conn {
             }
             let was_empty = s.out.is_empty();
             write(&mut s.out);
+            s.appended += 1;
             s.queue.push_back(Waiting {
                 expect,
                 got: Vec::new(),
@@ -233,8 +243,22 @@ impl Conn {
             let Some(w) = s.queue.front_mut() else {
                 return Err(format!("a reply nobody asked for: {:?}", r.status));
             };
-            if !take_reply(w.expect, &mut w.got, &mut w.done, r)? {
-                return Ok(());
+            match w.expect {
+                // kura-client's rule (`take_reply`), the opaque read faster.
+                Expect::Meta(op) => {
+                    let token = crate::number::opaque(&r);
+                    if r.status != Status::Error && token != Some(op) {
+                        return Err(format!(
+                            "reply with opaque {token:?} to the request with O{op}"
+                        ));
+                    }
+                    w.got.push(r);
+                }
+                _ => {
+                    if !take_reply(w.expect, &mut w.got, &mut w.done, r)? {
+                        return Ok(());
+                    }
+                }
             }
             let was_full = s.queue.len() >= QUEUE_MAX;
             let w = s.queue.pop_front();
@@ -249,6 +273,29 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Gives a run of `VALUE` entries ([`values::take`]) to the oldest
+    /// waiting request, a text retrieval: one reply, `Status::Value` with
+    /// the entries in `tokens` and no value (a text `VALUE` or counter
+    /// reply always has one). It does not complete the retrieval: its
+    /// `END` (or error line) does.
+    fn deliver_values(&self, run: bytes::Bytes) -> Result<(), String> {
+        let mut s = self.state.borrow_mut();
+        match s.queue.front_mut() {
+            Some(w) if matches!(w.expect, Expect::Text(_)) => {
+                w.got.push(Reply {
+                    status: Status::Value,
+                    tokens: run,
+                    value: None,
+                    opaque: None,
+                    flags: None,
+                    cas: None,
+                });
+                Ok(())
+            }
+            _ => Err("a reply nobody asked for: Value".into()),
+        }
     }
 
     /// How the oldest waiting request's replies are framed: text for a
@@ -301,12 +348,21 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
             }
             // Swap buffers: the next round appends to the emptied one.
             std::mem::swap(&mut buf, &mut s.out);
+            s.appended = 0;
         }
         if buf.is_empty() {
             conn.written.wait().await;
-            // Let the rest of this round's clients (and those the event
-            // loop finds ready next) append before the write.
-            tokio::task::yield_now().await;
+            // Woken after the clients the event loop found ready with the
+            // first that appended. When several requests came, or a client
+            // of this worker has none pending (it may send one any time),
+            // let the clients the event loop finds ready next append too
+            // before the write: a yield waits for its next look at the
+            // sockets. A request alone while every client waits for a
+            // reply is written at once: no one else can send, and yielding
+            // would only cost it that look and a turn of the loop.
+            if conn.state.borrow().appended > 1 || crate::conn::any_idle() {
+                tokio::task::yield_now().await;
+            }
             continue;
         }
         if let Err(e) = wr.write_all(&buf).await {
@@ -321,6 +377,8 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
 /// request is past its deadline.
 async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    // Bytes of `VALUE` entries at the front already looked at (values.rs).
+    let mut scanned = 0;
     let idle = conn.request_timeout;
     // On the timer thread (`timer.rs`): armed at the oldest request's
     // deadline, moved at most once per request timeout.
@@ -343,7 +401,20 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                     Err(e) => return conn.fail(io_error(&conn.addr, e)),
                 }
                 loop {
-                    match frame(conn.framing(), &mut buf) {
+                    let framing = conn.framing();
+                    if framing == Protocol::Text {
+                        // A retrieval's hits, taken as one run.
+                        if let Some(run) = values::take(&mut buf, &mut scanned) {
+                            if let Err(what) = conn.deliver_values(run) {
+                                return conn.fail(protocol_error(&conn.addr, what));
+                            }
+                            continue;
+                        }
+                        if scanned > 0 {
+                            break;
+                        }
+                    }
+                    match frame(framing, &mut buf) {
                         Ok(Some(r)) => {
                             if let Err(what) = conn.deliver(r) {
                                 return conn.fail(protocol_error(&conn.addr, what));
@@ -381,112 +452,6 @@ fn protocol_error(addr: &str, what: impl Into<String>) -> Error {
         server: addr.to_string(),
         what: what.into(),
     }
-}
-
-thread_local! {
-    /// This worker's connections: by node id, then by lane.
-    static CONNS: RefCell<Vec<Vec<Option<Rc<Conn>>>>> = const { RefCell::new(Vec::new()) };
-    /// How many of [`RETIRED`] this worker has closed its connections to.
-    static RETIRED_SEEN: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Nodes gone from the configuration (a reload dropped them), by id, in
-/// the order they went: each worker closes its connections to them when
-/// it next looks ([`close_retired`]). Ids are never reused.
-static RETIRED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-
-/// Says that node `id` is gone: no request will be sent to it again.
-pub fn retire(id: usize) {
-    RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(id);
-}
-
-/// Closes this worker's connections to the nodes retired since it last
-/// looked (a worker looks about once a second).
-pub fn close_retired() {
-    let ids: Vec<usize> = {
-        let all = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = RETIRED_SEEN.with(|s| s.replace(all.len()));
-        all.get(seen..).map(<[usize]>::to_vec).unwrap_or_default()
-    };
-    let conns: Vec<Rc<Conn>> = CONNS.with(|c| {
-        let mut c = c.borrow_mut();
-        let mut out = Vec::new();
-        for &id in &ids {
-            if let Some(slots) = c.get_mut(id) {
-                out.extend(slots.drain(..).flatten());
-            }
-        }
-        out
-    });
-    for conn in conns {
-        tracing::debug!(server = %conn.addr, "closing a connection to a backend the configuration dropped");
-        conn.fail(Error::ConnectionClosed(conn.addr.clone()));
-    }
-}
-
-/// This worker's connection of lane `lane` to node `id` at `addr`, made
-/// when there is none or it closed.
-fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<Conn> {
-    CONNS.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() <= id {
-            c.resize_with(id + 1, Vec::new);
-        }
-        let slots = &mut c[id];
-        if slots.len() < lanes {
-            slots.resize_with(lanes, || None);
-        }
-        let slot = &mut slots[lane % lanes];
-        match slot {
-            Some(conn) if !conn.is_closed() => conn.clone(),
-            _ => {
-                let conn = Conn::open(addr, t);
-                *slot = Some(conn.clone());
-                conn
-            }
-        }
-    })
-}
-
-/// Queues `bytes` for node `id` on this worker's connection of `lane`,
-/// waiting while that connection's queue is full.
-///
-/// # Errors
-/// The connection closed while the sender waited for room.
-#[cfg(test)]
-pub async fn send(
-    id: usize,
-    lanes: usize,
-    lane: usize,
-    addr: &str,
-    t: Timeouts,
-    bytes: &[u8],
-    expect: Expect,
-) -> Result<Pending, Error> {
-    let write = |out: &mut BytesMut| out.extend_from_slice(bytes);
-    send_with(id, lanes, lane, addr, t, write, expect).await
-}
-
-/// Queues the request `write` appends to the output buffer of this
-/// worker's connection of `lane` to node `id` (no buffer of its own to
-/// copy from), waiting while that connection's queue is full.
-///
-/// # Errors
-/// The connection closed while the sender waited for room.
-pub async fn send_with(
-    id: usize,
-    lanes: usize,
-    lane: usize,
-    addr: &str,
-    t: Timeouts,
-    write: impl FnOnce(&mut BytesMut),
-    expect: Expect,
-) -> Result<Pending, Error> {
-    let conn = conn_of(id, lanes, lane, addr, t);
-    if conn.is_full() {
-        conn.room().await;
-    }
-    conn.enqueue(write, expect)
 }
 
 #[cfg(test)]
