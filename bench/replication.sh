@@ -3,23 +3,32 @@
 # (issue 16): the primary's set throughput and CPU per request with 0, 1
 # and 2 replicas (ratios to 0, per system: the two systems' load generators
 # differ, so only each one's own ratios are compared), the lag a client
-# sees under load (1) with one replica, and the time of a full resync of
-# ITEMS items of 100 bytes.
+# sees under load (1) with one replica (in closed loop, at a fixed rate, and
+# the probe's own delay without a replica), and the time of a full resync
+# of ITEMS items of 100 bytes.
 #
 #   bench/replication.sh
 #
 # kura: a primary (in memory by default, as Redis here; KURA_PRIMARY=durable
 # for --data-dir --fsync everysec) and in-memory replicas
 # (--replica-of), load from `kura bench -c 32 -t 1 --ratio 0:1 --value-size
-# 100 --keys 100000` (load (1): --ratio 9:1, -t 2). The set load runs one
+# 100 --keys 100000`. The set load runs one
 # client thread, as redis-benchmark does: with two, kura's load generator
 # saturates the primary on a 2-vCPU machine and the replica's threads then
 # take CPU from both, so the ratio measured the machine's scheduling (more
 # wake-ups and task switches per set) more than the replica's work
 # (CLIENT_THREADS=2 runs it that way). Redis: redis-server with
 # neither RDB nor AOF (--save "" --appendonly no) and replicas
-# (--replicaof), load from `redis-benchmark -c 32 -t set -d 100 -r 100000`
-# (load (1): a get and a set benchmark at once, 29 and 3 connections).
+# (--replicaof), load from `redis-benchmark -c 32 -t set -d 100 -r 100000`.
+# Load (1) for the lag (32 connections, 90/10 get/set, 100 bytes, 100,000
+# keys, two client threads) comes from `kura bench` for both systems
+# (`-P resp` for Redis). The probe (bench/repl_probe.py lag) writes a key
+# on the primary every LAG_GAP_MS and reads the replica until it has it;
+# its percentiles are given per round and over every round's probes. In
+# closed loop on 2 vCPUs each server runs as fast as it can, so the one
+# that serves more leaves less CPU to the probe and the replica: the fixed
+# rate (LAG_RATE) compares the same offered load, and `lagself` measures
+# what the probe alone sees under the closed loop.
 # The full resync's items are the same for both: keys key:N with 100
 # random hex digits each (bench/repl_probe.py fill).
 # Each round runs both systems in turn (A B A B). Server CPU is the primary
@@ -37,7 +46,8 @@
 #
 # Knobs: ROUNDS=3, DURATION=5, ITEMS=1000000, CLIENT_THREADS=1, RATE=30000, KURA (a kura binary to use
 # instead of building this checkout's), OUT (a new temporary dir),
-# PARTS="sets fixed lag resync" (which parts to run), KURA_PRIMARY=memory (as
+# LAG_RATE=80000, LAG_GAP_MS=2, REPLICA_THREADS=2,
+# PARTS="sets fixed lag lagrate lagself resync" (which parts to run), KURA_PRIMARY=memory (as
 # Redis without persistence: the primary's backlog is its only one) or
 # durable (--data-dir, --fsync everysec).
 set -euo pipefail
@@ -47,8 +57,10 @@ DURATION=${DURATION:-5}
 ITEMS=${ITEMS:-1000000}
 CLIENT_THREADS=${CLIENT_THREADS:-1}
 OUT=${OUT:-$(mktemp -d /tmp/kura-repl-bench.XXXXXX)}
+export LAG_GAP_MS=${LAG_GAP_MS:-2}
 RATE=${RATE:-30000}
-PARTS=${PARTS:-"sets fixed lag resync"}
+LAG_RATE=${LAG_RATE:-80000}
+PARTS=${PARTS:-"sets fixed lag lagrate lagself resync"}
 KURA_PRIMARY=${KURA_PRIMARY:-memory}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -80,7 +92,7 @@ start_kura() {
   R_PORTS=()
   for _ in $(seq "$n"); do
     local rp; rp=$(free_port)
-    "$KURA" server -p "$rp" -t 2 -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
+    "$KURA" server -p "$rp" -t "${REPLICA_THREADS:-2}" -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
     PIDS+=($!); wait_port "$rp"; R_PORTS+=("$rp")
     $PROBE synced memcached "$P_PORT" "$rp" 60 >/dev/null
   done
@@ -164,34 +176,43 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-echo
-part lag && echo "lag a client sees under load (1), one replica, ${DURATION}s"
-for round in $(seq "$ROUNDS"); do
-  part lag || break
+# lag_round MODE ROUND: one round of the lag probe for both systems, under
+# load (1) from the same load generator (kura bench, -P resp for Redis), so
+# the probe and the replica compete with the same client threads. MODE:
+#   lag      closed loop: each system as fast as it serves (kura serves more)
+#   lagrate  open loop at LAG_RATE requests/s for both (the same offered load)
+#   lagself  closed loop, no replica: the probe reads its write back from the
+#            primary on its other connection, the probe's own delay under
+#            that load (what is left of `lag` is the replication's)
+lag_round() {
+  local mode=$1 round=$2 sys proto probe rport rate
   for sys in kura redis; do
-    "start_$sys" 1
-    if [[ $sys == kura ]]; then
-      "$KURA" bench -s "127.0.0.1:$P_PORT" -c 32 -t 2 --ratio 9:1 --value-size 100 --keys 100000 \
-        --prefill -d "$((DURATION + 1))" >/dev/null &
-      load=($!)
-      sleep 1
-      echo "$round $sys $($PROBE lag memcached "$P_PORT" "${R_PORTS[0]}" "$DURATION")" | tee -a "$OUT/lag.txt"
-    else
-      # More than they can send in the time: they run until killed after
-      # the probe, as kura bench's -d does (a count they finish early
-      # would leave the probe's last seconds without load).
-      count=$(( (DURATION + 1) * 1000000 ))
-      redis-benchmark -p "$P_PORT" -c 29 -t get -d 100 -r 100000 -n "$count" -q >/dev/null &
-      load=($!)
-      redis-benchmark -p "$P_PORT" -c 3 -t set -d 100 -r 100000 -n "$((count / 9))" -q >/dev/null &
-      load+=($!)
-      sleep 1
-      echo "$round $sys $($PROBE lag redis "$P_PORT" "${R_PORTS[0]}" "$DURATION")" | tee -a "$OUT/lag.txt"
-    fi
+    if [[ $mode == lagself ]]; then "start_$sys" 0; rport=$P_PORT; else "start_$sys" 1; rport=${R_PORTS[0]}; fi
+    proto=text; probe=memcached
+    if [[ $sys == redis ]]; then proto=resp; probe=redis; fi
+    rate=()
+    if [[ $mode == lagrate ]]; then rate=(--rate "$LAG_RATE"); fi
+    "$KURA" bench -s "127.0.0.1:$P_PORT" -P "$proto" -c 32 -t 2 --ratio 9:1 --value-size 100 --keys 100000 \
+      --prefill -d "$((DURATION + 1))" "${rate[@]}" >/dev/null &
+    load=($!)
+    sleep 1
+    echo "$round $sys $(LAG_SAMPLES="$OUT/$mode-samples.txt" $PROBE lag "$probe" "$P_PORT" "$rport" "$DURATION")" |
+      tee -a "$OUT/$mode.txt"
     kill "${load[@]}" 2>/dev/null || true
     wait "${load[@]}" 2>/dev/null || true
     cleanup
   done
+}
+
+for mode in lag lagrate lagself; do
+  part "$mode" || continue
+  echo
+  case $mode in
+    lag) echo "lag a client sees under load (1) in closed loop, one replica, ${DURATION}s" ;;
+    lagrate) echo "lag a client sees under load (1) at $LAG_RATE req/s, one replica, ${DURATION}s" ;;
+    lagself) echo "the probe against the primary itself (no replica) under load (1) in closed loop, ${DURATION}s" ;;
+  esac
+  for round in $(seq "$ROUNDS"); do lag_round "$mode" "$round"; done
 done
 
 echo
@@ -204,7 +225,7 @@ for round in $(seq "$ROUNDS"); do
       $PROBE fill memcached "$P_PORT" - "$ITEMS" >/dev/null
       rp=$(free_port)
       t0=$(date +%s.%N)
-      "$KURA" server -p "$rp" -t 2 -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
+      "$KURA" server -p "$rp" -t "${REPLICA_THREADS:-2}" -m 1024 --replica-of "127.0.0.1:$P_PORT" 2>/dev/null &
       PIDS+=($!)
       $PROBE synced memcached "$P_PORT" "$rp" 300 >/dev/null
       echo "$round $sys synced_s $(python3 -c "import time; print(round(time.time() - $t0, 3))")" | tee -a "$OUT/resync.txt"
@@ -252,16 +273,23 @@ if os.path.exists(f"{out}/fixed.txt"):
             ratio = statistics.median(per[k, n, sys_] / per[k, "0", sys_] for k in rounds if (k, "0", sys_) in per)
             p99 = statistics.median(float(r[6]) for r in rows if r[1] == n and r[2] == sys_)
             print(f"{'':16} {sys_:<7} {n:>8} {cpu:>11.3f} {ratio:>24.3f} {p99:>8.0f}")
-for name in ("lag", "resync"):
+for name in ("lag", "lagrate", "lagself", "resync"):
     if not os.path.exists(f"{out}/{name}.txt"):
         continue
     print()
     for sys_ in ("kura", "redis"):
         rs = [l.split() for l in open(f"{out}/{name}.txt") if l.split()[1] == sys_]
-        if name == "lag":
+        if name.startswith("lag"):
             p99 = statistics.median(float(r[6]) for r in rs)
             p50 = statistics.median(float(r[4]) for r in rs)
-            print(f"{sys_:<7} lag p50 {p50:.3f} ms, p99 {p99:.3f} ms (median of rounds)")
+            print(f"{sys_:<7} {name} p50 {p50:.3f} ms, p99 {p99:.3f} ms (median of rounds)")
+            # Every round's probes together: a p99 of one round's few
+            # thousand probes moves by a millisecond from round to round.
+            probe = "memcached" if sys_ == "kura" else "redis"
+            xs = sorted(float(l.split()[1]) for l in open(f"{out}/{name}-samples.txt") if l.split()[0] == probe)
+            if xs:
+                q = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]
+                print(f"{'':7} all {len(xs)} probes: p50 {q(0.5):.3f} p90 {q(0.9):.3f} p99 {q(0.99):.3f} p99.9 {q(0.999):.3f} ms")
         else:
             s = statistics.median(float(r[3]) for r in rs)
             print(f"{sys_:<7} full resync {s:.2f} s (median of rounds)")

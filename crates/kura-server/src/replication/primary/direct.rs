@@ -299,7 +299,7 @@ pub(crate) fn appended(backlog: &Backlog) {
 }
 
 /// One per event loop: has what the loop's connections appended to the
-/// journal sent (by the backlog's sender thread, primary/sender.rs) once
+/// journal sent (here when a frame is due, else later: primary/sender.rs) once
 /// the tasks ready with them have run. Ends when the server stops (the
 /// loop waits for its tasks).
 pub(crate) async fn round(shared: Arc<crate::shared::Shared>) {
@@ -492,17 +492,9 @@ mod tests {
                 })
             })
             .collect();
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 1 << 16];
-        let everything = async {
-            while seqs_prefix_count(&got) < 2000 {
-                let n = replica.read(&mut buf).await.unwrap();
-                assert!(n > 0);
-                got.extend_from_slice(&buf[..n]);
-            }
-        };
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(20), everything).await;
-        assert!(waited.is_ok(), "records left unsent");
+        let got = receive(&mut replica, 2000)
+            .await
+            .expect("records left unsent");
         for w in writers {
             w.join().unwrap();
         }
@@ -515,6 +507,47 @@ mod tests {
         }
         assert!(frames < 2000, "{frames} frames for 2000 records");
         backlog.remove_direct(&d);
+    }
+
+    /// A record that no later write comes to send (added just after a
+    /// frame went) still reaches the replica: the sender thread sends it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_record_left_waiting_is_sent_by_the_thread() {
+        let (mut replica, backlog, d, _info) = linked().await;
+        d.set_live(1);
+        // Once the event loop has seen the new socket writable (until then
+        // a write would be left to the stream's task, which this test does
+        // not run).
+        d.sock.writable().await.unwrap();
+        // The first goes at once (nothing sent yet), the second, right
+        // after it, is not due: it waits for the thread.
+        append(&backlog, 1, 1, 10);
+        backlog.sender().send_soon(&backlog);
+        append(&backlog, 2, 2, 10);
+        backlog.sender().send_soon(&backlog);
+        let got = receive(&mut replica, 2)
+            .await
+            .expect("the record left waiting was never sent");
+        assert_eq!(seqs(&got), vec![1, 2]);
+        backlog.remove_direct(&d);
+    }
+
+    /// What the replica reads until `records` records have come in whole
+    /// frames; `None` if they do not within 20 s.
+    async fn receive(replica: &mut tokio::net::TcpStream, records: usize) -> Option<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let read = async {
+            while seqs_prefix_count(&got) < records {
+                let n = replica.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the primary closed the stream");
+                got.extend_from_slice(&buf[..n]);
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), read)
+            .await
+            .ok()?;
+        Some(got)
     }
 
     /// Records in the whole frames at the front of `b`.
