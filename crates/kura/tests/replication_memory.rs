@@ -36,6 +36,12 @@ fn wait_link(server: &Server, up: bool) {
     }
 }
 
+/// The metrics page of a server started with `--metrics-listen` on `port`.
+fn metrics(port: u16) -> String {
+    let page = common::http_exchange(port, "GET /metrics HTTP/1.0", "");
+    String::from_utf8(page).unwrap()
+}
+
 /// The server's resident memory, from /proc.
 fn rss_kib(server: &Server) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
@@ -48,11 +54,17 @@ fn rss_kib(server: &Server) -> u64 {
 
 #[test]
 fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog() {
-    let primary = Server::start_in_memory(&[]);
+    let (pm, am) = (common::free_port(), common::free_port());
+    let primary = Server::start_in_memory(&["--metrics-listen", &format!("127.0.0.1:{pm}")]);
     load(&primary, 0, 1500);
     // One from a snapshot of what is there, made in memory, one from the
     // start, and one of that one.
-    let a = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
+    let a = Server::start_in_memory(&[
+        "--replica-of",
+        &addr(&primary),
+        "--metrics-listen",
+        &format!("127.0.0.1:{am}"),
+    ]);
     load(&primary, 1, 1500);
     let b = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
     let c = Server::start_in_memory(&["--replica-of", &addr(&b)]);
@@ -81,6 +93,34 @@ fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog
         assert!(Instant::now() < deadline, "{line}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The same on the metrics page, by label.
+    let page = metrics(pm);
+    let history = stat_str(&mut p, "repl_history");
+    assert!(
+        page.contains(&format!(
+            "kura_repl_info{{role=\"primary\",history=\"{history}\",primary=\"\"}} 1\n"
+        )),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches("kura_repl_replica_acked_seq{").count(),
+        2,
+        "{page}"
+    );
+    assert!(page.contains(",addr=\"tcp:127.0.0.1:"), "{page}");
+    assert!(
+        page.contains("kura_repl_replica_lag_bytes{replica=\"0\","),
+        "{page}"
+    );
+    let page = metrics(am);
+    assert!(
+        page.contains(&format!(
+            "role=\"replica\",history=\"{history}\",primary=\"{}\"}} 1\n",
+            addr(&primary)
+        )),
+        "{page}"
+    );
+    assert!(page.contains("kura_repl_link_up 1\n"), "{page}");
 
     // A link that breaks and comes back goes on from the backlog.
     let mut ca = a.connect();
@@ -88,6 +128,7 @@ fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog
     let partial = stat(&mut ca, "repl_partial_resyncs");
     replicaof(&a, "127.0.0.1:1");
     wait_link(&a, false);
+    assert!(metrics(am).contains("kura_repl_link_up 0\n"));
     load(&primary, 5, 1500);
     replicaof(&a, &addr(&primary));
     wait_link(&a, true);

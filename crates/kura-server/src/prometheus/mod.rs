@@ -1,7 +1,8 @@
 //! The Prometheus endpoint (`--metrics-listen ADDR`): `GET /metrics`
 //! answers the `stats` figures and the request latency histograms in the
-//! Prometheus text format (`render.rs`), with memcached_exporter's names,
-//! so dashboards built on the exporter work without one.
+//! Prometheus text format (`render.rs`; replication's labelled figures in
+//! `replication.rs`), with memcached_exporter's names, so dashboards built
+//! on the exporter work without one.
 //!
 //! It runs on the acceptor thread's event loop, apart from the workers, and
 //! a slow or hostile scraper cannot hold much: at most [`MAX_SCRAPERS`]
@@ -11,6 +12,7 @@
 //! not done within [`CONNECTION_TIMEOUT`] is dropped.
 
 mod render;
+mod replication;
 
 use std::convert::Infallible;
 use std::sync::Arc;

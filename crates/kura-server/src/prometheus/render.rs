@@ -186,13 +186,13 @@ fn metric_name(name: &str) -> String {
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-fn label_value(v: &str) -> String {
+pub(super) fn label_value(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(super) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
@@ -281,6 +281,7 @@ pub fn render(shared: &Shared) -> String {
         "kura_values_receiving_limit_bytes {}",
         shared.values.limit()
     );
+    super::replication::render(&mut out, &general);
     latencies(&mut out, shared);
     out
 }
