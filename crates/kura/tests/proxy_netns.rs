@@ -1,125 +1,47 @@
 //! The rejoin scenario with a backend made unreachable by the network, not
-//! stopped or killed: it runs in a network namespace of the test's own,
-//! and a blackhole route in that namespace silently drops everything it
-//! would send back to the proxy (no RST, no ICMP: the proxy sees only
-//! silence, as across a partition). Set v1, cut, delete, set v2, heal:
-//! the proxy never serves v1, over two flaps.
+//! stopped or killed: it runs on a host in a network namespace of the
+//! test's own (common/netns.rs), whose link drops every packet while cut
+//! (no RST, no ICMP: the proxy sees only silence, as across a partition).
+//! Set v1, cut, delete, set v2, heal: the proxy never serves v1, over two
+//! flaps.
 //!
-//! Needs root (network namespaces); without it the test says so and does
-//! nothing. CI runs as root.
+//! Needs root, iproute2 and nftables: without them it says so and does
+//! nothing, except under CI, where it fails (.ci/run installs them).
 
 mod common;
 
-use std::process::{Command, Stdio};
-
+use common::free_port;
+use common::netns::Host;
 use common::proxy::{
     change_while_away, config, keys_on, never_stale, proxy, set_when_up, until_down, Kind,
 };
-use common::{free_port, must, run, Server};
 
-/// A namespace reached over one veth pair; removed when dropped.
-struct Net {
-    ns: String,
-    link: String,
-    root_ip: String,
-    inside_ip: String,
-}
-
-impl Net {
-    fn build() -> Result<Net, String> {
-        let id = std::process::id() % 200 + 20;
-        let ns = format!("kura-proxy-{}", std::process::id());
-        if !run("ip", &["netns", "add", &ns]) {
-            return Err("cannot make a network namespace (`ip netns add`): not root?".into());
-        }
-        let net = Net {
-            ns,
-            link: format!("kpx{id}a"),
-            root_ip: format!("10.233.{id}.1"),
-            inside_ip: format!("10.233.{id}.2"),
-        };
-        let peer = format!("kpx{id}b");
-        must(
-            "ip",
-            &[
-                "link", "add", &net.link, "type", "veth", "peer", "name", &peer,
-            ],
-        );
-        must("ip", &["link", "set", &peer, "netns", &net.ns]);
-        must(
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{}/24", net.root_ip),
-                "dev",
-                &net.link,
-            ],
-        );
-        must("ip", &["link", "set", &net.link, "up"]);
-        net.inside(&[
-            "addr",
-            "add",
-            &format!("{}/24", net.inside_ip),
-            "dev",
-            &peer,
-        ]);
-        net.inside(&["link", "set", &peer, "up"]);
-        net.inside(&["link", "set", "lo", "up"]);
-        Ok(net)
-    }
-
-    fn inside(&self, args: &[&str]) {
-        let mut all = vec!["netns", "exec", &self.ns, "ip"];
-        all.extend_from_slice(args);
-        must("ip", &all);
-    }
-
-    /// Drops (true) or lets through (false) everything sent to the proxy.
-    fn cut(&self, on: bool) {
-        let route = format!("{}/32", self.root_ip);
-        self.inside(&["route", if on { "add" } else { "del" }, "blackhole", &route]);
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        run("ip", &["link", "del", &self.link]);
-        run("ip", &["netns", "del", &self.ns]);
-    }
-}
+const TEST: &str = "a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return";
 
 #[test]
 fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
-    let net = match Net::build() {
-        Ok(n) => n,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(host) = Host::or_skip(TEST, "proxy", 1) else {
+        return;
     };
+    let inside_ip = host.links[0].inner_ip.clone();
     let port = free_port();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &net.ns])
-        .arg(common::kura().get_program())
-        .args([
+    let b = host.kura(
+        &inside_ip,
+        port,
+        &[
             "server",
             "-t",
             "2",
             "-p",
             &port.to_string(),
             "-l",
-            &net.inside_ip,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let b = Server::adopt(child, &net.inside_ip, port);
+            &inside_ip,
+        ],
+    );
     let a = common::proxy::backend(Kind::Kura);
     let servers = vec![
         format!("127.0.0.1:{}", a.port),
-        format!("{}:{}", net.inside_ip, b.port),
+        format!("{inside_ip}:{}", b.port),
     ];
     let dir = common::tempdir("proxy-netns");
     let health = "request_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 300";
@@ -136,10 +58,11 @@ fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
     for flap in 0..2 {
         let v1 = format!("v1-{flap}");
         set_when_up(&mut c, &keys[0], &v1);
-        net.cut(true);
+        host.cut(0, true);
         until_down(&mut c, &servers[1], &keys[1]);
+        assert!(host.dropped() > 0, "the cut dropped nothing");
         change_while_away(&mut c, &keys[0]);
-        net.cut(false);
+        host.cut(0, false);
         never_stale(&mut c, &keys[0], &v1);
     }
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod netns;
 pub mod proxy;
 
 use std::io::{Read, Write};
