@@ -269,3 +269,54 @@ fn tables_replicate_from_a_primary_without_a_data_dir() {
     a.stop();
     primary.stop();
 }
+
+#[test]
+fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
+    let primary = Server::start_in_memory(&[]);
+    let port = primary.port;
+    load(&primary, 0, 500);
+    let log = std::env::temp_dir().join(format!("kura-replica-empty-{}.log", std::process::id()));
+    let rport = common::free_port();
+    let child = common::kura()
+        .args(["server", "-t", "2", "-p", &rport.to_string()])
+        .args(["--replica-of", &addr(&primary)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let replica = Server::adopt(child, "127.0.0.1", rport);
+    caught_up(&primary, &replica);
+    let mut r = replica.connect();
+    let full = stat(&mut r, "repl_full_resyncs");
+    assert!(common::get(&mut r, "k0").is_some() || common::get(&mut r, "k1").is_some());
+
+    // The primary comes back on the same port with nothing: a new history.
+    primary.kill();
+    wait_link(&replica, false);
+    let primary = Server::spawn(port, &[]);
+    let mut p = primary.connect();
+    ask(&mut p, b"set fresh 0 0 3\r\nnew\r\n", b"\r\n");
+    caught_up(&primary, &replica);
+    // The replica followed it whole, dropping what the old history had,
+    // and said so in its log.
+    assert_eq!(stat(&mut r, "repl_full_resyncs"), full + 1);
+    assert_eq!(
+        stat_str(&mut r, "repl_history"),
+        stat_str(&mut p, "repl_history")
+    );
+    same(
+        &contents(&replica, 500),
+        &contents(&primary, 500),
+        "after the primary came back empty",
+    );
+    assert_eq!(common::get(&mut r, "fresh").as_deref(), Some("new"));
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("full resync, replacing everything this replica holds"),
+        "{said}"
+    );
+    drop((r, p));
+    replica.stop();
+    primary.stop();
+    let _ = std::fs::remove_file(&log);
+}

@@ -190,7 +190,9 @@ impl Cx<'_> {
                 at,
                 bytes,
             }) => {
-                if applied > 0 {
+                // A replica whose last full resync was at record 0 holds
+                // data without having applied a record.
+                if applied > 0 || !self.shared.store.is_empty() {
                     // Loud: everything this replica holds is replaced.
                     tracing::warn!(
                         "{primary} cannot continue our history {history} after record {applied} (its history is {}: restarted empty, or too far ahead of us): full resync, replacing everything this replica holds",
