@@ -174,6 +174,22 @@ fn frame(records: &[u8]) -> Vec<u8> {
     f
 }
 
+/// Waits until the replica's `repl_last_error` says `what`.
+fn last_error_says(c: &mut std::net::TcpStream, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let why = stat_str(c, "repl_last_error");
+        if why.contains(what) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "repl_last_error {why:?}, not {what:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_damaged_or_out_of_order_record_is_never_applied_and_the_replica_asks_again() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -191,12 +207,15 @@ fn a_damaged_or_out_of_order_record_is_never_applied_and_the_replica_asks_again(
     );
     // The replica applied 1, refused 2, dropped the link and asks again
     // from 1, having the primary's history now.
+    // It says why in stats (before it asks again, which waits on us).
+    let mut c = replica.connect();
+    last_error_says(&mut c, "a damaged record after 1");
     let again = fake_primary(&listener, &frame(&record(3, "third", "gap")), true);
     assert_eq!(again, format!("replicate {} 1\r\n", "ab".repeat(20)));
+    last_error_says(&mut c, "record 3 where 2 was next");
     // Record 3 where 2 was next: refused too; asked again from 1.
     let again = fake_primary(&listener, &frame(&record(2, "second", "good")), false);
     assert_eq!(again, format!("replicate {} 1\r\n", "ab".repeat(20)));
-    let mut c = replica.connect();
     let deadline = Instant::now() + Duration::from_secs(20);
     while stat(&mut c, "repl_applied_seq") < 2 {
         assert!(Instant::now() < deadline, "record 2 never applied");
