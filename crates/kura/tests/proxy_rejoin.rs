@@ -197,3 +197,90 @@ fn an_overflowed_journal_flushes_the_backend_or_keeps_it_out() {
         }
     }
 }
+
+/// mcrouter's #202 through a replicated pool: reads go to the first replica
+/// and fail over to the second. Set v1 on both, the first stops, delete and
+/// set v2 (the second takes them, the first's are journaled), reads fail
+/// over and see v2; the first returns still holding v1, and from then on a
+/// get answers v2 or a miss, never v1 (the journal's delete reached it
+/// before any read did).
+#[test]
+fn a_replica_that_returns_to_a_replicated_pool_never_serves_the_old_value() {
+    let a = common::proxy::backend(Kind::Kura);
+    let b = common::proxy::backend(Kind::Kura);
+    let dir = common::tempdir("proxy-rejoin-replicated");
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "default_pool = \"r\"\n[pools.r1]\nservers = [\"{}\"]\n[pools.r2]\nservers = [\"{}\"]\n\
+             [pools.r]\nreplicas = [\"r1\", \"r2\"]\n[health]\n{HEALTH}\n",
+            addr(&a),
+            addr(&b)
+        ),
+    )
+    .unwrap();
+    let journal = dir.join("journal");
+    let p = common::proxy::proxy(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--journal-dir",
+        journal.to_str().unwrap(),
+    ]);
+    let mut c = p.connect();
+    let first = addr(&a);
+    for flap in 0..2 {
+        let v1 = format!("v1-{flap}");
+        set_when_up(&mut c, "k", &v1);
+        assert_eq!(
+            reply(&mut a.connect(), b"get k\r\n"),
+            format!("VALUE k 0 4\r\n{v1}\r\nEND\r\n")
+        );
+        signal(&a, libc::SIGSTOP);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stat(&mut c, &format!("backend:{first}:down")) == 0 {
+            // Reads fail over to the second replica meanwhile.
+            let r = reply(&mut c, b"get k\r\n");
+            assert!(r.starts_with("SERVER_ERROR") || r.contains(&v1), "{r}");
+            assert!(Instant::now() < deadline, "never marked down");
+        }
+        // The first replica is away: its share of the writes is journaled.
+        reply(&mut c, b"delete k\r\n");
+        reply(&mut c, b"set k 0 0 2\r\nv2\r\n");
+        assert_eq!(
+            reply(&mut b.connect(), b"get k\r\n"),
+            "VALUE k 0 2\r\nv2\r\nEND\r\n"
+        );
+        assert_eq!(reply(&mut c, b"get k\r\n"), "VALUE k 0 2\r\nv2\r\nEND\r\n");
+        assert!(stat(&mut c, &format!("backend:{first}:journal_keys")) >= 1);
+        signal(&a, libc::SIGCONT);
+        // Back: until the proxy has replayed its journal there and routes
+        // reads to it again, and for 50 reads after, never v1.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut back = 0;
+        while back < 50 {
+            let r = reply(&mut c, b"get k\r\n");
+            assert!(
+                !r.contains(&v1),
+                "stale read after the replica returned: {r}"
+            );
+            assert!(
+                r == "END\r\n"
+                    || r == "VALUE k 0 2\r\nv2\r\nEND\r\n"
+                    || r.starts_with("SERVER_ERROR"),
+                "{r}"
+            );
+            // Back once it is up and its journal replayed.
+            if back > 0
+                || (stat(&mut c, &format!("backend:{first}:down")) == 0
+                    && stat(&mut c, &format!("backend:{first}:journal_keys")) == 0)
+            {
+                back += 1;
+            }
+            assert!(Instant::now() < deadline, "the replica never came back");
+        }
+        // What the first replica itself holds now: v1 is gone.
+        let held = reply(&mut a.connect(), b"get k\r\n");
+        assert!(!held.contains(&v1), "{held}");
+    }
+}
