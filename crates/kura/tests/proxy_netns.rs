@@ -10,7 +10,6 @@
 
 mod common;
 
-use common::free_port;
 use common::netns::Host;
 use common::proxy::{
     change_while_away, config, keys_on, never_stale, proxy, set_when_up, until_down, Kind,
@@ -24,20 +23,7 @@ fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
         return;
     };
     let inside_ip = host.links[0].inner_ip.clone();
-    let port = free_port();
-    let b = host.kura(
-        &inside_ip,
-        port,
-        &[
-            "server",
-            "-t",
-            "2",
-            "-p",
-            &port.to_string(),
-            "-l",
-            &inside_ip,
-        ],
-    );
+    let b = host.server(&inside_ip, &[]);
     let a = common::proxy::backend(Kind::Kura);
     let servers = vec![
         format!("127.0.0.1:{}", a.port),

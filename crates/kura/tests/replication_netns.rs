@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{caught_up, contents, load, same};
 use common::netns::Host;
-use common::{free_port, stat, stat_str, Server};
+use common::{stat, stat_str, Server};
 
 const TEST: &str = "the_stream_crosses_a_slow_lossy_network_and_a_partition";
 
@@ -50,18 +50,9 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     const STREAM: usize = 0;
     let (stream, mgmt) = (&host.links[STREAM], &host.links[1]);
     let primary = Server::start_in_memory(&["-l", &format!("127.0.0.1,{}", stream.outer_ip)]);
-    let port = free_port();
-    let replica = host.kura(
+    let replica = host.server(
         &mgmt.inner_ip,
-        port,
         &[
-            "server",
-            "-t",
-            "2",
-            "-p",
-            &port.to_string(),
-            "-l",
-            &mgmt.inner_ip,
             "--replica-of",
             &format!("{}:{}", stream.outer_ip, primary.port),
         ],

@@ -141,13 +141,16 @@ impl Host {
         must("ip", &all);
     }
 
-    /// A `kura ARGS` process inside the host, reached at `addr:port` once
-    /// it answers.
-    pub fn kura(&self, addr: &str, port: u16, args: &[&str]) -> Server {
+    /// A `kura server -t 2` inside the host, listening on `addr` (an
+    /// address of one of its links) on a free port, with `extra` flags;
+    /// returned once it answers.
+    pub fn server(&self, addr: &str, extra: &[&str]) -> Server {
+        let port = super::free_port();
         let child = Command::new("ip")
             .args(["netns", "exec", &self.ns])
             .arg(super::kura().get_program())
-            .args(args)
+            .args(["server", "-t", "2", "-p", &port.to_string(), "-l", addr])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
