@@ -423,3 +423,64 @@ fn a_connected_replica_keeps_the_log_it_needs_within_the_backlog_size() {
     primary.stop();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A durable replica killed and away while its durable primary writes more
+/// than its backlog and prunes its log past where the replica stopped:
+/// restarted on its own dir, it asks to go on from its last record, is
+/// resynced whole while writes go on, and ends identical to the primary.
+#[test]
+fn a_durable_replica_away_longer_than_the_backlog_resyncs_whole_and_ends_identical() {
+    let dir = tempdir("fo-away");
+    let (pdir, rdir) = (dir.join("primary"), dir.join("replica"));
+    let primary = Server::start(
+        &pdir,
+        &[
+            "--log-file-size",
+            "4k",
+            "--snapshot-log-size",
+            "16k",
+            "--repl-backlog-size",
+            "64k",
+        ],
+    );
+    let target = format!("127.0.0.1:{}", primary.port);
+    let replica = Server::start(&rdir, &["--replica-of", &target]);
+    let rport = replica.port;
+    load(&primary, 0, 1000);
+    caught_up(&primary, &replica);
+    replica.kill();
+    // Far more than the backlog while it is away, and snapshots that prune
+    // the log past its last record.
+    let mut p = primary.connect();
+    let stopped_at = stat(&mut p, "repl_written_seq");
+    for round in 1..4 {
+        load(&primary, round, 1000);
+    }
+    write_and_snapshot(&primary, "away", 400_000, 2);
+    assert!(oldest_segment(&pdir) > stopped_at + 1);
+    let full = stat(&mut p, "repl_full_resyncs");
+    // Back on its dir while the primary takes writes.
+    let replica = std::thread::scope(|s| {
+        s.spawn(|| {
+            for round in 4..8 {
+                load(&primary, round, 1000);
+            }
+        });
+        Server::start_on_port(&rdir, rport, &["--replica-of", &target])
+    });
+    caught_up(&primary, &replica);
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), full + 1);
+    let mut r = replica.connect();
+    assert_eq!(stat(&mut r, "repl_full_resyncs"), 1);
+    same(
+        &contents(&replica, 1000),
+        &contents(&primary, 1000),
+        "a durable replica after a full resync",
+    );
+    let got = get(&mut r, "away0");
+    assert_eq!(got.as_deref(), Some("v".repeat(100).as_str()));
+    drop((p, r));
+    replica.stop();
+    primary.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
