@@ -34,6 +34,14 @@ const REPLICA_FIELDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// A `repl_replica_<i>` line: its index, its address (as a label value)
+/// and its `key=value` fields.
+struct Replica<'a> {
+    index: &'a str,
+    addr: String,
+    fields: Vec<(&'a str, &'a str)>,
+}
+
 /// Appends replication's labelled samples, taken from the `stats`
 /// snapshot `general`.
 pub(super) fn render(out: &mut String, general: &[(String, String)]) {
@@ -68,12 +76,21 @@ pub(super) fn render(out: &mut String, general: &[(String, String)]) {
         );
         let _ = writeln!(out, "kura_repl_link_up {}", u8::from(link == "up"));
     }
-    let replicas: Vec<(&str, Vec<(&str, &str)>)> = general
+    let replicas: Vec<Replica<'_>> = general
         .iter()
         .filter_map(|(k, v)| {
             let i = k.strip_prefix("repl_replica_")?;
-            let fields = v.split(',').filter_map(|kv| kv.split_once('=')).collect();
-            Some((i, fields))
+            let fields: Vec<(&str, &str)> =
+                v.split(',').filter_map(|kv| kv.split_once('=')).collect();
+            let addr = fields
+                .iter()
+                .find(|(k, _)| *k == "addr")
+                .map_or("", |f| f.1);
+            Some(Replica {
+                index: i,
+                addr: label_value(addr),
+                fields,
+            })
         })
         .collect();
     if replicas.is_empty() {
@@ -81,21 +98,18 @@ pub(super) fn render(out: &mut String, general: &[(String, String)]) {
     }
     for (field, name, help) in REPLICA_FIELDS {
         family(out, name, "gauge", help);
-        for (i, fields) in &replicas {
-            let addr = fields
-                .iter()
-                .find(|(k, _)| *k == "addr")
-                .map_or("", |f| f.1);
+        for Replica {
+            index: i,
+            addr,
+            fields,
+        } in &replicas
+        {
             let value = fields
                 .iter()
                 .find(|(k, _)| k == field)
                 .and_then(|(_, v)| v.parse::<f64>().ok());
             if let Some(v) = value {
-                let _ = writeln!(
-                    out,
-                    "{name}{{replica=\"{i}\",addr=\"{}\"}} {v}",
-                    label_value(addr)
-                );
+                let _ = writeln!(out, "{name}{{replica=\"{i}\",addr=\"{addr}\"}} {v}");
             }
         }
     }

@@ -73,12 +73,15 @@ impl Host {
         };
         host.ip(&["link", "set", "lo", "up"]);
         for l in 0..links {
-            let link = Link {
+            // Listed before it is made, so a step that fails below leaves
+            // nothing behind (the drop deletes what was listed).
+            host.links.push(Link {
                 outer: format!("kn{id}l{l}a"),
                 outer_ip: format!("10.{}.{id}.1", 230 + l),
                 inner: format!("kn{id}l{l}b"),
                 inner_ip: format!("10.{}.{id}.2", 230 + l),
-            };
+            });
+            let link = &host.links[l];
             run("ip", &["link", "del", &link.outer]);
             must(
                 "ip",
@@ -113,7 +116,6 @@ impl Host {
                 &link.inner,
             ]);
             host.ip(&["link", "set", &link.inner, "up"]);
-            host.links.push(link);
         }
         host.apply();
         Ok(host)
