@@ -160,7 +160,7 @@ where
                     if let Some(t) = session.tracking.as_mut() {
                         t.drain(&mut session.out);
                     }
-                    if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                    if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
                         return End::Io;
                     }
                     continue;
@@ -254,7 +254,9 @@ where
                         if unsettled > 0 && !settled(durable, &mut unsettled).await {
                             return End::Io;
                         }
-                        if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn)
+                            .await
+                        {
                             return End::Io;
                         }
                         let covered = room.wait_cover(needed).await;
@@ -320,7 +322,7 @@ where
                 if unsettled > 0 && !settled(durable, &mut unsettled).await {
                     return End::Io;
                 }
-                if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
                     return End::Io;
                 }
                 clock = now_ns();
@@ -344,7 +346,7 @@ where
         if let Some(t) = session.tracking.as_mut() {
             t.drain(&mut session.out);
         }
-        if !flush(stream, &mut session.out, stats, stop.as_mut(), conn).await {
+        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
             return End::Io;
         }
         if let Some(end) = end {
@@ -408,6 +410,7 @@ async fn acknowledged(
             return false;
         }
     }
+    crate::replication::primary::batch_done(shared);
     let n = shared.config.min_replicas_ack as usize;
     let timeout = Duration::from_millis(shared.config.min_replicas_timeout_ms);
     if shared.replication.wait_acks(seq, n, timeout).await {
@@ -442,7 +445,10 @@ async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64)
 
 /// Writes out pending replies; false if the connection is gone or the
 /// server stopped (`stop` finished) while the client was not reading.
+/// What the requests before it appended to the replication journal goes
+/// first, so that a client that does not read holds back no replica.
 async fn flush<S, F>(
+    shared: &Shared,
     stream: &mut S,
     out: &mut Output,
     stats: &ThreadStats,
@@ -453,6 +459,7 @@ where
     S: AsyncWrite + Unpin,
     F: std::future::Future<Output = ()>,
 {
+    crate::replication::primary::batch_done(shared);
     if out.is_empty() {
         return true;
     }

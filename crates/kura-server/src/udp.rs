@@ -170,6 +170,7 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();
         let messages = handle_payload(&mut session, &buf[HEADER_LEN..n]);
+        crate::replication::primary::batch_done(&shared);
         // Writes over UDP wait for a log that has fallen behind, as over
         // TCP (`--fsync always` is refused with UDP at startup).
         if let Some(d) = &shared.durable {

@@ -48,7 +48,14 @@ fn a_write_is_acknowledged_once_its_replica_has_it() {
             _ => b"MN\r\n",
         };
         assert_eq!(ask(&mut p, req.as_bytes(), b"\r\n"), want, "write {i}");
-        // Acknowledged: the replica holds it already.
+        // Acknowledged: the replica has the record on its disk (its log
+        // numbers records as the primary's does) and holds it already.
+        let seq = stat(&mut p, "log_next_seq") - 1;
+        let synced = stat(&mut r, "log_synced_seq");
+        assert!(
+            synced >= seq,
+            "write {i} (record {seq}) acknowledged, the replica synced to {synced} only"
+        );
         assert_eq!(
             get(&mut r, &format!("k{i}")).as_deref(),
             Some(format!("v{:02}", i % 100).as_str()),

@@ -320,3 +320,66 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
     primary.stop();
     let _ = std::fs::remove_file(&log);
 }
+
+/// Waits until `server` holds `key` with `value`.
+fn holds(server: &Server, key: &str, value: &str, what: &str) {
+    let mut c = server.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::get(&mut c, key).as_deref() != Some(value) {
+        assert!(Instant::now() < deadline, "{what}: {key} never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A write whose reply the client never reads, a `noreply` write that
+/// has no reply at all, and a write over UDP (served on another thread)
+/// each reach the replica with nothing after them to carry them along
+/// (workers send at the end of each batch of requests, before its
+/// replies; the stream's heartbeat is the backstop).
+#[test]
+fn every_write_reaches_the_replica_however_its_client_behaves() {
+    let udp = common::free_port();
+    let primary = Server::start_in_memory(&["-U", &udp.to_string()]);
+    let replica = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
+    wait_link(&replica, true);
+    let mut p = primary.connect();
+    let big = "x".repeat(512 * 1024);
+    ask(
+        &mut p,
+        format!("set big 0 0 {}\r\n{big}\r\n", big.len()).as_bytes(),
+        b"STORED\r\n",
+    );
+    caught_up(&primary, &replica);
+
+    // A client that writes, then asks for far more than the sockets'
+    // buffers hold, and never reads: its connection waits on it for good.
+    let mut stuck = primary.connect();
+    let mut req = b"set first 0 0 1\r\na\r\n".to_vec();
+    for _ in 0..64 {
+        req.extend_from_slice(b"get big\r\n");
+    }
+    req.extend_from_slice(b"set second 0 0 1\r\nb\r\n");
+    stuck.write_all(&req).unwrap();
+    holds(&replica, "first", "a", "behind a client that does not read");
+    assert_eq!(common::get(&mut p, "second"), None, "the client was read");
+
+    // A lone write without a reply.
+    p.write_all(b"set quiet 0 0 1 noreply\r\nq\r\n").unwrap();
+    holds(&replica, "quiet", "q", "a noreply write");
+
+    // A lone write over UDP: memcached's frame header, then the request.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut dgram = vec![0, 7, 0, 0, 0, 1, 0, 0];
+    dgram.extend_from_slice(b"set udp 0 0 1\r\nu\r\n");
+    sock.send_to(&dgram, ("127.0.0.1", udp)).unwrap();
+    let mut reply = [0u8; 64];
+    let n = sock.recv(&mut reply).unwrap();
+    assert_eq!(&reply[8..n], b"STORED\r\n");
+    holds(&replica, "udp", "u", "a write over UDP");
+
+    drop((stuck, p));
+    replica.stop();
+    primary.stop();
+}

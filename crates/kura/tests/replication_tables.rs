@@ -191,3 +191,76 @@ fn a_replica_that_cannot_hold_a_table_says_so_and_applies_none_of_it() {
     primary.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Tables through a failover: a promoted replica's table is followed on by
+/// the other replica; the old primary, which took table writes nobody else
+/// saw before it died, rejoins as a replica and its table ends as the new
+/// primary's, with none of those writes, in memory and after a restart
+/// from its own data dir.
+#[test]
+fn tables_follow_a_promotion_and_the_old_primary_drops_table_writes_only_it_had() {
+    let dir = tempdir("repl-tables-promo");
+    let dirs = [dir.join("old"), dir.join("a"), dir.join("b")];
+    let old = Server::start(&dirs[0], &["--table", TABLE, "--snapshot-log-size", "0"]);
+    let a = replica(&old, Some(&dirs[1]), TABLE);
+    let b = replica(&old, Some(&dirs[2]), TABLE);
+    for round in 0..3 {
+        table_load(&old, round, 300);
+    }
+    caught_up(&old, &a);
+    caught_up(&old, &b);
+    assert_eq!(table(&a), table(&old));
+
+    // Promote a; b follows it by a partial resync.
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    assert_eq!(ask(&mut ca, b"replicaof no one\r\n", b"\r\n"), b"OK\r\n");
+    let full = stat(&mut cb, "repl_full_resyncs");
+    let r = ask(
+        &mut cb,
+        format!("replicaof 127.0.0.1 {}\r\n", a.port).as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(r, b"OK\r\n");
+
+    // The old primary, cut off, writes table records of its own (new ids
+    // and changes to shared ones), then dies.
+    let mut co = old.connect();
+    let mut req = Vec::new();
+    for id in 400..450 {
+        req.extend_from_slice(format!("set t:{id} 0 0 3 noreply\r\nold\r\n").as_bytes());
+    }
+    for id in 1..50 {
+        req.extend_from_slice(format!("set t:{id} 0 0 3 noreply\r\nold\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"mn\r\n");
+    ask(&mut co, &req, b"MN\r\n");
+    drop(co);
+    old.kill();
+
+    // The new primary writes on; its replica keeps up.
+    for round in 3..5 {
+        table_load(&a, round, 300);
+    }
+    caught_up(&a, &b);
+    let want = table(&a);
+    assert!(!want.contains("\r\nold\r\n"), "{want}");
+    assert_eq!(table(&b), want, "b following the new primary");
+    assert_eq!(stat(&mut cb, "repl_full_resyncs"), full);
+
+    // The old primary rejoins: its table is the new primary's.
+    let old = replica(&a, Some(&dirs[0]), TABLE);
+    caught_up(&a, &old);
+    assert_eq!(table(&old), want, "the old primary rejoined");
+    let mut co = old.connect();
+    assert_eq!(stat(&mut co, "repl_full_resyncs"), 0);
+    drop(co);
+    old.stop();
+    // And its data dir holds the new history's table.
+    let back = Server::start(&dirs[0], &["--table", TABLE]);
+    assert_eq!(table(&back), want, "the old primary restarted alone");
+    drop((ca, cb));
+    for s in [back, a, b] {
+        s.stop();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,7 +35,7 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     };
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
-    local.spawn_local(crate::replication::primary::round(shared.clone()));
+    crate::replication::primary::serves_in_batches();
     // The worker hears the server's stop signal for all its connections.
     let stop = Rc::new(StopSignal::default());
     local.spawn_local({
@@ -242,7 +242,7 @@ pub(super) fn acceptor(
     };
     let local = tokio::task::LocalSet::new();
     // UDP writes are made here.
-    local.spawn_local(crate::replication::primary::round(shared.clone()));
+    crate::replication::primary::serves_in_batches();
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     local.block_on(&rt, async move {
         let dispatch = std::rc::Rc::new(std::cell::RefCell::new(Dispatch {

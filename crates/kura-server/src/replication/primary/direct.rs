@@ -5,10 +5,10 @@
 //!
 //! A stream over plain TCP that has caught up with the backlog is *live*:
 //! whoever adds records to the backlog sends them. A worker marks that it
-//! appended (a thread-local flag, set under the shard's lock) and its
-//! round task (one per event loop, [`round`]) sends once the tasks ready
-//! with it have run, so one write carries every record of a round of the
-//! loop; the log thread of a durable server, and a replica's thread that
+//! appended (a thread-local flag, set under the shard's lock) and the
+//! connection sends at the end of its batch of requests ([`batch_done`]),
+//! everything the loop appended since the last frame in one write; the
+//! log thread of a durable server, and a replica's thread that
 //! relays records, send right after they push. Every write is a
 //! non-blocking one under the stream's lock, so a send never waits on a
 //! slow replica: what the socket does not take stays pending (one frame at
@@ -17,9 +17,8 @@
 //! else sends. A stream that is not live (catching up from the log's
 //! files, TLS, a Unix socket) is sent to by its own task only.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io::IoSlice;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -274,50 +273,50 @@ fn remaining<'a>(parts: &[&'a [u8]], mut done: usize) -> Vec<IoSlice<'a>> {
 }
 
 thread_local! {
-    /// This thread appended records to the journal since its round task
-    /// last sent.
+    /// This thread appended records to the journal since it last sent.
     static APPENDED: Cell<bool> = const { Cell::new(false) };
-    /// The round task of this thread's event loop, if it has one.
-    static ROUND: RefCell<Option<Rc<Notify>>> = const { RefCell::new(None) };
+    /// This thread's requests end in [`batch_done`] (a worker's or the
+    /// acceptor's event loop): what they append is sent from there.
+    static BATCHES: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Said by the journal after it appended a record on this thread (under
-/// the shard's lock: it only sets a flag and wakes a task of this loop).
-/// Without a round task here, the streams' own tasks are told.
+/// the shard's lock: it only sets a flag). On a thread whose requests end
+/// in [`batch_done`], the records wait for it; elsewhere (the reaper, a
+/// thread of tests) the streams' own tasks are told.
 pub(crate) fn appended(backlog: &Backlog) {
     if !backlog.has_directs() {
         return;
     }
-    if APPENDED.with(|a| a.replace(true)) {
+    if BATCHES.with(Cell::get) {
+        APPENDED.with(|a| a.set(true));
         return;
     }
-    let told = ROUND.with(|r| r.borrow().as_ref().map(|n| n.notify_one()).is_some());
-    if !told {
-        APPENDED.with(|a| a.set(false));
-        backlog.kick_directs();
-    }
+    backlog.kick_directs();
 }
 
-/// One per event loop: has what the loop's connections appended to the
-/// journal sent (here when a frame is due, else later: primary/sender.rs) once
-/// the tasks ready with them have run. Ends when the server stops (the
-/// loop waits for its tasks).
-pub(crate) async fn round(shared: Arc<crate::shared::Shared>) {
-    let tick = Rc::new(Notify::new());
-    ROUND.with(|r| *r.borrow_mut() = Some(tick.clone()));
-    let mut stop = shared.watch();
-    loop {
-        tokio::select! {
-            _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => break,
-            () = tick.notified() => {}
-        }
-        APPENDED.with(|a| a.set(false));
-        if let Some(j) = shared.replication.journal.get() {
-            let backlog = j.backlog();
-            backlog.sender().send_soon(backlog);
-        }
+/// Said once by a thread that serves requests: each batch of requests it
+/// serves ends in [`batch_done`].
+pub(crate) fn serves_in_batches() {
+    BATCHES.with(|b| b.set(true));
+}
+
+/// Said by a connection after a batch of requests, before it writes their
+/// replies or waits for anything: what the batch (and any other batch of
+/// this loop since) appended to the journal is sent, here when a frame is
+/// due, else soon after (primary/sender.rs). Redis feeds its replicas in
+/// the same turn of its loop; a task woken per batch to do it cost a task
+/// switch, a `Notify` and a `select!` a set
+/// (bench/results/2026-11-27-replication-batch-send.txt).
+#[inline]
+pub(crate) fn batch_done(shared: &crate::shared::Shared) {
+    if !APPENDED.with(|a| a.replace(false)) {
+        return;
     }
-    ROUND.with(|r| *r.borrow_mut() = None);
+    if let Some(j) = shared.replication.journal.get() {
+        let backlog = j.backlog();
+        backlog.sender().send_soon(backlog);
+    }
 }
 
 #[cfg(test)]

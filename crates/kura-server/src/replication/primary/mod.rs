@@ -28,7 +28,7 @@ use super::StreamInfo;
 use crate::durable::Durable;
 use crate::shared::Shared;
 
-pub(crate) use direct::{appended, round, Direct};
+pub(crate) use direct::{appended, batch_done, serves_in_batches, Direct};
 pub(crate) use sender::Sender;
 pub(crate) use stream::unix_millis;
 
