@@ -1,19 +1,19 @@
 //! Who sends the records the workers of an in-memory primary add to its
-//! live replica streams: the worker whose round finds a frame due (none
-//! sent for [`SEND_EVERY`]), or, for records that no later round comes
-//! to send, one thread per backlog after [`SEND_LATE`].
+//! live replica streams: the worker whose batch of requests ends when a
+//! frame is due (none sent for [`SEND_EVERY`]), or, for records that no
+//! later batch comes to send, one thread per backlog after [`SEND_LATE`].
 //!
-//! A worker that wrote every frame itself (primary/direct.rs's round task)
-//! sent nearly one frame per set at a fixed 30,000 sets/s, and each frame
+//! A worker that wrote every frame itself (at the end of each round of its
+//! loop) sent nearly one frame per set at a fixed 30,000 sets/s, and each frame
 //! woke the replica's reader: a replica cost the primary 6.4 µs a set
 //! where Redis's cost Redis 2.1. A thread that sent every frame, one per
 //! interval, cost a sleep and two task switches a frame
 //! (bench/results/2026-11-25-replication-lag.txt). Here a write after a
 //! quiet spell leaves at once, sent by its worker; while writes keep
-//! coming, the first round after each interval sends everything added
-//! since, on the worker that is running anyway; the thread only wakes when
-//! records were left waiting, and sends them if no round did within
-//! [`SEND_LATE`] of the last frame.
+//! coming, the first batch to end after each interval sends everything
+//! added since, on the worker that is running anyway; the thread only
+//! wakes when records were left waiting, and sends them if no batch did
+//! within [`SEND_LATE`] of the last frame.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -32,7 +32,7 @@ pub(crate) const SEND_LATE: Duration = Duration::from_micros(1000);
 /// A backlog's sender thread, started by the first record it has to send.
 #[derive(Debug, Default)]
 pub(crate) struct Sender {
-    /// Records were added that no frame has carried yet (set when a round
+    /// Records were added that no frame has carried yet (set when a batch
     /// leaves them for later; the thread is unparked when it becomes set).
     dirty: AtomicBool,
     thread: OnceLock<Option<Thread>>,
@@ -43,7 +43,7 @@ pub(crate) struct Sender {
 
 impl Sender {
     /// Has the records added to `backlog` sent: here if a frame is due,
-    /// else by a later round or the thread. Without a thread (one could not
+    /// else by a later batch or the thread. Without a thread (one could not
     /// be started), sends them here.
     pub(crate) fn send_soon(&self, backlog: &Arc<Backlog>) {
         let now = self.now();
@@ -105,7 +105,7 @@ fn run(backlog: &Weak<Backlog>) {
     loop {
         let Some(b) = backlog.upgrade() else { return };
         let sender = b.sender();
-        // Parks when nothing waits: a round that leaves records sets the
+        // Parks when nothing waits: a batch that leaves records sets the
         // flag and unparks after this look, so the park returns at once.
         if !sender.dirty.load(Ordering::SeqCst) {
             drop(b);
@@ -115,7 +115,7 @@ fn run(backlog: &Weak<Backlog>) {
         let now = sender.now();
         let due = sender.sent_at.load(Ordering::Relaxed) + SEND_LATE.as_micros() as u64;
         if now < due {
-            // A round may send them meanwhile; look again then.
+            // A batch may send them meanwhile; look again then.
             drop(b);
             std::thread::sleep(Duration::from_micros(due - now));
             continue;
