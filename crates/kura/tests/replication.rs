@@ -308,3 +308,90 @@ fn a_replica_that_sends_garbage_is_cut_off_and_the_primary_goes_on() {
     primary.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A primary that is not there, that hangs up on every replica, or that
+/// never answers is retried with a growing wait (100 ms, doubling, 10 s at
+/// most), never in a tight loop, and the replica says why in
+/// `repl_last_error`; once a primary is there, the replica follows it.
+#[test]
+fn a_primary_that_is_gone_hangs_up_or_is_silent_is_retried_with_backoff() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // Nothing listening: the connection is refused.
+    let gone = common::free_port();
+    let replica = Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{gone}")]);
+    let mut r = replica.connect();
+    last_error_says(&mut r, "cannot connect to");
+    assert_eq!(stat_str(&mut r, "repl_link"), "down");
+
+    // A listener that hangs up on whoever connects, counting them: over
+    // four seconds, waits of 0.1, 0.2, 0.4, 0.8 and 1.6 s make about six
+    // attempts; a replica that did not back off would make thousands.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let (attempts, done) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let hangs_up = {
+        let (attempts, done) = (attempts.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        attempts.fetch_add(1, Ordering::Relaxed);
+                        drop(s);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        })
+    };
+    let asked = ask(
+        &mut r,
+        format!("replicaof 127.0.0.1 {port}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(asked, b"OK\r\n");
+    std::thread::sleep(Duration::from_secs(4));
+    let n = attempts.load(Ordering::Relaxed);
+    assert!((3..=12).contains(&n), "{n} attempts in 4 s: no backoff");
+    last_error_says(&mut r, "closed the connection before it answered");
+    done.store(true, Ordering::Relaxed);
+    hangs_up.join().unwrap();
+
+    // A listener that takes the connection and says nothing.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let asked = ask(
+        &mut r,
+        format!("replicaof 127.0.0.1 {port}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(asked, b"OK\r\n");
+    let (_held, _) = silent.accept().unwrap();
+    last_error_says(&mut r, "no answer from the primary within 5s");
+    assert_eq!(stat_str(&mut r, "repl_link"), "down");
+
+    // A real primary: followed.
+    let primary = Server::start_in_memory(&[]);
+    ask(&mut primary.connect(), b"set k 0 0 1\r\nv\r\n", b"\r\n");
+    let asked = ask(
+        &mut r,
+        format!("replicaof 127.0.0.1 {}\r\n", primary.port).as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(asked, b"OK\r\n");
+    // (An in-memory primary numbers nothing before its first replica:
+    // wait for the key itself.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while common::get(&mut r, "k").as_deref() != Some("v") {
+        assert!(Instant::now() < deadline, "the replica never followed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(stat_str(&mut r, "repl_link"), "up");
+    drop(r);
+    replica.stop();
+    primary.stop();
+}

@@ -10,7 +10,7 @@
 mod apply;
 mod link;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -176,7 +176,17 @@ impl Cx<'_> {
         let mut r = BufReader::with_capacity(1 << 20, link);
         let mut line = String::new();
         // An answer is one short line; a peer that sends more is no primary.
-        (&mut r).take(512).read_line(&mut line)?;
+        match (&mut r).take(512).read_line(&mut line) {
+            Ok(0) => bail!("the primary closed the connection before it answered"),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                bail!("the primary closed the connection before it answered (reset)")
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                bail!("no answer from the primary within {SILENCE:?}")
+            }
+            Err(e) => return Err(e.into()),
+        }
         match Handshake::parse(line.trim_end()) {
             Some(Handshake::Continue { history, after }) => {
                 if after != applied {
