@@ -258,15 +258,28 @@ fn unusable_tls_settings_are_startup_errors() {
 fn a_repeated_flag_overrides_the_earlier_one() {
     // An init script's default command line with overrides appended.
     let port = free_port();
+    // What the server says goes to a file, shown if the test fails (a
+    // connection reset here once in CI, never reproduced).
+    let log = std::env::temp_dir().join(format!("kura-cli-repeated-{}.log", std::process::id()));
     let mut child = kura()
         .args(["server", "-p", "1", "-m", "64", "-t", "4", "-A"])
         .args(["-p", &port.to_string(), "-m", "128", "-t", "2", "-A"])
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .map(Running)
         .unwrap();
     let mut s = connect(port);
-    let settings = String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
+    let settings = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        String::from_utf8(ask(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap()
+    }))
+    .unwrap_or_else(|_| {
+        panic!(
+            "no stats from the server on {port} (alive: {}); it said: {}",
+            child.0.try_wait().ok().flatten().is_none(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    let _ = std::fs::remove_file(&log);
     for want in [
         "STAT maxbytes 134217728\r\n",
         "STAT num_threads 2\r\n",

@@ -285,6 +285,9 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
         .spawn()
         .unwrap();
     let replica = Server::adopt(child, "127.0.0.1", rport);
+    // (An in-memory primary numbers nothing before its first replica
+    // connects: wait for the resync itself, then for what came after.)
+    resyncs_reach(&replica, 1);
     caught_up(&primary, &replica);
     let mut r = replica.connect();
     let full = stat(&mut r, "repl_full_resyncs");
@@ -296,6 +299,7 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
     let primary = Server::spawn(port, &[]);
     let mut p = primary.connect();
     ask(&mut p, b"set fresh 0 0 3\r\nnew\r\n", b"\r\n");
+    resyncs_reach(&replica, full + 1);
     caught_up(&primary, &replica);
     // The replica followed it whole, dropping what the old history had,
     // and said so in its log.
@@ -319,6 +323,16 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
     replica.stop();
     primary.stop();
     let _ = std::fs::remove_file(&log);
+}
+
+/// Waits until `replica` has been through `n` full resyncs.
+fn resyncs_reach(replica: &Server, n: u64) {
+    let mut c = replica.connect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat(&mut c, "repl_full_resyncs") < n {
+        assert!(Instant::now() < deadline, "never {n} full resyncs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Waits until `server` holds `key` with `value`.
