@@ -9,7 +9,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, replica_of, same};
+use common::cluster::{caught_up, contents, load, replica_of, replicaof, same, wait_for};
 use common::{ask, stat, stat_str, tempdir, Server};
 
 #[test]
@@ -348,12 +348,7 @@ fn a_primary_that_is_gone_hangs_up_or_is_silent_is_retried_with_backoff() {
             }
         })
     };
-    let asked = ask(
-        &mut r,
-        format!("replicaof 127.0.0.1 {port}\r\n").as_bytes(),
-        b"\r\n",
-    );
-    assert_eq!(asked, b"OK\r\n");
+    replicaof(&replica, &format!("127.0.0.1:{port}"));
     std::thread::sleep(Duration::from_secs(4));
     let n = attempts.load(Ordering::Relaxed);
     assert!((3..=12).contains(&n), "{n} attempts in 4 s: no backoff");
@@ -364,12 +359,7 @@ fn a_primary_that_is_gone_hangs_up_or_is_silent_is_retried_with_backoff() {
     // A listener that takes the connection and says nothing.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
-    let asked = ask(
-        &mut r,
-        format!("replicaof 127.0.0.1 {port}\r\n").as_bytes(),
-        b"\r\n",
-    );
-    assert_eq!(asked, b"OK\r\n");
+    replicaof(&replica, &format!("127.0.0.1:{port}"));
     let (_held, _) = silent.accept().unwrap();
     last_error_says(&mut r, "no answer from the primary within 5s");
     assert_eq!(stat_str(&mut r, "repl_link"), "down");
@@ -377,19 +367,12 @@ fn a_primary_that_is_gone_hangs_up_or_is_silent_is_retried_with_backoff() {
     // A real primary: followed.
     let primary = Server::start_in_memory(&[]);
     ask(&mut primary.connect(), b"set k 0 0 1\r\nv\r\n", b"\r\n");
-    let asked = ask(
-        &mut r,
-        format!("replicaof 127.0.0.1 {}\r\n", primary.port).as_bytes(),
-        b"\r\n",
-    );
-    assert_eq!(asked, b"OK\r\n");
+    replicaof(&replica, &format!("127.0.0.1:{}", primary.port));
     // (An in-memory primary numbers nothing before its first replica:
     // wait for the key itself.)
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while common::get(&mut r, "k").as_deref() != Some("v") {
-        assert!(Instant::now() < deadline, "the replica never followed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the replica following", 30, || {
+        common::get(&mut r, "k").as_deref() == Some("v")
+    });
     assert_eq!(stat_str(&mut r, "repl_link"), "up");
     drop(r);
     replica.stop();

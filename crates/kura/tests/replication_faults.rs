@@ -16,8 +16,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::cluster::wait_for;
 use common::{ask, stat, stat_str, tempdir, Server};
 
 /// A relay to `target`: each chunk waits `delay_ms`; while `cut`, nothing
@@ -102,14 +103,6 @@ fn values(server: &Server, n: usize) -> String {
         b"END\r\n",
     ))
     .unwrap()
-}
-
-fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -9,21 +9,11 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, same};
+use common::cluster::{caught_up, contents, load, replicaof, same, wait_for};
 use common::{ask, stat, stat_str, Server};
 
 fn addr(s: &Server) -> String {
     format!("127.0.0.1:{}", s.port)
-}
-
-fn replicaof(server: &Server, of: &str) {
-    let (host, port) = of.rsplit_once(':').unwrap();
-    let r = ask(
-        &mut server.connect(),
-        format!("replicaof {host} {port}\r\n").as_bytes(),
-        b"\r\n",
-    );
-    assert_eq!(r, b"OK\r\n", "{}", String::from_utf8_lossy(&r));
 }
 
 fn wait_link(server: &Server, up: bool) {
@@ -328,21 +318,17 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
 /// Waits until `replica` has been through `n` full resyncs.
 fn resyncs_reach(replica: &Server, n: u64) {
     let mut c = replica.connect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while stat(&mut c, "repl_full_resyncs") < n {
-        assert!(Instant::now() < deadline, "never {n} full resyncs");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&format!("{n} full resyncs"), 30, || {
+        stat(&mut c, "repl_full_resyncs") >= n
+    });
 }
 
 /// Waits until `server` holds `key` with `value`.
 fn holds(server: &Server, key: &str, value: &str, what: &str) {
     let mut c = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while common::get(&mut c, key).as_deref() != Some(value) {
-        assert!(Instant::now() < deadline, "{what}: {key} never came");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(&format!("{what}: {key}"), 20, || {
+        common::get(&mut c, key).as_deref() == Some(value)
+    });
 }
 
 /// A write whose reply the client never reads, a `noreply` write that

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, same};
+use common::cluster::{caught_up, contents, load, replicaof, same};
 use common::{ask, stat, stat_str, tempdir, Server};
 
 const TABLE: &str = "t:width=64:max=1000";
@@ -215,12 +215,7 @@ fn tables_follow_a_promotion_and_the_old_primary_drops_table_writes_only_it_had(
     let (mut ca, mut cb) = (a.connect(), b.connect());
     assert_eq!(ask(&mut ca, b"replicaof no one\r\n", b"\r\n"), b"OK\r\n");
     let full = stat(&mut cb, "repl_full_resyncs");
-    let r = ask(
-        &mut cb,
-        format!("replicaof 127.0.0.1 {}\r\n", a.port).as_bytes(),
-        b"\r\n",
-    );
-    assert_eq!(r, b"OK\r\n");
+    replicaof(&b, &format!("127.0.0.1:{}", a.port));
 
     // The old primary, cut off, writes table records of its own (new ids
     // and changes to shared ones), then dies.

@@ -7,6 +7,26 @@ use std::time::{Duration, Instant};
 
 use super::{ask, stat, Server};
 
+/// `replicaof HOST PORT` on `server`, which must answer OK.
+pub fn replicaof(server: &Server, of: &str) {
+    let (host, port) = of.rsplit_once(':').unwrap();
+    let r = ask(
+        &mut server.connect(),
+        format!("replicaof {host} {port}\r\n").as_bytes(),
+        b"\r\n",
+    );
+    assert_eq!(r, b"OK\r\n", "{}", String::from_utf8_lossy(&r));
+}
+
+/// Waits until `ok` holds, `secs` seconds at most (`what` names it if not).
+pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn replica_of(primary: &Server) -> Server {
     Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{}", primary.port)])
 }
