@@ -378,3 +378,41 @@ fn a_primary_that_is_gone_hangs_up_or_is_silent_is_retried_with_backoff() {
     replica.stop();
     primary.stop();
 }
+
+/// A replica says its link is up only once its primary has told it how far
+/// it has written (the first heartbeat, sent right after the answer), so
+/// `repl_link up` with `repl_lag_records 0` always means caught up: kura
+/// proxy's `rejoin = "caught-up"` relies on it. A stand-in primary answers
+/// the handshake, waits, then sends that heartbeat.
+#[test]
+fn a_replica_says_its_link_is_up_only_once_it_knows_how_far_behind_it_is() {
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let replica = Server::start_in_memory(&["--replica-of", &format!("127.0.0.1:{port}")]);
+    let (mut link, _) = fake.accept().unwrap();
+    let mut asked = Vec::new();
+    let mut b = [0u8; 64];
+    while !asked.ends_with(b"\r\n") {
+        let n = link.read(&mut b).unwrap();
+        assert!(n > 0, "the replica hung up before asking");
+        asked.extend_from_slice(&b[..n]);
+    }
+    assert!(
+        asked.starts_with(b"replicate "),
+        "{:?}",
+        String::from_utf8_lossy(&asked)
+    );
+    link.write_all(b"CONTINUE 5eed 0\r\n").unwrap();
+    // Answered, but how far the primary is, unknown: not up.
+    let mut r = replica.connect();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(stat_str(&mut r, "repl_link"), "down");
+    // The heartbeat: 7 records written, none applied.
+    let mut hb = vec![b'H'];
+    hb.extend_from_slice(&7u64.to_le_bytes());
+    hb.extend_from_slice(&0u64.to_le_bytes());
+    link.write_all(&hb).unwrap();
+    wait_for("the link up", 5, || stat_str(&mut r, "repl_link") == "up");
+    assert_eq!(stat(&mut r, "repl_lag_records"), 7);
+    drop(link);
+}

@@ -19,8 +19,10 @@
 //!
 //! Then frames, each a kind byte and a body: `R`, a 4-byte length and
 //! whole log records as the log holds them (length, CRC, number: the
-//! replica checks every one); `H`, a heartbeat every second with the last
-//! record the primary has written and its clock in milliseconds; `A`,
+//! replica checks every one); `H`, a heartbeat with the last record the
+//! primary has written and its clock in milliseconds, first thing after the
+//! answer (the replica's link is up from then) and every second the stream
+//! is otherwise quiet; `A`,
 //! asking for an acknowledgement at once (a write waits for it). The
 //! replica writes `ack <record>` lines back as it applies: at once when
 //! asked, else at most ten a second.

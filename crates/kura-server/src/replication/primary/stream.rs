@@ -88,6 +88,13 @@ where
     let mut beat = crate::timer::sleep(HEARTBEAT);
     let mut quiet_since = Instant::now();
     let mut rearmed = false;
+    // First of all, how far this primary has written: the replica says its
+    // link is up only once it knows, so a replica that has just come back
+    // never reports itself caught up while it is still behind (kura proxy
+    // waits for that before it reads from it: docs/proxy.md).
+    let mut hello = Vec::with_capacity(17);
+    wire::heartbeat(&mut hello, source.written(), unix_millis());
+    out.send(&[&hello]).await?;
     loop {
         if !std::mem::take(&mut rearmed) {
             quiet_since = Instant::now();

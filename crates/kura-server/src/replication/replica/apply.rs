@@ -196,6 +196,8 @@ impl Cx<'_> {
                         state
                             .primary_last
                             .store(last.max(applied), Ordering::Relaxed);
+                        // The primary's position is known: the lag is true.
+                        state.link_up.store(true, Ordering::Relaxed);
                     }
                 }
                 pos += len;

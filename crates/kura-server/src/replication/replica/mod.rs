@@ -223,7 +223,8 @@ impl Cx<'_> {
             None => bail!("not a replication answer: {:?}", line.trim_end()),
         }
         r.get_ref().tcp().set_read_timeout(Some(POLL))?;
-        state.link_up.store(true, Ordering::Relaxed);
+        // The link is up once the primary's first heartbeat says how far it
+        // has written (stream): until then the lag is not known.
         tracing::info!(
             "replicating from {primary} after record {}",
             state.applied.load(Ordering::Relaxed)
