@@ -62,6 +62,20 @@ pub enum Overflow {
     KeepOut,
 }
 
+/// How a backend that was away is let back (a ring pool's `rejoin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rejoin {
+    /// Its journal's keys are deleted on it first (docs/proxy.md).
+    #[default]
+    Journal,
+    /// That too, and it serves only while its `stats` say it is a kura
+    /// replica whose link to its primary is up and caught up (or not a
+    /// replica at all): for pools of kura replicas, which get the writes
+    /// they missed from their primary, not from the proxy.
+    CaughtUp,
+}
+
 /// Health and journal settings (TOML `[health]`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -77,6 +91,9 @@ pub struct Health {
     pub connections_per_backend: usize,
     pub journal_max_keys: usize,
     pub journal_overflow: Overflow,
+    /// How often the replication of a `rejoin = "caught-up"` pool's
+    /// backends is looked at while they serve.
+    pub catch_up_check_ms: u64,
 }
 
 impl Default for Health {
@@ -91,6 +108,7 @@ impl Default for Health {
             connections_per_backend: 1,
             journal_max_keys: 100_000,
             journal_overflow: Overflow::Flush,
+            catch_up_check_ms: 500,
         }
     }
 }
@@ -146,6 +164,9 @@ pub struct PoolFile {
     /// The longest TTL of a write to the gutter, in seconds (default 10).
     #[serde(default)]
     pub gutter_ttl: Option<u32>,
+    /// How its backends are let back after being away.
+    #[serde(default)]
+    pub rejoin: Rejoin,
 }
 
 /// A route in the file (`[[routes]]`): keys starting with `prefix` go to
@@ -208,6 +229,7 @@ pub struct PoolSpec {
     pub write: WriteMode,
     /// The gutter pool and its TTL cap.
     pub gutter: Option<(usize, u32)>,
+    pub rejoin: Rejoin,
 }
 
 /// Everything `kura proxy` runs with.
@@ -325,6 +347,7 @@ impl Config {
                     replicas: Vec::new(),
                     write: p.write,
                     gutter,
+                    rejoin: p.rejoin,
                 }
             } else {
                 if !p.servers.is_empty() || p.ring.is_some() || p.hash.is_some() {
@@ -345,12 +368,18 @@ impl Config {
                         "pool {name}: a replicated pool fails over to its replicas, not a gutter"
                     )));
                 }
+                if p.rejoin != Rejoin::Journal {
+                    return Err(err(format!(
+                        "pool {name}: rejoin is set on the pools of servers (its replicas), not on a replicated pool"
+                    )));
+                }
                 PoolSpec {
                     name: name.clone(),
                     ring: None,
                     replicas,
                     write: p.write,
                     gutter: None,
+                    rejoin: Rejoin::Journal,
                 }
             };
             pools.push(spec);
@@ -477,5 +506,17 @@ mod tests {
         assert_eq!(c.pools[2].write, WriteMode::Majority);
         assert!(bad(&format!("{repl}[pools.rr]\nreplicas=[\"r\"]\n")).is_err());
         assert!(bad("[pools.a]\nservers=[\"h:1\"]\nreplicas=[\"a\"]").is_err());
+        // rejoin: on pools of servers; a replicated pool's is its replicas'.
+        let caught = repl.replace(
+            "servers=[\"h:2\"]\n",
+            "servers=[\"h:2\"]\nrejoin=\"caught-up\"\n",
+        );
+        let c = bad(&format!("default_pool=\"r\"\n{caught}")).unwrap();
+        assert_eq!(
+            (c.pools[0].rejoin, c.pools[1].rejoin),
+            (Rejoin::Journal, Rejoin::CaughtUp)
+        );
+        assert!(bad(&format!("{repl}rejoin=\"caught-up\"\n")).is_err());
+        assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nrejoin=\"later\"").is_err());
     }
 }

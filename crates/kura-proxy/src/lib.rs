@@ -14,9 +14,11 @@
 //!   commands as meta commands to the backends, and the replies back;
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
 //! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
-//!   rejoin journal that keeps a returning backend from serving old values.
+//!   rejoin journal that keeps a returning backend from serving old values;
+//!   `catch_up.rs` keeps a kura replica that is behind its primary from
+//!   serving (`rejoin = "caught-up"`).
 //! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`.
-//! - `timer.rs`: the workers' timers, on a timer thread (a worker's event
+//! - kura-timer: the workers' timers, on a timer thread (a worker's event
 //!   loop has no time driver).
 //!
 //! docs/proxy.md has every decision.
@@ -25,6 +27,7 @@ mod admin;
 mod backend;
 mod binary;
 mod call;
+mod catch_up;
 pub mod config;
 mod conn;
 mod ctx;

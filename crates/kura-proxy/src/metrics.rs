@@ -154,7 +154,7 @@ pub fn render(ctx: &Ctx) -> String {
         n(&s.cmd_touch)
     );
     let router = ctx.router();
-    let rows: [Row; 8] = [
+    let rows: [Row; 9] = [
         (
             "kura_proxy_backend_requests_total",
             "counter",
@@ -196,6 +196,12 @@ pub fn render(ctx: &Ctx) -> String {
             "gauge",
             "Keys to delete on the backend before it serves again.",
             |n| n.journal_len().0 as u64,
+        ),
+        (
+            "kura_proxy_backend_behind",
+            "gauge",
+            "Whether the backend (a rejoin = \"caught-up\" pool's) is not known to be caught up with its primary.",
+            |n| u64::from(n.is_behind()),
         ),
         (
             "kura_proxy_backend_journal_replayed_total",

@@ -15,7 +15,7 @@ use kura_client::Error;
 use kura_ring::Ring;
 
 use crate::backend::{Pending, Timeouts};
-use crate::config::{Config, DownReply, Overflow, RouteSpec, WriteMode};
+use crate::config::{Config, DownReply, Overflow, Rejoin, RouteSpec, WriteMode};
 use crate::journal::Journal;
 
 /// Keys deleted per replay batch.
@@ -45,6 +45,13 @@ pub struct Node {
     /// The journal is not empty: reads and writes stay away.
     gated: AtomicBool,
     replaying: AtomicBool,
+    /// Its replication is watched (a `rejoin = "caught-up"` pool's):
+    /// catch_up.rs.
+    pub(crate) catch_up: AtomicBool,
+    /// Watched and not known to be caught up: reads and writes stay away.
+    pub(crate) behind: AtomicBool,
+    pub(crate) watching: AtomicBool,
+    pub(crate) catch_up_check: Duration,
     overflow: Overflow,
     request_timeout: Duration,
     pub stats: NodeStats,
@@ -92,6 +99,10 @@ impl Node {
             journal: Mutex::new(journal),
             gated: AtomicBool::new(gated),
             replaying: AtomicBool::new(false),
+            catch_up: AtomicBool::new(false),
+            behind: AtomicBool::new(false),
+            watching: AtomicBool::new(false),
+            catch_up_check: Duration::from_millis(h.catch_up_check_ms.max(10)),
             overflow: h.journal_overflow,
             request_timeout: Duration::from_millis(h.request_timeout_ms),
             stats: NodeStats::default(),
@@ -105,7 +116,9 @@ impl Node {
 
     /// Whether requests may go to the backend now.
     pub fn available(&self) -> bool {
-        !self.gated.load(Ordering::Acquire) && !self.backend.is_down()
+        !self.gated.load(Ordering::Acquire)
+            && !self.behind.load(Ordering::Acquire)
+            && !self.backend.is_down()
     }
 
     pub fn is_down(&self) -> bool {
@@ -179,6 +192,8 @@ impl Node {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let r = if self.gated.load(Ordering::Acquire) {
             Err(Error::ServerDown(format!("{} (rejoining)", self.addr)))
+        } else if self.behind.load(Ordering::Acquire) {
+            Err(Error::ServerDown(format!("{} (catching up)", self.addr)))
         } else if self.backend.is_down() {
             Err(Error::ServerDown(self.addr.clone()))
         } else {
@@ -220,6 +235,11 @@ impl Node {
         let unsure = e.is_server_failure() || matches!(e, Error::ServerDown(_));
         if let (Some(k), true) = (write_key, unsure) {
             self.journal_key(k);
+        }
+        if e.is_server_failure() {
+            // It may have lost its primary too: not read again before its
+            // stats say it caught up.
+            self.fell_behind();
         }
     }
 
@@ -422,6 +442,12 @@ impl Router {
                 gutter: spec.gutter,
             });
         }
+        for n in &nodes {
+            let watched = cfg.pools.iter().zip(&pools).any(|(spec, pool)| {
+                spec.rejoin == Rejoin::CaughtUp && pool.nodes.iter().any(|x| Arc::ptr_eq(x, n))
+            });
+            n.set_watched(watched);
+        }
         Ok(Router {
             pools,
             plain_reads: cfg
@@ -435,10 +461,12 @@ impl Router {
         })
     }
 
-    /// Starts the replay of journals loaded from disk.
+    /// Starts the replay of journals loaded from disk, and the watch of
+    /// the backends of `rejoin = "caught-up"` pools.
     pub fn start(&self) {
         for n in &self.nodes {
             n.start_replay();
+            n.start_watch();
         }
     }
 
