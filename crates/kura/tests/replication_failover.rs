@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, same};
+use common::cluster::{caught_up, contents, load, same, wait_stat};
 use common::{ask, get, kura, stat, stat_str, tempdir, Server};
 use kura_log::{LogReader, Record};
 
@@ -19,22 +19,6 @@ fn addr(s: &Server) -> String {
 }
 
 /// Waits until `server`'s stat `name` is `want`.
-fn wait_stat(server: &Server, name: &str, want: &str) {
-    let mut c = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = stat_str(&mut c, name);
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} stayed {got}, want {want}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Every record of the log in `dir`.
 fn records(dir: &Path) -> Vec<Record> {
     LogReader::from_seq(dir, 1)

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, same};
+use common::cluster::{caught_up, contents, load, same, wait_stat};
 use common::{free_port, get, stat, stat_str, tempdir, Server};
 use rcgen::{
     BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -93,14 +93,6 @@ fn tls_primary(pki: &Pki, dir: &Path, extra_ssl: &str) -> (Server, u16) {
 
 fn link(server: &Server) -> String {
     stat_str(&mut server.connect(), "repl_link")
-}
-
-fn wait_link_up(server: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while link(server) != "up" {
-        assert!(Instant::now() < deadline, "the link never came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -233,7 +225,7 @@ fn a_replica_authenticates_with_sasl_to_a_binary_only_primary() {
     };
     let good = replica(&creds);
     let bad = replica(&wrong);
-    wait_link_up(&good);
+    wait_stat(&good, "repl_link", "up");
     let mut c = good.connect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while stat(&mut c, "repl_applied_seq") < 300 {

@@ -9,21 +9,11 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, replicaof, same, wait_for};
+use common::cluster::{caught_up, contents, load, replicaof, same, wait_for, wait_stat};
 use common::{ask, stat, stat_str, Server};
 
 fn addr(s: &Server) -> String {
     format!("127.0.0.1:{}", s.port)
-}
-
-fn wait_link(server: &Server, up: bool) {
-    let mut c = server.connect();
-    let want = if up { "up" } else { "down" };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while stat_str(&mut c, "repl_link") != want {
-        assert!(Instant::now() < deadline, "the link never went {want}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The metrics page of a server started with `--metrics-listen` on `port`.
@@ -117,11 +107,11 @@ fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog
     let full = stat(&mut ca, "repl_full_resyncs");
     let partial = stat(&mut ca, "repl_partial_resyncs");
     replicaof(&a, "127.0.0.1:1");
-    wait_link(&a, false);
+    wait_stat(&a, "repl_link", "down");
     assert!(metrics(am).contains("kura_repl_link_up 0\n"));
     load(&primary, 5, 1500);
     replicaof(&a, &addr(&primary));
-    wait_link(&a, true);
+    wait_stat(&a, "repl_link", "up");
     caught_up(&primary, &a);
     assert_eq!(stat(&mut ca, "repl_full_resyncs"), full);
     assert_eq!(stat(&mut ca, "repl_partial_resyncs"), partial + 1);
@@ -159,7 +149,7 @@ fn a_replica_away_longer_than_the_backlog_resyncs_whole_while_writes_go_on() {
     load(&primary, 0, 1000);
     caught_up(&primary, &a);
     replicaof(&a, "127.0.0.1:1");
-    wait_link(&a, false);
+    wait_stat(&a, "repl_link", "down");
     // Far more than 64k of records while it is away.
     for round in 1..6 {
         load(&primary, round, 1000);
@@ -285,7 +275,7 @@ fn a_primary_restarted_empty_is_followed_whole_and_the_replica_says_so() {
 
     // The primary comes back on the same port with nothing: a new history.
     primary.kill();
-    wait_link(&replica, false);
+    wait_stat(&replica, "repl_link", "down");
     let primary = Server::spawn(port, &[]);
     let mut p = primary.connect();
     ask(&mut p, b"set fresh 0 0 3\r\nnew\r\n", b"\r\n");
@@ -341,7 +331,7 @@ fn every_write_reaches_the_replica_however_its_client_behaves() {
     let udp = common::free_port();
     let primary = Server::start_in_memory(&["-U", &udp.to_string()]);
     let replica = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
-    wait_link(&replica, true);
+    wait_stat(&replica, "repl_link", "up");
     let mut p = primary.connect();
     let big = "x".repeat(512 * 1024);
     ask(

@@ -14,22 +14,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::cluster::{caught_up, contents, load, same};
+use common::cluster::{caught_up, contents, load, same, wait_stat};
 use common::netns::Host;
 use common::{stat, stat_str, Server};
 
 const TEST: &str = "the_stream_crosses_a_slow_lossy_network_and_a_partition";
-
-fn wait_for(server: &Server, name: &str, want: &str) {
-    let mut c = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while stat_str(&mut c, name) != want {
-        assert!(Instant::now() < deadline, "{name} never became {want}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// A field of the primary's `repl_replica_0` line
 /// (`addr=...,acked_seq=...,sent_seq=...,lag_records=...,lag_bytes=...`).
@@ -101,7 +90,7 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     load(&primary, 8, 1000);
     let written_after = stat(&mut p, "repl_written_seq");
     assert!(written_after > written);
-    wait_for(&replica, "repl_link", "down");
+    wait_stat(&replica, "repl_link", "down");
     let heard: f64 = stat_str(&mut r, "repl_last_heard_seconds").parse().unwrap();
     assert!(heard >= 5.0, "last heard {heard} s ago with the link cut");
     // How stale it may be: since it last had all the primary had said.

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use super::{ask, stat, Server};
+use super::{ask, stat, stat_str, Server};
 
 /// `replicaof HOST PORT` on `server`, which must answer OK.
 pub fn replicaof(server: &Server, of: &str) {
@@ -25,6 +25,14 @@ pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "{what}: not within {secs} s");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until `server`'s `stats` line `name` reads `want` (30 s at most).
+pub fn wait_stat(server: &Server, name: &str, want: &str) {
+    let mut c = server.connect();
+    wait_for(&format!("{name} becoming {want}"), 30, || {
+        stat_str(&mut c, name) == want
+    });
 }
 
 pub fn replica_of(primary: &Server) -> Server {
