@@ -171,7 +171,8 @@ pub struct ServerArgs {
     #[arg(short = 'Z', long = "enable-ssl")]
     pub enable_ssl: bool,
     /// comma separated list of extended options: idle_timeout=<secs> closes
-    /// idle connections; ssl_chain_cert=<file> (PEM, leaf first),
+    /// idle connections; worker_slice_us=<us> the worker threads' scheduler
+    /// time slice (100 by default; 0 the kernel's); ssl_chain_cert=<file> (PEM, leaf first),
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
     /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
     /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
@@ -545,6 +546,18 @@ impl ServerArgs {
                         .parse()
                         .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
                 }
+                "worker_slice_us" => {
+                    c.worker_slice_us = match value.parse() {
+                        Ok(0) => 0,
+                        Ok(us)
+                            if (kura_sched::MIN_SLICE_US..=kura_sched::MAX_SLICE_US)
+                                .contains(&us) =>
+                        {
+                            us
+                        }
+                        _ => return Err(CliError::BadSuboption(name.into(), value.into())),
+                    };
+                }
                 n if n.starts_with("ssl_") => ssl_suboption(&mut c, n, value, &mut warnings)?,
                 n if n.starts_with("ext_") => {
                     return Err(CliError::Unsupported("external storage (-o ext_*)"))
@@ -749,6 +762,27 @@ mod tests {
         let e = parse(&["-o", "bogus"]).unwrap_err();
         assert!(e.contains("Illegal suboption \"bogus\""), "{e}");
         assert!(parse(&["-o", "idle_timeout=x"]).is_err());
+        // The workers' time slice: 100 us by default, 0 for the kernel's,
+        // else within what the kernel takes.
+        assert_eq!(parse(&[]).unwrap().worker_slice_us, 100);
+        assert_eq!(
+            parse(&["-o", "worker_slice_us=0"]).unwrap().worker_slice_us,
+            0
+        );
+        assert_eq!(
+            parse(&["-o", "worker_slice_us=250"])
+                .unwrap()
+                .worker_slice_us,
+            250
+        );
+        for bad in [
+            "worker_slice_us=50",
+            "worker_slice_us=200000",
+            "worker_slice_us=x",
+        ] {
+            let e = parse(&["-o", bad]).unwrap_err();
+            assert!(e.contains("worker_slice_us"), "{e}");
+        }
     }
 
     #[test]

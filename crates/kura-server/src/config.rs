@@ -125,6 +125,9 @@ pub struct ServerConfig {
     pub reqs_per_event: u32,
     /// Close connections idle this many seconds; 0 never (`-o idle_timeout`).
     pub idle_timeout: u64,
+    /// The worker threads' scheduler time slice in microseconds, 0 for the
+    /// kernel's default (`-o worker_slice_us`; kura-sched).
+    pub worker_slice_us: u64,
     /// Store shards; 0 picks four per thread.
     pub shards: usize,
     /// Eviction policy of the store.
@@ -247,6 +250,7 @@ impl Default for ServerConfig {
             backlog: defaults::BACKLOG,
             reqs_per_event: defaults::REQS_PER_EVENT,
             idle_timeout: 0,
+            worker_slice_us: 100,
             shards: 0,
             eviction: defaults::EVICTION.to_string(),
             sasl: false,

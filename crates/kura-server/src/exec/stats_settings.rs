@@ -103,6 +103,7 @@ pub(super) fn settings(s: &mut Session<'_>) {
     // kura's own settings, after all of memcached's.
     reply::stat(o, "store_shards", s.shared.store.shard_count());
     reply::stat(o, "eviction_policy", &c.eviction);
+    reply::stat(o, "worker_slice_us", c.worker_slice_us);
 }
 
 /// memcached's `ssl_*` settings lines. `ssl_ciphers` and `ssl_wbuf_size`

@@ -33,6 +33,11 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
             return;
         }
     };
+    if shared.config.worker_slice_us > 0 {
+        if let Err(e) = kura_sched::set_slice(shared.config.worker_slice_us) {
+            tracing::info!("worker {index}: the kernel kept its time slice: {e}");
+        }
+    }
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
     crate::replication::primary::serves_in_batches();
