@@ -293,6 +293,8 @@ pub struct ReplicaTls {
 /// A setting that cannot work, with memcached's wording where it has one.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
+    #[error("worker_slice_us {0}: 0 (the kernel's), or 100 to 100000 microseconds")]
+    WorkerSlice(u64),
     #[error("Item max size cannot be less than 1024 bytes.")]
     ItemSizeTooSmall,
     #[error("Cannot set item size limit higher than 1 GB.")]
@@ -353,6 +355,10 @@ impl ServerConfig {
         }
         if self.threads == 0 {
             return Err(ConfigError::NoThreads);
+        }
+        let slice = self.worker_slice_us;
+        if slice != 0 && !(kura_sched::MIN_SLICE_US..=kura_sched::MAX_SLICE_US).contains(&slice) {
+            return Err(ConfigError::WorkerSlice(slice));
         }
         if self.max_connections == 0 {
             return Err(ConfigError::NoConnections);
@@ -517,6 +523,23 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         ServerConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_worker_slice_is_the_kernels_or_in_its_range() {
+        for (us, ok) in [
+            (0, true),
+            (99, false),
+            (100, true),
+            (100_000, true),
+            (100_001, false),
+        ] {
+            let c = ServerConfig {
+                worker_slice_us: us,
+                ..Default::default()
+            };
+            assert_eq!(c.validate().is_ok(), ok, "{us}");
+        }
     }
 
     #[test]
