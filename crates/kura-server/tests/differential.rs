@@ -1653,7 +1653,12 @@ fn stats_groups_have_memcached_names_in_order() {
         return;
     };
     // kura's own figures, after memcached's.
-    let kura_only = ["store_shards", "kura_version", "eviction_policy", "worker_slice_us"];
+    let kura_only = [
+        "store_shards",
+        "kura_version",
+        "eviction_policy",
+        "worker_slice_us",
+    ];
     for idle in [false, true] {
         // memcached's default crawler and LRU maintainer (which
         // start_with turns off), and an idle timeout that adds idle_kicks.
