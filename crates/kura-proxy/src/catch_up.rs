@@ -36,10 +36,7 @@ pub enum Replication {
 pub fn judge(stats: &[u8]) -> Replication {
     let text = String::from_utf8_lossy(stats);
     let stat = |name: &str| {
-        text.lines().find_map(|l| {
-            let rest = l.strip_prefix("STAT ")?.strip_prefix(name)?;
-            rest.strip_prefix(' ').map(str::trim)
-        })
+        crate::stats::stat_lines(&text).find_map(|(n, v)| (n == name).then(|| v.trim()))
     };
     if stat("repl_role") != Some("replica") {
         return Replication::CaughtUp;

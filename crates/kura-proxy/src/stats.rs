@@ -62,6 +62,14 @@ const SUMMED: &[&str] = &[
     "evicted_unfetched",
 ];
 
+/// The `(name, value)` of each `STAT name value` line of a backend's
+/// `stats` reply (the value is the rest of the line).
+pub fn stat_lines(reply: &str) -> impl Iterator<Item = (&str, &str)> {
+    reply
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT ")?.split_once(' '))
+}
+
 /// The sums of [`SUMMED`] over every serving backend.
 async fn backend_sums(ctx: &Ctx) -> Vec<(String, String)> {
     let router = ctx.router();
@@ -76,11 +84,8 @@ async fn backend_sums(ctx: &Ctx) -> Vec<(String, String)> {
         .into_iter()
         .flatten()
     {
-        for line in String::from_utf8_lossy(&reply).lines() {
-            let mut w = line.split(' ');
-            let (Some("STAT"), Some(name), Some(v)) = (w.next(), w.next(), w.next()) else {
-                continue;
-            };
+        for (name, rest) in stat_lines(&String::from_utf8_lossy(&reply)) {
+            let v = rest.split(' ').next().unwrap_or("");
             if let (Some(i), Ok(v)) = (SUMMED.iter().position(|s| *s == name), v.parse::<u64>()) {
                 sums[i] += v;
             }

@@ -21,6 +21,12 @@ pub const MIN_SLICE_US: u64 = 100;
 /// The longest.
 pub const MAX_SLICE_US: u64 = 100_000;
 
+/// Whether `us` is a slice setting the kernel can take: 0 (keep the
+/// kernel's own slice) or within [`MIN_SLICE_US`]..=[`MAX_SLICE_US`].
+pub fn valid_setting(us: u64) -> bool {
+    us == 0 || (MIN_SLICE_US..=MAX_SLICE_US).contains(&us)
+}
+
 /// The kernel's `struct sched_attr` (include/uapi/linux/sched/types.h),
 /// in its first published size (48 bytes) plus the utilisation clamps (56).
 #[repr(C)]

@@ -548,13 +548,7 @@ impl ServerArgs {
                 }
                 "worker_slice_us" => {
                     c.worker_slice_us = match value.parse() {
-                        Ok(0) => 0,
-                        Ok(us)
-                            if (kura_sched::MIN_SLICE_US..=kura_sched::MAX_SLICE_US)
-                                .contains(&us) =>
-                        {
-                            us
-                        }
+                        Ok(us) if kura_sched::valid_setting(us) => us,
                         _ => return Err(CliError::BadSuboption(name.into(), value.into())),
                     };
                 }

@@ -356,9 +356,8 @@ impl ServerConfig {
         if self.threads == 0 {
             return Err(ConfigError::NoThreads);
         }
-        let slice = self.worker_slice_us;
-        if slice != 0 && !(kura_sched::MIN_SLICE_US..=kura_sched::MAX_SLICE_US).contains(&slice) {
-            return Err(ConfigError::WorkerSlice(slice));
+        if !kura_sched::valid_setting(self.worker_slice_us) {
+            return Err(ConfigError::WorkerSlice(self.worker_slice_us));
         }
         if self.max_connections == 0 {
             return Err(ConfigError::NoConnections);
