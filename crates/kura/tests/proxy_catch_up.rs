@@ -40,6 +40,14 @@ fn proxy_over(name: &str, primary: &str, replica: &str, rejoin: &str) -> Server 
     proxy(&["--config", cfg.to_str().unwrap()])
 }
 
+/// An in-memory primary, its replica and a proxy over both.
+fn replicated(name: &str, rejoin: &str) -> (Server, Server, Server) {
+    let primary = Server::start_in_memory(&[]);
+    let replica = replica_of(&primary);
+    let p = proxy_over(name, &addr(&primary), &addr(&replica), rejoin);
+    (primary, replica, p)
+}
+
 fn get(c: &mut TcpStream, key: &str) -> String {
     reply(c, format!("get {key}\r\n").as_bytes())
 }
@@ -93,14 +101,7 @@ fn change(c: &mut TcpStream, key: &str) {
 
 #[test]
 fn a_replica_cut_off_from_its_primary_is_not_read_until_it_caught_up() {
-    let primary = Server::start_in_memory(&[]);
-    let replica = replica_of(&primary);
-    let p = proxy_over(
-        "proxy-catch-up-cut",
-        &addr(&primary),
-        &addr(&replica),
-        "caught-up",
-    );
+    let (primary, replica, p) = replicated("proxy-catch-up-cut", "caught-up");
     let mut c = p.connect();
     let r = addr(&replica);
     for flap in 0..3 {
@@ -164,14 +165,7 @@ fn a_replica_restarted_on_its_data_away_from_its_primary_never_serves_the_old_va
 /// exists, and shows the test above can fail.
 #[test]
 fn with_the_journal_alone_a_cut_off_replica_serves_the_old_value() {
-    let primary = Server::start_in_memory(&[]);
-    let replica = replica_of(&primary);
-    let p = proxy_over(
-        "proxy-catch-up-journal",
-        &addr(&primary),
-        &addr(&replica),
-        "journal",
-    );
+    let (primary, replica, p) = replicated("proxy-catch-up-journal", "journal");
     let mut c = p.connect();
     start_with_v1(&mut c, &primary, &replica, "k");
     replicaof(&replica, &format!("127.0.0.1:{}", common::free_port()));
