@@ -172,7 +172,9 @@ pub struct ServerArgs {
     pub enable_ssl: bool,
     /// comma separated list of extended options: idle_timeout=<secs> closes
     /// idle connections; worker_slice_us=<us> the worker threads' scheduler
-    /// time slice (100 by default; 0 the kernel's); ssl_chain_cert=<file> (PEM, leaf first),
+    /// time slice (100 by default; 0 the kernel's); worker_loop=<direct|tasks>
+    /// how workers serve plain connections (direct: from the sockets'
+    /// readiness, the default; tasks: a task each); ssl_chain_cert=<file> (PEM, leaf first),
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
     /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
     /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
@@ -546,6 +548,13 @@ impl ServerArgs {
                         .parse()
                         .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
                 }
+                "worker_loop" => {
+                    c.worker_loop = match value {
+                        "direct" => crate::config::WorkerLoop::Direct,
+                        "tasks" => crate::config::WorkerLoop::Tasks,
+                        _ => return Err(CliError::BadSuboption(name.into(), value.into())),
+                    };
+                }
                 "worker_slice_us" => {
                     c.worker_slice_us = match value.parse() {
                         Ok(us) if kura_sched::valid_setting(us) => us,
@@ -596,6 +605,7 @@ fn parse_bytes(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::WorkerLoop;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -769,13 +779,19 @@ mod tests {
                 .worker_slice_us,
             250
         );
+        assert_eq!(parse(&[]).unwrap().worker_loop, WorkerLoop::Direct);
+        assert_eq!(
+            parse(&["-o", "worker_loop=tasks"]).unwrap().worker_loop,
+            WorkerLoop::Tasks
+        );
         for bad in [
+            "worker_loop=epoll",
             "worker_slice_us=50",
             "worker_slice_us=200000",
             "worker_slice_us=x",
         ] {
             let e = parse(&["-o", bad]).unwrap_err();
-            assert!(e.contains("worker_slice_us"), "{e}");
+            assert!(e.contains(bad.split('=').next().unwrap_or(bad)), "{e}");
         }
     }
 

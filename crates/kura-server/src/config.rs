@@ -56,6 +56,28 @@ pub enum Protocol {
     Binary,
 }
 
+/// How a worker serves its plain connections (`-o worker_loop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerLoop {
+    /// From the sockets' readiness, in one loop per worker (conn/direct.rs),
+    /// where nothing makes requests wait.
+    #[default]
+    Direct,
+    /// A task per connection.
+    Tasks,
+}
+
+impl WorkerLoop {
+    /// The setting's name, as `stats settings` and `-o` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerLoop::Direct => "direct",
+            WorkerLoop::Tasks => "tasks",
+        }
+    }
+}
+
 impl std::str::FromStr for Protocol {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -128,6 +150,8 @@ pub struct ServerConfig {
     /// The worker threads' scheduler time slice in microseconds, 0 for the
     /// kernel's default (`-o worker_slice_us`; kura-sched).
     pub worker_slice_us: u64,
+    /// How workers serve plain connections (`-o worker_loop`).
+    pub worker_loop: WorkerLoop,
     /// Store shards; 0 picks four per thread.
     pub shards: usize,
     /// Eviction policy of the store.
@@ -251,6 +275,7 @@ impl Default for ServerConfig {
             reqs_per_event: defaults::REQS_PER_EVENT,
             idle_timeout: 0,
             worker_slice_us: 100,
+            worker_loop: WorkerLoop::Direct,
             shards: 0,
             eviction: defaults::EVICTION.to_string(),
             sasl: false,
@@ -585,6 +610,9 @@ mod tests {
         assert_eq!(c.threads, 2);
         assert_eq!(c.listen, vec!["0.0.0.0"]);
         assert!(toml::from_str::<ServerConfig>("bogus = 1").is_err());
+        let c: ServerConfig = toml::from_str("worker_loop = \"tasks\"").unwrap();
+        assert_eq!(c.worker_loop, WorkerLoop::Tasks);
+        assert!(toml::from_str::<ServerConfig>("worker_loop = \"epoll\"").is_err());
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct Output {
     /// Where reply messages end inside one request's reply, for UDP
     /// (`None` on a stream, which has no messages).
     message_ends: Option<Vec<usize>>,
+    /// How much of the front is already written ([`Output::write_now`]
+    /// stopped short of the end).
+    sent: usize,
 }
 
 impl Deref for Output {
@@ -123,6 +126,7 @@ impl Output {
         self.bytes.clear();
         self.values.clear();
         self.value_bytes = 0;
+        self.sent = 0;
         if let Some(ends) = &mut self.message_ends {
             ends.clear();
         }
@@ -160,11 +164,13 @@ impl Output {
     /// The stream's write error.
     pub async fn write_to<W: AsyncWrite + Unpin>(&self, w: &mut W) -> std::io::Result<()> {
         if self.values.is_empty() {
-            w.write_all(&self.bytes).await?;
+            w.write_all(&self.bytes[self.sent.min(self.bytes.len())..])
+                .await?;
             return w.flush().await;
         }
         let mut slices = self.slices();
         let mut rest = &mut slices[..];
+        IoSlice::advance_slices(&mut rest, self.sent);
         while !rest.is_empty() {
             let n = w.write_vectored(rest).await?;
             if n == 0 {
@@ -173,6 +179,38 @@ impl Output {
             IoSlice::advance_slices(&mut rest, n);
         }
         w.flush().await
+    }
+}
+
+impl Output {
+    /// Writes what is pending to a non-blocking socket without waiting:
+    /// true once all of it is written (the output is then cleared), false
+    /// when the socket would block (what was written is remembered, and
+    /// [`Output::write_to`] sends the rest).
+    ///
+    /// # Errors
+    /// The socket's write error.
+    pub fn write_now<W: std::io::Write>(&mut self, w: &mut W) -> std::io::Result<bool> {
+        let total = self.pending();
+        while self.sent < total {
+            let written = if self.values.is_empty() {
+                w.write(&self.bytes[self.sent..])
+            } else {
+                let mut slices = self.slices();
+                let mut rest = &mut slices[..];
+                IoSlice::advance_slices(&mut rest, self.sent);
+                w.write_vectored(rest)
+            };
+            match written {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.clear();
+        Ok(true)
     }
 }
 
@@ -219,6 +257,69 @@ mod tests {
         o.end_message();
         o.extend_from_slice(b"B");
         assert_eq!(o.take_messages(), vec![b"AB".to_vec()]);
+    }
+
+    /// A socket that takes `room` bytes, at most `chunk` a call, then would
+    /// block.
+    struct Full {
+        got: Vec<u8>,
+        room: usize,
+        chunk: usize,
+    }
+
+    impl std::io::Write for Full {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = b.len().min(self.room).min(self.chunk);
+            if n == 0 {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            self.got.extend_from_slice(&b[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_write_that_would_block_is_finished_by_write_to() {
+        let big = Item::new(b"b", 0, &vec![b'q'; 3 * BY_HANDLE]);
+        for with_value in [false, true] {
+            let mut o = Output::default();
+            o.extend_from_slice(b"VALUE b 0 24576\r\n");
+            if with_value {
+                o.push_value(&big);
+            } else {
+                o.extend_from_slice(&vec![b'q'; 3 * BY_HANDLE]);
+            }
+            o.extend_from_slice(b"\r\nEND\r\n");
+            let want = o.to_vec();
+            let mut sock = Full {
+                got: Vec::new(),
+                room: 10_000,
+                chunk: 4_000,
+            };
+            assert!(!o.write_now(&mut sock).unwrap());
+            assert_eq!(sock.got.len(), 10_000);
+            // The rest goes by the async path, from where it stopped.
+            let mut rest = Vec::new();
+            o.write_to(&mut rest).await.unwrap();
+            sock.got.extend_from_slice(&rest);
+            assert!(sock.got == want, "with_value {with_value}");
+            // And once all is written, the output is empty.
+            let mut o2 = Output::default();
+            o2.extend_from_slice(b"STORED\r\n");
+            let mut sock = Full {
+                got: Vec::new(),
+                room: 100,
+                chunk: 3,
+            };
+            assert!(o2.write_now(&mut sock).unwrap());
+            assert_eq!(sock.got, b"STORED\r\n");
+            assert!(o2.is_empty());
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]

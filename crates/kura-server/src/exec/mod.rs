@@ -77,6 +77,32 @@ pub struct Session<'a> {
     pub tracking: Option<Box<crate::tracking::Tracker>>,
 }
 
+/// A [`Session`]'s own state, detached from the server it ran on.
+pub struct Detached {
+    out: Output,
+    authenticated: bool,
+    auth_failures: u32,
+    replicate: Option<(Vec<u8>, u64)>,
+    no_room: bool,
+    tracking: Option<Box<crate::tracking::Tracker>>,
+}
+
+impl Detached {
+    /// The session again, on `shared` and this thread's counters.
+    pub fn attach<'a>(self, shared: &'a Shared, stats: &'a ThreadStats) -> Session<'a> {
+        Session {
+            shared,
+            stats,
+            out: self.out,
+            authenticated: self.authenticated,
+            auth_failures: self.auth_failures,
+            replicate: self.replicate,
+            no_room: self.no_room,
+            tracking: self.tracking,
+        }
+    }
+}
+
 impl<'a> Session<'a> {
     pub fn new(shared: &'a Shared, stats: &'a ThreadStats) -> Self {
         Session {
@@ -88,6 +114,19 @@ impl<'a> Session<'a> {
             replicate: None,
             no_room: false,
             tracking: None,
+        }
+    }
+
+    /// What the session owns, apart from its references to the server:
+    /// so that a connection can move to another loop (conn/direct.rs).
+    pub fn detach(self) -> Detached {
+        Detached {
+            out: self.out,
+            authenticated: self.authenticated,
+            auth_failures: self.auth_failures,
+            replicate: self.replicate,
+            no_room: self.no_room,
+            tracking: self.tracking,
         }
     }
 

@@ -104,6 +104,13 @@ pub(super) fn settings(s: &mut Session<'_>) {
     reply::stat(o, "store_shards", s.shared.store.shard_count());
     reply::stat(o, "eviction_policy", &c.eviction);
     reply::stat(o, "worker_slice_us", c.worker_slice_us);
+    // The loop plain connections are served by, as the settings turned out.
+    let worker_loop = if crate::conn::direct::enabled(s.shared) {
+        crate::config::WorkerLoop::Direct
+    } else {
+        crate::config::WorkerLoop::Tasks
+    };
+    reply::stat(o, "worker_loop", worker_loop.name());
 }
 
 /// memcached's `ssl_*` settings lines. `ssl_ciphers` and `ssl_wbuf_size`

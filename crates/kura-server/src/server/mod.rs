@@ -24,7 +24,7 @@ use crate::tls::{strip_notls, TlsContext};
 const REAP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A connection on its way to a worker.
-enum Incoming {
+pub(crate) enum Incoming {
     Tcp(std::net::TcpStream, ConnGuard),
     /// From a TLS listener: handshake first.
     Tls(std::net::TcpStream, ConnGuard),
@@ -46,6 +46,7 @@ mod sockets;
 mod threads;
 
 use sockets::{bind_tcp, bind_unix, host_port, listen, listeners, resolve};
+pub(crate) use threads::spawn_task;
 use threads::{acceptor, worker, Listeners};
 
 impl Server {

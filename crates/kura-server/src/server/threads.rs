@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::Incoming;
 use crate::conn;
-use crate::metrics::ConnGuard;
+use crate::metrics::{ConnGuard, ThreadStats};
 use crate::shared::{RunState, Shared};
 use crate::stop::StopSignal;
 use crate::udp;
@@ -53,42 +53,52 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     // Connections arrive in a task of their own, not in the future the
     // event loop runs until done: that one is polled at every wake-up of
     // the loop, whichever task it is for.
-    local.spawn_local(async move {
-        while let Some(incoming) = rx.recv().await {
-            let shared = shared.clone();
-            let stats = stats.clone();
-            let stop = stop.clone();
-            tokio::task::spawn_local(async move {
-                match incoming {
-                    Incoming::Tcp(s, guard) => {
-                        let _ = s.set_nodelay(true);
-                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, &stop, guard).await;
-                        }
-                    }
-                    Incoming::Tls(s, guard) => {
-                        let _ = s.set_nodelay(true);
-                        if let (Some(tls), Ok(s)) =
-                            (&shared.tls, tokio::net::TcpStream::from_std(s))
-                        {
-                            if let Some(s) = tls.accept(s, &shared, &guard.info.addr).await {
-                                conn::serve(s, &shared, &stats, &stop, guard).await;
-                            }
-                        }
-                    }
-                    Incoming::Unix(s, guard) => {
-                        if let Ok(s) = tokio::net::UnixStream::from_std(s) {
-                            conn::serve(s, &shared, &stats, &stop, guard).await;
-                        }
-                    }
-                }
-                shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
-            });
-        }
-    });
+    if crate::conn::direct::enabled(&shared) {
+        local.spawn_local(crate::conn::direct::run_worker(shared, stats, stop, rx));
+    } else {
+        local.spawn_local(async move {
+            while let Some(incoming) = rx.recv().await {
+                spawn_task(incoming, &shared, &stats, &stop);
+            }
+        });
+    }
     // Until the acceptor is gone (it drops the sending end at the stop) and
     // every connection has finished.
     rt.block_on(local);
+}
+
+/// Serves a connection in a task of its own.
+pub(crate) fn spawn_task(
+    incoming: Incoming,
+    shared: &Arc<Shared>,
+    stats: &Arc<ThreadStats>,
+    stop: &Rc<StopSignal>,
+) {
+    let (shared, stats, stop) = (shared.clone(), stats.clone(), stop.clone());
+    tokio::task::spawn_local(async move {
+        match incoming {
+            Incoming::Tcp(s, guard) => {
+                let _ = s.set_nodelay(true);
+                if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                    conn::serve(s, &shared, &stats, &stop, guard, None).await;
+                }
+            }
+            Incoming::Tls(s, guard) => {
+                let _ = s.set_nodelay(true);
+                if let (Some(tls), Ok(s)) = (&shared.tls, tokio::net::TcpStream::from_std(s)) {
+                    if let Some(s) = tls.accept(s, &shared, &guard.info.addr).await {
+                        conn::serve(s, &shared, &stats, &stop, guard, None).await;
+                    }
+                }
+            }
+            Incoming::Unix(s, guard) => {
+                if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                    conn::serve(s, &shared, &stats, &stop, guard, None).await;
+                }
+            }
+        }
+        shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// Hands out connections round-robin and enforces `-c`.

@@ -13,19 +13,21 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use kura_proto::binary::{self, BinFrame};
-use kura_proto::{parse, Frame};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::io::poll_read_buf;
 
 use crate::budget::Room;
-use crate::config::Protocol;
 use crate::exec::{Next, Session, Step};
 use crate::latency::{now_ns, Family};
 use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
 use crate::output::{Output, HIGH_WATER};
 use crate::shared::Shared;
 use crate::stop::StopSignal;
+
+pub(crate) mod direct;
+mod step;
+
+use step::{configured_wire, step_one, wire_of};
 
 /// Bytes asked of each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -45,7 +47,7 @@ enum Wire {
 }
 
 /// What ends a connection.
-#[derive(PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
     Eof,
     /// Served a replica until it went.
@@ -58,17 +60,24 @@ enum End {
 }
 
 /// Serves one connection until the client leaves, quits, misbehaves, or the
-/// server stops.
+/// server stops; from where another loop left it, if `resume` says so.
 pub(crate) async fn serve<S>(
     mut stream: S,
     shared: &Shared,
     stats: &ThreadStats,
     stop: &Rc<StopSignal>,
     conn: ConnGuard,
+    resume: Option<Resume>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
-    let end = run(&mut stream, shared, stats, stop, &conn).await;
+    let end = run(&mut stream, shared, stats, stop, &conn, resume).await;
+    closed(shared, &conn, end);
+    let _ = crate::timer::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
+}
+
+/// Notes a connection's end (its state, and the log at `-vv`).
+fn closed(shared: &Shared, conn: &ConnGuard, end: End) {
     conn.info.set_state(ConnState::Closing);
     let why = match end {
         End::Eof => "client closed",
@@ -82,7 +91,18 @@ pub(crate) async fn serve<S>(
     if shared.verbosity() >= 2 {
         tracing::debug!(conn = %conn.info.addr, why, "connection closed");
     }
-    let _ = crate::timer::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
+}
+
+/// Where a connection stands when it moves from the worker's readiness
+/// loop (direct.rs) to a task of its own.
+pub(crate) struct Resume {
+    rbuf: BytesMut,
+    session: crate::exec::Detached,
+    wire: Option<Wire>,
+    swallow: usize,
+    /// Its replies are written; then it ends (or carries a replication
+    /// stream).
+    then: Option<End>,
 }
 
 async fn run<S>(
@@ -91,6 +111,7 @@ async fn run<S>(
     stats: &ThreadStats,
     stop: &Rc<StopSignal>,
     conn: &ConnGuard,
+    resume: Option<Resume>,
 ) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
@@ -102,6 +123,23 @@ where
     let mut session = Session::new(shared, stats);
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut swallow = 0usize;
+    let mut wire = configured_wire(shared);
+    // Frames already read (a connection moved here from the worker's
+    // readiness loop) are run before the next read.
+    let mut buffered = false;
+    if let Some(r) = resume {
+        session = r.session.attach(shared, stats);
+        rbuf = r.rbuf;
+        swallow = r.swallow;
+        wire = r.wire;
+        buffered = !rbuf.is_empty();
+        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
+            return End::Io;
+        }
+        if let Some(end) = r.then {
+            return finish(end, stream, shared, &mut session, conn).await;
+        }
+    }
     // Room for the large frame at the front of `rbuf`, if any.
     let mut room = Room::new(&shared.values);
     let no_room = kura_proto::Limits {
@@ -120,77 +158,65 @@ where
     let mut unsettled = 0u64;
     // With `--min-replicas-ack`, each write waits for its replicas.
     let min_acks = shared.config.min_replicas_ack as usize;
-    let mut wire = match shared.config.effective_protocol() {
-        Protocol::Ascii => Some(Wire::Text),
-        Protocol::Binary => Some(Wire::Binary),
-        Protocol::Auto => None,
-    };
     loop {
         // A buffer grown for a large frame already has room for the rest.
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && !room.holds() {
             rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
-        let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
-            // The common case, no idle timer and no invalidations to send,
-            // in one poll function rather than a select over futures (some
-            // 150 instructions a request less).
-            None if idle.is_none() => {
-                let read = std::future::poll_fn(|cx| {
-                    if stop.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(None);
+        let n = if std::mem::take(&mut buffered) {
+            0
+        } else {
+            let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
+                // The common case, no idle timer and no invalidations to send,
+                // in one poll function rather than a select over futures (some
+                // 150 instructions a request less).
+                None if idle.is_none() => {
+                    let read = std::future::poll_fn(|cx| {
+                        if stop.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(None);
+                        }
+                        poll_read_buf(Pin::new(&mut *stream), cx, &mut rbuf).map(Some)
+                    });
+                    match read.await {
+                        Some(r) => Some(r),
+                        None => return End::Stopping,
                     }
-                    poll_read_buf(Pin::new(&mut *stream), cx, &mut rbuf).map(Some)
-                });
-                match read.await {
-                    Some(r) => Some(r),
-                    None => return End::Stopping,
                 }
-            }
-            None => tokio::select! {
-                biased;
-                _ = &mut stop => return End::Stopping,
-                r = read_some(stream, &mut rbuf, idle) => r,
-            },
-            // A tracking connection also wakes for invalidations to send.
-            Some(sub) => tokio::select! {
-                biased;
-                _ = &mut stop => return End::Stopping,
-                () = sub.notify.notified() => {
-                    if let Some(t) = session.tracking.as_mut() {
-                        t.drain(&mut session.out);
+                None => tokio::select! {
+                    biased;
+                    _ = &mut stop => return End::Stopping,
+                    r = read_some(stream, &mut rbuf, idle) => r,
+                },
+                // A tracking connection also wakes for invalidations to send.
+                Some(sub) => tokio::select! {
+                    biased;
+                    _ = &mut stop => return End::Stopping,
+                    () = sub.notify.notified() => {
+                        if let Some(t) = session.tracking.as_mut() {
+                            t.drain(&mut session.out);
+                        }
+                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
+                            return End::Io;
+                        }
+                        continue;
                     }
-                    if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-                        return End::Io;
-                    }
-                    continue;
+                    r = read_some(stream, &mut rbuf, idle) => r,
+                },
+            };
+            match read {
+                None => {
+                    incr(&stats.idle_kicks);
+                    return End::Idle;
                 }
-                r = read_some(stream, &mut rbuf, idle) => r,
-            },
-        };
-        let n = match read {
-            None => {
-                incr(&stats.idle_kicks);
-                return End::Idle;
+                Some(Ok(0)) => return End::Eof,
+                Some(Ok(n)) => n,
+                Some(Err(_)) => return End::Io,
             }
-            Some(Ok(0)) => return End::Eof,
-            Some(Ok(n)) => n,
-            Some(Err(_)) => return End::Io,
         };
         add(&stats.bytes_read, n as u64);
-        let wire = match wire {
-            Some(w) => w,
-            None => {
-                // Under -B auto the first byte decides, once per connection.
-                let w = if rbuf.first() == Some(&kura_proto::binary::REQUEST_MAGIC) {
-                    Wire::Binary
-                } else {
-                    Wire::Text
-                };
-                wire = Some(w);
-                w
-            }
-        };
+        // Under -B auto the first byte decides, once per connection.
+        let wire = *wire.get_or_insert_with(|| wire_of(rbuf.first()));
         if swallow > 0 {
             let k = swallow.min(rbuf.len());
             rbuf.advance(k);
@@ -213,38 +239,9 @@ where
             // were too large: answered at once, its value skipped.
             let refusing = session.no_room;
             let limits = if refusing { &no_room } else { &shared.limits };
-            let family;
             let mark = session.out.mark();
-            let step = match wire {
-                Wire::Text if !session.authenticated => {
-                    family = Family::Other;
-                    session.step_auth(&rbuf[pos..])
-                }
-                Wire::Text => {
-                    let frame = parse(&rbuf[pos..], limits);
-                    family = Family::of_text(&frame);
-                    if let Frame::Request { len, .. } = &frame {
-                        if shared.verbosity() >= 2 {
-                            log_request(&conn.info.addr, &rbuf[pos..pos + len]);
-                        }
-                    }
-                    session.step(frame)
-                }
-                Wire::Binary => {
-                    let frame = binary::parse(&rbuf[pos..], limits);
-                    family = Family::of_binary(&frame);
-                    if let BinFrame::Request { request, .. } = &frame {
-                        if shared.verbosity() >= 2 {
-                            tracing::debug!(
-                                "<{} binary opcode 0x{:02x}",
-                                conn.info.addr,
-                                request.opcode
-                            );
-                        }
-                    }
-                    session.step_binary(frame)
-                }
-            };
+            let (step, family) =
+                step_one(&mut session, wire, &rbuf[pos..], limits, &conn.info.addr);
             session.no_room = false;
             let (len, next) = match step {
                 Step::More { needed } => {
@@ -350,20 +347,7 @@ where
             return End::Io;
         }
         if let Some(end) = end {
-            if end == End::Replicate {
-                // The connection is a replication stream from now on.
-                if let Some((history, after)) = session.replicate.take() {
-                    crate::replication::primary::serve(
-                        stream,
-                        shared,
-                        &conn.info.addr,
-                        &history,
-                        after,
-                    )
-                    .await;
-                }
-            }
-            return end;
+            return finish(end, stream, shared, &mut session, conn).await;
         }
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
             rbuf = BytesMut::with_capacity(READ_CHUNK);
@@ -372,6 +356,27 @@ where
             session.out = Output::with_capacity(READ_CHUNK);
         }
     }
+}
+
+/// Ends a connection whose replies are written: a replica's `replicate`
+/// request turns it into a replication stream first.
+async fn finish<S>(
+    end: End,
+    stream: &mut S,
+    shared: &Shared,
+    session: &mut Session<'_>,
+    conn: &ConnGuard,
+) -> End
+where
+    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
+{
+    if end == End::Replicate {
+        if let Some((history, after)) = session.replicate.take() {
+            crate::replication::primary::serve(stream, shared, &conn.info.addr, &history, after)
+                .await;
+        }
+    }
+    end
 }
 
 /// Reads what the client sent into `rbuf`; `None` if nothing came within
@@ -472,9 +477,4 @@ where
     add(&stats.bytes_written, out.pending() as u64);
     out.clear();
     ok
-}
-
-fn log_request(addr: &str, frame: &[u8]) {
-    let line = frame.split(|&b| b == b'\n').next().unwrap_or_default();
-    tracing::debug!("<{addr} {}", String::from_utf8_lossy(line).trim_end());
 }

@@ -1,0 +1,351 @@
+//! One connection of the worker's readiness loop (mod.rs): its socket,
+//! buffers and session, and serving it when its socket is ready: read,
+//! frame and run every complete request, write the replies, until the
+//! socket has nothing more or the connection must move to a task.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+
+use crate::budget::Room;
+use crate::conn::step::{configured_wire, step_one, wire_of};
+use crate::conn::{End, Resume, Wire, READ_CHUNK};
+use crate::exec::{Next, Session, Step};
+use crate::latency::now_ns;
+use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
+use crate::output::HIGH_WATER;
+use crate::shared::Shared;
+use crate::stop::StopSignal;
+
+/// Reads that fill the buffer one connection may make before others go.
+const FULL_READS: usize = 4;
+
+/// A plain socket of the loop.
+pub(super) enum Sock {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Sock {
+    pub(super) fn fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Reads into `buf`'s spare capacity; the bytes read.
+    fn read_into(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        let spare = buf.spare_capacity_mut();
+        // SAFETY: read(2) writes at most `spare.len()` bytes at the start
+        // of `spare`, memory `buf` owns and does not hand out while this
+        // runs; only the `n` bytes it reports written are then marked as
+        // initialised (tests: every request of the suites is read here).
+        let n = unsafe { libc::read(self.fd(), spare.as_mut_ptr().cast(), spare.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        // SAFETY: see above; `n <= spare.len()`.
+        unsafe { buf.set_len(buf.len() + n) };
+        Ok(n)
+    }
+
+    /// Half-closes the connection: the client reads what is written, then
+    /// its end of file.
+    fn shutdown(&self) {
+        let _ = match self {
+            Sock::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Sock::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+    }
+}
+
+impl io::Write for &Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => (&*s).write(buf),
+            Sock::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => (&*s).write_vectored(bufs),
+            Sock::Unix(s) => (&*s).write_vectored(bufs),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What serving a ready connection came to.
+pub(super) enum Outcome {
+    /// Everything it sent is answered: wait for its next bytes.
+    Wait,
+    /// It served `-R` requests in a row: others go first, then it again.
+    Again,
+    /// It has to wait for something else: to a task of its own, to end
+    /// with `End` once its replies are written, if given.
+    Task(Option<End>),
+    /// It is done.
+    End(End),
+}
+
+/// One connection of the loop.
+pub(super) struct Client<'a> {
+    pub(super) sock: Sock,
+    guard: ConnGuard,
+    session: Session<'a>,
+    rbuf: BytesMut,
+    room: Room<'a>,
+    wire: Option<Wire>,
+    swallow: usize,
+    /// The buffer holds nothing to run until more is read.
+    starved: bool,
+}
+
+/// What every connection of a worker shares.
+pub(super) struct Worker<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) limits: kura_proto::Limits,
+    pub(super) no_room: kura_proto::Limits,
+    pub(super) per_event: usize,
+}
+
+impl<'a> Client<'a> {
+    pub(super) fn new(
+        sock: Sock,
+        guard: ConnGuard,
+        shared: &'a Shared,
+        stats: &'a ThreadStats,
+    ) -> Self {
+        Client {
+            sock,
+            guard,
+            session: Session::new(shared, stats),
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            room: Room::new(&shared.values),
+            wire: configured_wire(shared),
+            swallow: 0,
+            starved: true,
+        }
+    }
+
+    /// Reads, runs and answers until the socket has nothing more to read or
+    /// the connection has to go elsewhere.
+    pub(super) fn serve(&mut self, w: &Worker<'_>) -> Outcome {
+        let stats = self.session.stats;
+        // Whether the last read may have left bytes behind (it filled the
+        // buffer): edge-triggered readiness says nothing more until new
+        // bytes come.
+        let mut more = true;
+        // Reads that filled the buffer, in this turn: a client that sends
+        // without pause gives way after a few, as after `-R` requests.
+        let mut full_reads = 0;
+        loop {
+            if !self.starved {
+                let ran = self.frames(w);
+                if matches!(ran, Outcome::Again) {
+                    return ran;
+                }
+                crate::replication::primary::batch_done(w.shared);
+                if !self.session.out.is_empty() {
+                    self.guard.info.set_state(ConnState::Write);
+                    let pending = self.session.out.pending();
+                    match self.session.out.write_now(&mut &self.sock) {
+                        Ok(true) => add(&stats.bytes_written, pending as u64),
+                        Ok(false) => {
+                            let then = match ran {
+                                Outcome::End(e) => Some(e),
+                                _ => None,
+                            };
+                            return Outcome::Task(then);
+                        }
+                        Err(_) => return Outcome::End(End::Io),
+                    }
+                }
+                match ran {
+                    Outcome::Wait if self.session.tracking.is_some() => {
+                        return Outcome::Task(None);
+                    }
+                    Outcome::Wait => {}
+                    Outcome::End(End::Replicate) => return Outcome::Task(Some(End::Replicate)),
+                    other => return other,
+                }
+                if self.rbuf.is_empty() && self.rbuf.capacity() > crate::conn::KEEP_CAPACITY {
+                    self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+                }
+            }
+            self.guard.info.set_state(ConnState::Waiting);
+            if !more {
+                return Outcome::Wait;
+            }
+            if full_reads == FULL_READS {
+                return Outcome::Again;
+            }
+            // A buffer grown for a large frame already has room for the rest.
+            if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 && !self.room.holds() {
+                self.rbuf.reserve(READ_CHUNK);
+            }
+            let asked = self.rbuf.capacity() - self.rbuf.len();
+            let n = match self.sock.read_into(&mut self.rbuf) {
+                Ok(0) => return Outcome::End(End::Eof),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Wait,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Outcome::End(End::Io),
+            };
+            more = n == asked;
+            full_reads += usize::from(more);
+            add(&stats.bytes_read, n as u64);
+            self.wire.get_or_insert_with(|| wire_of(self.rbuf.first()));
+            if self.swallow > 0 {
+                let k = self.swallow.min(self.rbuf.len());
+                self.rbuf.advance(k);
+                self.swallow -= k;
+                if self.swallow > 0 {
+                    self.guard.info.set_state(ConnState::Swallow);
+                    continue;
+                }
+            }
+            self.starved = false;
+        }
+    }
+
+    /// Runs the requests buffered: `Wait` when what is left is an incomplete
+    /// frame (or nothing), `Again` after `-R` of them, `Task` when a frame
+    /// needs room the budget does not have, `End` for `quit`, garbage and a
+    /// replica's `replicate`.
+    fn frames(&mut self, w: &Worker<'_>) -> Outcome {
+        let Some(wire) = self.wire else {
+            return Outcome::Wait;
+        };
+        let stats = self.session.stats;
+        let info = &self.guard.info;
+        info.set_state(ConnState::ParseCmd);
+        info.set_last_cmd(w.shared.store.now());
+        let mut pos = 0;
+        let mut served = 0;
+        let mut shrink = false;
+        let mut clock = now_ns();
+        let outcome = loop {
+            if pos >= self.rbuf.len() {
+                self.starved = true;
+                break Outcome::Wait;
+            }
+            // A request refused for lack of room is framed as if its value
+            // were too large: answered at once, its value skipped.
+            let refusing = self.session.no_room;
+            let limits = if refusing { &w.no_room } else { &w.limits };
+            let (step, family) = step_one(
+                &mut self.session,
+                wire,
+                &self.rbuf[pos..],
+                limits,
+                &info.addr,
+            );
+            self.session.no_room = false;
+            let (len, next) = match step {
+                Step::More { needed } => {
+                    let have = self.rbuf.len() - pos;
+                    if needed > have && !refusing && !self.room.try_cover(needed) {
+                        break Outcome::Task(None);
+                    }
+                    if needed > have {
+                        self.rbuf.reserve(needed - have);
+                    }
+                    self.starved = true;
+                    break Outcome::Wait;
+                }
+                Step::Garbage => break Outcome::End(End::Garbage),
+                Step::Done { len, next } => {
+                    shrink |= self.room.release();
+                    clock = stats.latency.record_since(family, clock);
+                    (len, next)
+                }
+            };
+            pos += len;
+            match next {
+                Next::Continue => {}
+                Next::Swallow(n) => {
+                    let k = n.min(self.rbuf.len() - pos);
+                    pos += k;
+                    self.swallow = n - k;
+                }
+                Next::Close => break Outcome::End(End::Quit),
+                Next::Replicate => break Outcome::End(End::Replicate),
+            }
+            served += 1;
+            if self.session.out.pending() > HIGH_WATER {
+                let pending = self.session.out.pending();
+                match self.session.out.write_now(&mut &self.sock) {
+                    Ok(true) => add(&stats.bytes_written, pending as u64),
+                    Ok(false) => break Outcome::Task(None),
+                    Err(_) => break Outcome::End(End::Io),
+                }
+                clock = now_ns();
+            }
+            if served % w.per_event == 0 {
+                incr(&stats.conn_yields);
+                break Outcome::Again;
+            }
+        };
+        self.rbuf.advance(pos.min(self.rbuf.len()));
+        if shrink {
+            // The buffer grew for a large frame that is done: its memory
+            // goes back with the room.
+            self.rbuf = BytesMut::from(&self.rbuf[..]);
+        }
+        outcome
+    }
+
+    /// Moves the connection to a task of its own, where it goes on from
+    /// where it stands.
+    pub(super) fn into_task(
+        self,
+        then: Option<End>,
+        shared: &Arc<Shared>,
+        stats: &Arc<ThreadStats>,
+        stop: &Rc<StopSignal>,
+    ) {
+        let resume = Resume {
+            rbuf: self.rbuf,
+            session: self.session.detach(),
+            wire: self.wire,
+            swallow: self.swallow,
+            then,
+        };
+        let (shared, stats, stop, guard) =
+            (shared.clone(), stats.clone(), stop.clone(), self.guard);
+        let sock = self.sock;
+        tokio::task::spawn_local(async move {
+            match sock {
+                Sock::Tcp(s) => {
+                    if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
+                    }
+                }
+                Sock::Unix(s) => {
+                    if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
+                    }
+                }
+            }
+            shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+
+    /// Closes the connection (its replies are written).
+    pub(super) fn close(self, shared: &Shared, end: End) {
+        crate::conn::closed(shared, &self.guard, end);
+        self.sock.shutdown();
+        shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+    }
+}
