@@ -22,15 +22,10 @@ DURATION=${DURATION:-3}
 SAT_SECONDS=${SAT_SECONDS:-5}
 LOADS=${LOADS:-"mixed sets"}
 OUT=${OUT:-$(mktemp -d /tmp/kura-curve.XXXXXX)}
-if [ -n "${KURA_BIN:-}" ]; then
-  KURA=$KURA_BIN
-else
-  cargo build --release -q -p kura
-  KURA=target/release/kura
-fi
 command -v memcached >/dev/null || { echo "needs memcached: apt-get install -y memcached" >&2; exit 1; }
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+kura_bin
 mkdir -p "$OUT"
 
 start_pair

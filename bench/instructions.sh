@@ -9,6 +9,7 @@
 #   bench/instructions.sh              kura ($KURA, default target/release/kura)
 #   SERVER=memcached bench/instructions.sh
 #   KEEP=dir bench/instructions.sh     keeps callgrind's files for callgrind_annotate
+#   KURA_ARGS="-o worker_loop=tasks" bench/instructions.sh   more flags for kura server
 #
 # memcached sets its open-files limit to exactly -c, which valgrind accepts
 # only when it equals the hard limit valgrind leaves the program: the soft
@@ -33,7 +34,7 @@ total_instructions() {
   case $SERVER in
     kura)
       valgrind --tool=callgrind --callgrind-out-file="$file" \
-        "$KURA" server -p "$port" -t 1 -m 64 >/dev/null 2>"$out/valgrind.$n.log" &
+        "$KURA" server -p "$port" -t 1 -m 64 ${KURA_ARGS:-} >/dev/null 2>"$out/valgrind.$n.log" &
       ;;
     memcached)
       (ulimit -Sn 1024

@@ -1,5 +1,16 @@
 # Shared by the bench/ scripts (sourced, not run).
 
+# kura_bin: sets KURA to $KURA_BIN when given (a kura binary to use instead of building this
+# checkout's), or builds this checkout's release binary and uses it.
+kura_bin() {
+  if [ -n "${KURA_BIN:-}" ]; then
+    KURA=$KURA_BIN
+  else
+    cargo build --release -q -p kura
+    KURA=target/release/kura
+  fi
+}
+
 # A TCP port nothing listens on now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

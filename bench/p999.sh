@@ -13,15 +13,9 @@ cd "$(dirname "$0")/.."
 RATE=${RATE:-30000}
 ROUNDS=${ROUNDS:-9}
 DURATION=${DURATION:-5}
-# KURA_BIN: a kura binary to use instead of building this checkout's (release).
-if [ -n "${KURA_BIN:-}" ]; then
-  KURA=$KURA_BIN
-else
-  cargo build --release -q -p kura
-  KURA=target/release/kura
-fi
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+kura_bin
 start_pair
 echo "load (1) at $RATE req/s, $ROUNDS rounds of ${DURATION}s, memcached then kura; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 for r in $(seq "$ROUNDS"); do
