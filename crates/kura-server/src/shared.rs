@@ -78,7 +78,8 @@ pub struct Shared {
     pub store: Arc<Store>,
     pub config: ServerConfig,
     pub limits: kura_proto::Limits,
-    /// Per worker thread, plus one for UDP.
+    /// Per worker thread, one for UDP, then one per worker's task thread
+    /// (conn/direct/).
     pub thread_stats: Vec<Arc<ThreadStats>>,
     pub conns: Arc<Conns>,
     pub counters: ConnCounters,
@@ -111,7 +112,7 @@ impl Shared {
         let (state, _) = watch::channel(RunState::Running);
         Shared {
             limits: config.limits(),
-            thread_stats: (0..=config.threads).map(|_| Arc::default()).collect(),
+            thread_stats: (0..=config.threads * 2).map(|_| Arc::default()).collect(),
             conns: Arc::default(),
             counters: ConnCounters::default(),
             verbosity: AtomicU8::new(config.verbosity),

@@ -46,8 +46,8 @@ mod sockets;
 mod threads;
 
 use sockets::{bind_tcp, bind_unix, host_port, listen, listeners, resolve};
-pub(crate) use threads::spawn_task;
 use threads::{acceptor, worker, Listeners};
+pub(crate) use threads::{set_worker_slice, spawn_task, worker_tasks};
 
 impl Server {
     /// Checks the settings and binds every listener.

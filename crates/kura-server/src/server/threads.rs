@@ -25,7 +25,33 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
+/// Runs worker `index`: the readiness loop where the settings allow it
+/// (conn/direct/), else a task per connection.
+pub(super) fn worker(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Incoming>) {
+    set_worker_slice(&shared, index);
+    if crate::conn::direct::enabled(&shared) {
+        crate::conn::direct::run(index, shared, rx);
+    } else {
+        worker_tasks(index, shared, rx);
+    }
+}
+
+/// Gives the calling worker thread its scheduler slice (kura-sched).
+pub(crate) fn set_worker_slice(shared: &Shared, index: usize) {
+    if shared.config.worker_slice_us > 0 {
+        if let Err(e) = kura_sched::set_slice(shared.config.worker_slice_us) {
+            tracing::info!("worker {index}: the kernel kept its time slice: {e}");
+        }
+    }
+}
+
+/// A worker serving every connection in a task of its own, on one
+/// current-thread event loop.
+pub(crate) fn worker_tasks(
+    index: usize,
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Incoming>,
+) {
     let rt = match crate::timer::worker_runtime(shared.config.idle_timeout > 0) {
         Ok(rt) => rt,
         Err(e) => {
@@ -33,11 +59,6 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
             return;
         }
     };
-    if shared.config.worker_slice_us > 0 {
-        if let Err(e) = kura_sched::set_slice(shared.config.worker_slice_us) {
-            tracing::info!("worker {index}: the kernel kept its time slice: {e}");
-        }
-    }
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
     crate::replication::primary::serves_in_batches();
@@ -53,15 +74,11 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, mut rx: mpsc::UnboundedR
     // Connections arrive in a task of their own, not in the future the
     // event loop runs until done: that one is polled at every wake-up of
     // the loop, whichever task it is for.
-    if crate::conn::direct::enabled(&shared) {
-        local.spawn_local(crate::conn::direct::run_worker(shared, stats, stop, rx));
-    } else {
-        local.spawn_local(async move {
-            while let Some(incoming) = rx.recv().await {
-                spawn_task(incoming, &shared, &stats, &stop);
-            }
-        });
-    }
+    local.spawn_local(async move {
+        while let Some(incoming) = rx.recv().await {
+            spawn_task(incoming, &shared, &stats, &stop);
+        }
+    });
     // Until the acceptor is gone (it drops the sending end at the stop) and
     // every connection has finished.
     rt.block_on(local);

@@ -85,6 +85,46 @@ impl io::Write for &Sock {
     }
 }
 
+/// A connection leaving the loop for a task, where it goes on from where
+/// it stands.
+pub(super) struct Moved {
+    sock: Sock,
+    guard: ConnGuard,
+    resume: Resume,
+}
+
+impl Moved {
+    /// Serves the connection in a task of the calling thread's event loop.
+    pub(super) fn spawn(
+        self,
+        shared: &Arc<Shared>,
+        stats: &Arc<ThreadStats>,
+        stop: &Rc<StopSignal>,
+    ) {
+        let (shared, stats, stop) = (shared.clone(), stats.clone(), stop.clone());
+        let Moved {
+            sock,
+            guard,
+            resume,
+        } = self;
+        tokio::task::spawn_local(async move {
+            match sock {
+                Sock::Tcp(s) => {
+                    if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
+                    }
+                }
+                Sock::Unix(s) => {
+                    if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
+                    }
+                }
+            }
+            shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
 /// What serving a ready connection came to.
 pub(super) enum Outcome {
     /// Everything it sent is answered: wait for its next bytes.
@@ -191,7 +231,9 @@ impl<'a> Client<'a> {
                 return Outcome::Again;
             }
             // A buffer grown for a large frame already has room for the rest.
-            if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 && !self.room.holds() {
+            // (And never a read of nothing, which would look like the end.)
+            let spare = self.rbuf.capacity() - self.rbuf.len();
+            if spare == 0 || (spare < READ_CHUNK / 4 && !self.room.holds()) {
                 self.rbuf.reserve(READ_CHUNK);
             }
             let asked = self.rbuf.capacity() - self.rbuf.len();
@@ -306,40 +348,20 @@ impl<'a> Client<'a> {
         outcome
     }
 
-    /// Moves the connection to a task of its own, where it goes on from
-    /// where it stands.
-    pub(super) fn into_task(
-        self,
-        then: Option<End>,
-        shared: &Arc<Shared>,
-        stats: &Arc<ThreadStats>,
-        stop: &Rc<StopSignal>,
-    ) {
-        let resume = Resume {
-            rbuf: self.rbuf,
-            session: self.session.detach(),
-            wire: self.wire,
-            swallow: self.swallow,
-            then,
-        };
-        let (shared, stats, stop, guard) =
-            (shared.clone(), stats.clone(), stop.clone(), self.guard);
-        let sock = self.sock;
-        tokio::task::spawn_local(async move {
-            match sock {
-                Sock::Tcp(s) => {
-                    if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
-                    }
-                }
-                Sock::Unix(s) => {
-                    if let Ok(s) = tokio::net::UnixStream::from_std(s) {
-                        crate::conn::serve(s, &shared, &stats, &stop, guard, Some(resume)).await;
-                    }
-                }
-            }
-            shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
-        });
+    /// What the connection's task goes on from (sent to the worker's task
+    /// thread).
+    pub(super) fn into_moved(self, then: Option<End>) -> Moved {
+        Moved {
+            sock: self.sock,
+            guard: self.guard,
+            resume: Resume {
+                rbuf: self.rbuf,
+                session: self.session.detach(),
+                wire: self.wire,
+                swallow: self.swallow,
+                then,
+            },
+        }
     }
 
     /// Closes the connection (its replies are written).

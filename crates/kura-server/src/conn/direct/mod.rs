@@ -1,40 +1,39 @@
 //! The worker's readiness loop: plain TCP and Unix connections served
-//! straight from their socket's readiness, without a task each. One epoll
-//! set (mio) per worker holds its connections; the worker's event loop
-//! wakes one task when that set has events, and the task reads, frames,
-//! runs and answers every ready connection in turn with plain syscalls:
-//! no future, waker or readiness registration per connection. What is
-//! left of tokio is its wake-up of this one task (its park and the set's
-//! readiness, some 1,000 instructions a wake-up, shared by every request
-//! it serves; bench/results/2026-11-28-worker-loop.txt).
+//! straight from their socket's readiness, without a task each. Each worker
+//! thread blocks in epoll_wait on its own set (mio) of its connections and,
+//! for every ready one, reads, frames, runs and answers with plain
+//! syscalls: no future, waker or readiness registration per connection,
+//! and no async runtime between the wake-up and the read.
 //!
 //! A connection that has to wait for anything but its socket's next bytes
 //! (room for a large value, a client that does not read its replies, a
 //! replication stream, an invalidation subscription) moves to a task of
-//! its own ([`super::serve`] with a [`super::Resume`]) and stays there. The loop is
-//! not used where every request may wait (`--data-dir`, `--min-replicas-ack`,
-//! `-o idle_timeout`), nor for TLS (`-o worker_loop=tasks` turns it off).
+//! its own ([`super::serve`] with a [`super::Resume`]) on the worker's task
+//! thread (`kura-wtask-N`: a current-thread tokio loop beside each worker,
+//! which also serves its TLS connections, takes its new connections from
+//! the acceptor and hears the stop, telling the worker through the set's
+//! waker). The loop is not used where every request may wait
+//! (`--data-dir`, `--min-replicas-ack`, `-o idle_timeout`;
+//! `-o worker_loop=tasks` turns it off).
 
-use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
 use super::End;
 use crate::metrics::ThreadStats;
 use crate::server::Incoming;
-use crate::shared::Shared;
+use crate::shared::{RunState, Shared};
 use crate::stop::StopSignal;
 
 mod client;
 
-use client::{Client, Outcome, Sock, Worker};
+use client::{Client, Moved, Outcome, Sock, Worker};
 
 /// Events taken from the set at a time.
 const EVENTS: usize = 256;
@@ -79,60 +78,157 @@ impl<'a> Clients<'a> {
 /// The token of the set's waker: connections arrived, or the stop.
 const WAKE: Token = Token(usize::MAX);
 
-/// What other tasks of the worker hand to its loop.
+/// What the task thread hands to the worker's loop.
 #[derive(Default)]
 struct Mailbox {
-    arrivals: RefCell<Vec<Incoming>>,
-    stopping: Cell<bool>,
+    arrivals: Mutex<Vec<Incoming>>,
+    has_arrivals: AtomicBool,
+    stopping: AtomicBool,
 }
 
-/// Serves a worker's connections until the server stops and the acceptor
-/// has gone: plain ones in the readiness loop, TLS ones in tasks.
-pub(crate) async fn run_worker(
-    shared: Arc<Shared>,
-    stats: Arc<ThreadStats>,
-    stop: Rc<StopSignal>,
-    mut rx: mpsc::UnboundedReceiver<Incoming>,
-) {
-    let (mut set, registry, waker) = match readiness_set() {
-        Ok(s) => s,
+/// What the worker's loop hands to its task thread.
+enum Handoff {
+    /// A connection to serve in a task from the start (TLS; any after the stop).
+    New(Incoming),
+    /// A connection of the loop that has to wait for something.
+    Moved(Moved),
+}
+
+/// Runs worker `index`: its readiness loop on this thread, its tasks on a
+/// thread beside it; returns once the server has stopped and every
+/// connection of both has finished.
+pub(crate) fn run(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Incoming>) {
+    let (poll, waker) = match Poll::new().and_then(|p| {
+        let w = mio::Waker::new(p.registry(), WAKE)?;
+        Ok((p, Arc::new(w)))
+    }) {
+        Ok(p) => p,
         Err(e) => {
-            tracing::warn!("worker: no readiness loop ({e}); a task per connection");
-            while let Some(incoming) = rx.recv().await {
-                crate::server::spawn_task(incoming, &shared, &stats, &stop);
-            }
+            tracing::warn!("worker {index}: no readiness loop ({e}); a task per connection");
+            crate::server::worker_tasks(index, shared, rx);
             return;
         }
     };
-    // Arrivals and the stop reach the loop through the set's waker, so that
-    // the loop waits on the set alone (a select over the queue and the stop
-    // beside it cost some 400 instructions at every wake-up).
-    let mailbox = Rc::new(Mailbox::default());
-    tokio::task::spawn_local({
-        let (mailbox, waker, stop) = (mailbox.clone(), waker.clone(), stop.clone());
-        let (shared, stats) = (shared.clone(), stats.clone());
-        async move {
-            while let Some(incoming) = rx.recv().await {
-                if mailbox.stopping.get() {
-                    // Served by a task, which sees the stop at once.
-                    crate::server::spawn_task(incoming, &shared, &stats, &stop);
-                } else {
-                    mailbox.arrivals.borrow_mut().push(incoming);
-                    let _ = waker.wake();
-                }
-            }
+    let mailbox = Arc::new(Mailbox::default());
+    let (handoff, handoffs) = mpsc::unbounded_channel();
+    let (handle_tx, handle_rx) = std::sync::mpsc::sync_channel(1);
+    let tasks = std::thread::Builder::new()
+        .name(format!("kura-wtask-{index}"))
+        .spawn({
+            let (shared, mailbox, waker) = (shared.clone(), mailbox.clone(), waker.clone());
+            move || task_thread(index, shared, rx, handoffs, mailbox, waker, handle_tx)
+        });
+    let tasks = match tasks {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!("worker {index}: cannot start its task thread: {e}");
+            shared.shutdown();
+            return;
         }
-    });
-    tokio::task::spawn_local({
-        let (mailbox, waker, stop) = (mailbox.clone(), waker.clone(), stop.clone());
+    };
+    // The request path may spawn on a runtime (tokio::spawn): the task
+    // thread's.
+    let handle = handle_rx.recv().ok();
+    let _entered = handle.as_ref().map(|h| h.enter());
+    crate::replication::primary::serves_in_batches();
+    serve_loop(
+        &shared,
+        &shared.thread_stats[index],
+        poll,
+        &mailbox,
+        &handoff,
+    );
+    drop(handoff);
+    drop(waker);
+    let _ = tasks.join();
+}
+
+/// The task thread of worker `index`: new connections to the loop (through
+/// the mailbox and the waker), TLS connections and moved ones in tasks,
+/// the stop.
+fn task_thread(
+    index: usize,
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Incoming>,
+    mut handoffs: mpsc::UnboundedReceiver<Handoff>,
+    mailbox: Arc<Mailbox>,
+    waker: Arc<mio::Waker>,
+    handle_tx: std::sync::mpsc::SyncSender<tokio::runtime::Handle>,
+) {
+    let rt = match crate::timer::worker_runtime(false) {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("worker {index}: cannot start its task loop: {e}");
+            drop(handle_tx);
+            mailbox.stopping.store(true, Ordering::Release);
+            let _ = waker.wake();
+            return;
+        }
+    };
+    let _ = handle_tx.send(rt.handle().clone());
+    crate::server::set_worker_slice(&shared, index);
+    crate::replication::primary::serves_in_batches();
+    // The tasks' own counters (one writer a ThreadStats).
+    let stats = shared.thread_stats[shared.config.threads + 1 + index].clone();
+    let stop = Rc::new(StopSignal::default());
+    let local = tokio::task::LocalSet::new();
+    local.spawn_local({
+        let (stop, mut watch, mailbox, waker) =
+            (stop.clone(), shared.watch(), mailbox.clone(), waker.clone());
         async move {
-            stop.stopped().await;
-            mailbox.stopping.set(true);
+            let _ = watch.wait_for(|s| *s == RunState::Stopping).await;
+            stop.stop();
+            mailbox.stopping.store(true, Ordering::Release);
             let _ = waker.wake();
         }
     });
+    local.spawn_local({
+        let (shared, stats, stop, mailbox) =
+            (shared.clone(), stats.clone(), stop.clone(), mailbox.clone());
+        async move {
+            while let Some(incoming) = rx.recv().await {
+                if mailbox.stopping.load(Ordering::Acquire) {
+                    // A task sees the stop at once.
+                    crate::server::spawn_task(incoming, &shared, &stats, &stop);
+                    continue;
+                }
+                if let Ok(mut a) = mailbox.arrivals.lock() {
+                    a.push(incoming);
+                }
+                mailbox.has_arrivals.store(true, Ordering::Release);
+                let _ = waker.wake();
+            }
+        }
+    });
+    local.spawn_local(async move {
+        while let Some(h) = handoffs.recv().await {
+            match h {
+                Handoff::New(incoming) => {
+                    crate::server::spawn_task(incoming, &shared, &stats, &stop)
+                }
+                Handoff::Moved(m) => m.spawn(&shared, &stats, &stop),
+            }
+        }
+    });
+    rt.block_on(local);
+}
+
+/// The loop: waits on the set, serves what is ready, takes arrivals, until
+/// the stop.
+fn serve_loop(
+    shared: &Shared,
+    stats: &ThreadStats,
+    mut poll: Poll,
+    mailbox: &Mailbox,
+    handoff: &mpsc::UnboundedSender<Handoff>,
+) {
+    let Ok(registry) = poll.registry().try_clone() else {
+        tracing::error!("worker: cannot use its readiness set");
+        return;
+    };
+    let registry = &registry;
     let w = Worker {
-        shared: &shared,
+        shared,
         limits: shared.limits,
         no_room: kura_proto::Limits {
             item_size_max: 0,
@@ -146,91 +242,51 @@ pub(crate) async fn run_worker(
     };
     let mut events = Events::with_capacity(EVENTS);
     let mut again: Vec<usize> = Vec::new();
-    let ctx = (&shared, &stats, &stop);
-    // The waker lives as long as the loop: dropped, its descriptor would
-    // leave the set with its last event unread.
-    let _waker = waker;
-    'serving: loop {
-        let mut ready = match set.readable_mut().await {
-            Ok(guard) => guard,
-            Err(e) => {
-                tracing::error!("worker: readiness loop failed: {e}");
-                break;
-            }
-        };
-        loop {
-            if let Err(e) = ready
-                .get_inner_mut()
-                .poll(&mut events, Some(Duration::ZERO))
-            {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    tracing::error!("worker: readiness loop failed: {e}");
-                    break 'serving;
-                }
+    loop {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            let n = events.iter().count();
-            for event in events.iter() {
-                if event.token() != WAKE {
-                    serve_one(
-                        event.token().0,
-                        &mut clients,
-                        &mut again,
-                        &w,
-                        &registry,
-                        ctx,
-                    );
-                }
-            }
-            // What the waker's event announced (checked at every round: the
-            // two cells cost less than telling which wake-up it was).
-            if mailbox.stopping.get() {
-                break 'serving;
-            }
-            if !mailbox.arrivals.borrow().is_empty() {
-                let arrivals = std::mem::take(&mut *mailbox.arrivals.borrow_mut());
-                for incoming in arrivals {
-                    admit(incoming, &mut clients, &registry, ctx);
-                }
-            }
-            // Connections that gave way after -R requests, until none is left.
-            while !again.is_empty() {
-                for i in std::mem::take(&mut again) {
-                    serve_one(i, &mut clients, &mut again, &w, &registry, ctx);
-                }
-            }
-            if n < EVENTS {
-                break;
+            tracing::error!("worker: readiness loop failed: {e}");
+            break;
+        }
+        for event in events.iter() {
+            if event.token() != WAKE {
+                let i = event.token().0;
+                serve_one(i, &mut clients, &mut again, &w, registry, handoff);
             }
         }
-        // Cleared unless an event came since the set was last read.
-        ready.clear_ready();
+        // Connections that gave way after -R requests, until none is left.
+        while !again.is_empty() {
+            for i in std::mem::take(&mut again) {
+                serve_one(i, &mut clients, &mut again, &w, registry, handoff);
+            }
+        }
+        if mailbox.stopping.load(Ordering::Acquire) {
+            break;
+        }
+        if mailbox.has_arrivals.swap(false, Ordering::Acquire) {
+            let arrivals = match mailbox.arrivals.lock() {
+                Ok(mut a) => std::mem::take(&mut *a),
+                Err(_) => Vec::new(),
+            };
+            for incoming in arrivals {
+                admit(incoming, &mut clients, registry, (shared, stats, handoff));
+            }
+        }
     }
     // The server stops: connections of the loop have nothing half done
     // (everything read is answered), so they close now; those that arrived
     // but were not yet taken go to tasks, which see the stop.
     for c in std::mem::take(&mut clients.slots).into_iter().flatten() {
         let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
-        c.close(&shared, End::Stopping);
+        c.close(shared, End::Stopping);
     }
-    for incoming in std::mem::take(&mut *mailbox.arrivals.borrow_mut()) {
-        crate::server::spawn_task(incoming, &shared, &stats, &stop);
+    if let Ok(mut a) = mailbox.arrivals.lock() {
+        for incoming in a.drain(..) {
+            let _ = handoff.send(Handoff::New(incoming));
+        }
     }
-}
-
-/// The worker's epoll set (its descriptor watched by the worker's event
-/// loop), a handle to register sockets in it, and its waker.
-fn readiness_set() -> io::Result<(AsyncFd<Poll>, mio::Registry, Arc<mio::Waker>)> {
-    let poll = Poll::new()?;
-    let registry = poll.registry().try_clone()?;
-    let waker = Arc::new(mio::Waker::new(&registry, WAKE)?);
-    // SAFETY: a mio `Poll` owns its epoll descriptor from creation to drop
-    // and always answers the same one, as registration asks; the `Poll` is
-    // never swapped out of the `AsyncFd` (only polled through
-    // `get_inner_mut`).
-    let set = unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    Ok((set, registry, waker))
 }
 
 /// Takes a new connection into the loop (a TLS one goes to a task).
@@ -238,7 +294,7 @@ fn admit<'a>(
     incoming: Incoming,
     clients: &mut Clients<'a>,
     registry: &mio::Registry,
-    (shared, stats, stop): (&'a Arc<Shared>, &'a Arc<ThreadStats>, &Rc<StopSignal>),
+    (shared, stats, handoff): (&'a Shared, &'a ThreadStats, &mpsc::UnboundedSender<Handoff>),
 ) {
     let (sock, guard) = match incoming {
         Incoming::Tcp(s, g) => {
@@ -247,7 +303,7 @@ fn admit<'a>(
         }
         Incoming::Unix(s, g) => (Sock::Unix(s), g),
         tls @ Incoming::Tls(..) => {
-            crate::server::spawn_task(tls, shared, stats, stop);
+            let _ = handoff.send(Handoff::New(tls));
             return;
         }
     };
@@ -274,7 +330,7 @@ fn serve_one<'a>(
     again: &mut Vec<usize>,
     w: &Worker<'a>,
     registry: &mio::Registry,
-    (shared, stats, stop): (&Arc<Shared>, &Arc<ThreadStats>, &Rc<StopSignal>),
+    handoff: &mpsc::UnboundedSender<Handoff>,
 ) {
     let Some(Some(c)) = clients.slots.get_mut(i) else {
         return;
@@ -289,13 +345,15 @@ fn serve_one<'a>(
         Outcome::Task(then) => {
             if let Some(c) = clients.take(i) {
                 let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
-                c.into_task(then, shared, stats, stop);
+                // The task thread outlives the loop: a send fails only
+                // if it could not start, and the connection then closes.
+                let _ = handoff.send(Handoff::Moved(c.into_moved(then)));
             }
         }
         Outcome::End(end) => {
             if let Some(c) = clients.take(i) {
                 let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
-                c.close(shared, end);
+                c.close(w.shared, end);
             }
         }
     }
