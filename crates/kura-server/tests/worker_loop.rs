@@ -247,3 +247,38 @@ fn the_stop_closes_idle_connections() {
         drop(s);
     }
 }
+
+fn curr_connections(s: &TestServer) -> u64 {
+    let mut c = s.connect();
+    stat(&mut c, "", "curr_connections").parse().unwrap()
+}
+
+/// Clients that send their requests and their end of file at once, then
+/// read the replies and close, are all let go: the server's count of open
+/// connections comes back down, as memcached's does (the end of file came
+/// with the requests: no later event announces it).
+#[test]
+fn clients_that_send_and_close_at_once_are_let_go() {
+    for wl in LOOPS {
+        let s = server(wl, |_| {});
+        let before = curr_connections(&s);
+        for i in 0..300 {
+            let mut raw = TcpStream::connect(s.addr).unwrap();
+            let req = format!("set gone{i} 0 0 1\r\nx\r\nget gone{i}\r\n");
+            raw.write_all(req.as_bytes()).unwrap();
+            raw.shutdown(std::net::Shutdown::Write).unwrap();
+            let want = format!("STORED\r\nVALUE gone{i} 0 1\r\nx\r\nEND\r\n");
+            let mut replies = vec![0; want.len()];
+            raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            raw.read_exact(&mut replies).unwrap();
+            assert_eq!(replies, want.as_bytes(), "{wl:?}");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut now = curr_connections(&s);
+        while now != before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            now = curr_connections(&s);
+        }
+        assert_eq!(now, before, "{wl:?}: connections left open");
+    }
+}

@@ -180,7 +180,10 @@ impl<'a> Client<'a> {
 
     /// Reads, runs and answers until the socket has nothing more to read or
     /// the connection has to go elsewhere.
-    pub(super) fn serve(&mut self, w: &Worker<'_>) -> Outcome {
+    /// `closed`: the event said the client's side is closed (or failed):
+    /// then the socket is read until it says so, however short the reads,
+    /// since no further event will come for the end of file.
+    pub(super) fn serve(&mut self, w: &Worker<'_>, closed: bool) -> Outcome {
         let stats = self.session.stats;
         // Whether the last read may have left bytes behind (it filled the
         // buffer): edge-triggered readiness says nothing more until new
@@ -244,7 +247,7 @@ impl<'a> Client<'a> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Outcome::End(End::Io),
             };
-            more = n == asked;
+            more = n == asked || closed;
             full_reads += usize::from(more);
             add(&stats.bytes_read, n as u64);
             self.wire.get_or_insert_with(|| wire_of(self.rbuf.first()));

@@ -252,14 +252,17 @@ fn serve_loop(
         }
         for event in events.iter() {
             if event.token() != WAKE {
-                let i = event.token().0;
+                // Data and the client's end of file can come in one event:
+                // a short read then does not mean nothing is left.
+                let closed = event.is_read_closed() || event.is_error();
+                let i = (event.token().0, closed);
                 serve_one(i, &mut clients, &mut again, &w, registry, handoff);
             }
         }
         // Connections that gave way after -R requests, until none is left.
         while !again.is_empty() {
             for i in std::mem::take(&mut again) {
-                serve_one(i, &mut clients, &mut again, &w, registry, handoff);
+                serve_one((i, false), &mut clients, &mut again, &w, registry, handoff);
             }
         }
         if mailbox.stopping.load(Ordering::Acquire) {
@@ -325,7 +328,7 @@ fn admit<'a>(
 /// Serves the connection with token `i`, and closes it or moves it to a
 /// task when it is done here.
 fn serve_one<'a>(
-    i: usize,
+    (i, closed): (usize, bool),
     clients: &mut Clients<'a>,
     again: &mut Vec<usize>,
     w: &Worker<'a>,
@@ -335,7 +338,7 @@ fn serve_one<'a>(
     let Some(Some(c)) = clients.slots.get_mut(i) else {
         return;
     };
-    match c.serve(w) {
+    match c.serve(w, closed) {
         Outcome::Wait => {}
         Outcome::Again => {
             if !again.contains(&i) {
