@@ -3,10 +3,12 @@
 # 100,000 keys prefilled) at fixed rates in open loop: user-space and total (utime, stime from
 # /proc/PID/stat before and after each run, divided by the requests the run counted), for
 # memcached (Debian's) and kura side by side, -t 2 -m 1024 each, ROUNDS rounds alternating A B A B
-# (B C ... when KURA_B_ARGS adds a second kura started with those extra flags); per rate the
-# medians over the rounds and the ratios to memcached.
+# (A B C ... when KURA_B_ARGS or KURA_B_BIN adds a second kura: started with those extra flags, or
+# from that binary, an earlier build say); per rate the medians over the rounds and the ratios to
+# memcached.
 #
-#   RATES="30000 60000" ROUNDS=5 DURATION=5 [KURA_BIN=...] [KURA_B_ARGS="-o worker_loop=tasks"] bench/cpu.sh
+#   RATES="30000 60000" ROUNDS=5 DURATION=5 [KURA_BIN=...] [KURA_B_ARGS="-o worker_loop=tasks"] \
+#     [KURA_B_BIN=/tmp/kura-before] bench/cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATES=${RATES:-"30000 60000"}
@@ -20,15 +22,15 @@ start_pair
 systems=(memcached kura)
 ports=("$mp" "$kp")
 pidl=("$mpid" "$kpid")
-if [ -n "${KURA_B_ARGS:-}" ]; then
+if [ -n "${KURA_B_ARGS:-}${KURA_B_BIN:-}" ]; then
   bp=$(free_port)
   # shellcheck disable=SC2086
-  "$KURA" server -l 127.0.0.1 -p "$bp" -t 2 -m 1024 $KURA_B_ARGS &
+  "${KURA_B_BIN:-$KURA}" server -l 127.0.0.1 -p "$bp" -t 2 -m 1024 ${KURA_B_ARGS:-} &
   bpid=$!
   trap 'kill $mpid $kpid $bpid 2>/dev/null || true' EXIT
   wait_port "$bp"
   "$KURA" bench -s "127.0.0.1:$bp" -t 2 -c 32 --keys 100000 --prefill -n 0 >/dev/null
-  systems+=("kura $KURA_B_ARGS")
+  systems+=("kura ${KURA_B_BIN:+$KURA_B_BIN }${KURA_B_ARGS:-}")
   ports+=("$bp")
   pidl+=("$bpid")
 fi

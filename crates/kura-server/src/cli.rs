@@ -123,7 +123,8 @@ pub struct ServerArgs {
     /// min space used for key+value+flags (accepted for compatibility)
     #[arg(short = 'n', long = "slab-min-size", value_name = "bytes")]
     pub slab_min_size: Option<u64>,
-    /// try to use large memory pages (accepted for compatibility)
+    /// try to use large memory pages (transparent huge pages for the item
+    /// memory and its index, as memcached asks for them on Linux)
     #[arg(short = 'L', long = "enable-largepages")]
     pub enable_largepages: bool,
     /// delimiter between key prefixes and IDs for per-prefix stats
@@ -451,6 +452,7 @@ impl ServerArgs {
             c.reqs_per_event = v;
         }
         c.disable_cas |= self.disable_cas;
+        c.large_pages |= self.enable_largepages;
         if let Some(v) = self.listen_backlog {
             c.backlog = v;
         }
@@ -526,7 +528,6 @@ impl ServerArgs {
         for (flag, given) in [
             ("-f", self.slab_growth_factor.is_some()),
             ("-n", self.slab_min_size.is_some()),
-            ("-L", self.enable_largepages),
             ("-D", self.prefix_delimiter.is_some()),
         ] {
             if given {
@@ -650,6 +651,20 @@ mod tests {
         assert!(c.enable_shutdown);
         assert_eq!(c.item_size_max, 2 * 1024 * 1024);
         assert_eq!(c.listen, vec!["0.0.0.0", "::1"]);
+    }
+
+    #[test]
+    fn large_pages_from_the_flag_and_the_file_reach_the_store() {
+        assert!(!parse(&[]).unwrap().store_config().huge_pages);
+        for args in [&["-L"][..], &["--enable-largepages"], &["-L", "-L"]] {
+            assert!(parse(args).unwrap().store_config().huge_pages, "{args:?}");
+        }
+        let t: ServerConfig = toml::from_str("large_pages = true").unwrap();
+        assert!(t.store_config().huge_pages);
+        // -L is no longer among the flags kura accepts and ignores.
+        let cmd = Cmd::try_parse_from(["kura", "-L"]).unwrap();
+        let (_, _, warnings) = cmd.args.into_config().unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

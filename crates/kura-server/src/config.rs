@@ -135,6 +135,8 @@ pub struct ServerConfig {
     pub disable_cas: bool,
     /// Fail stores with out-of-memory instead of evicting (`-M`).
     pub disable_evictions: bool,
+    /// Item memory and index on transparent huge pages (`-L`).
+    pub large_pages: bool,
     /// Protocols accepted (`-B`).
     pub protocol: Protocol,
     /// User to switch to when started as root (`-u`).
@@ -268,6 +270,7 @@ impl Default for ServerConfig {
             disable_flush_all: false,
             disable_cas: false,
             disable_evictions: false,
+            large_pages: false,
             protocol: Protocol::Auto,
             user: None,
             pidfile: None,
@@ -527,6 +530,7 @@ impl ServerConfig {
             cas: !self.disable_cas,
             // Set by `Server::bind` from the data dir (durable mode).
             hash_seed: None,
+            huge_pages: self.large_pages,
         }
     }
 

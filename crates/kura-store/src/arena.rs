@@ -127,13 +127,15 @@ fn page_up(bytes: usize) -> usize {
 }
 
 impl Arena {
-    /// An arena able to hold `bytes` of blocks.
+    /// An arena able to hold `bytes` of blocks, on huge pages if `huge`
+    /// and the system has them (`pages.rs`).
     ///
     /// # Panics
     /// When the operating system refuses the address space (this process
     /// is out of it).
-    pub(crate) fn new(bytes: usize) -> Arena {
-        let base = reserve().unwrap_or_else(|e| panic!("kura-store: cannot reserve an arena: {e}"));
+    pub(crate) fn new(bytes: usize, huge: bool) -> Arena {
+        let base =
+            reserve(huge).unwrap_or_else(|e| panic!("kura-store: cannot reserve an arena: {e}"));
         let mut arena = Arena {
             base,
             mapped: 0,
@@ -607,8 +609,10 @@ pub(crate) unsafe fn release_detached(block: *mut u8) {
     }
 }
 
-/// Reserves REGION bytes of address space aligned to REGION, inaccessible.
-fn reserve() -> std::io::Result<NonNull<u8>> {
+/// Reserves REGION bytes of address space aligned to REGION, inaccessible,
+/// advised for huge pages if `huge` (before any page of it is touched: a
+/// 2 MiB range that already has a small page gets no huge one).
+fn reserve(huge: bool) -> std::io::Result<NonNull<u8>> {
     let len = 2 * REGION;
     // SAFETY: an anonymous private mapping with no access; no memory of
     // ours is involved.
@@ -637,6 +641,10 @@ fn reserve() -> std::io::Result<NonNull<u8>> {
         if tail > 0 {
             libc::munmap((aligned + REGION) as *mut libc::c_void, tail);
         }
+    }
+    if huge {
+        // Advice only: without huge pages the arena works on small ones.
+        crate::pages::advise_huge(aligned as *mut u8, REGION);
     }
     NonNull::new(aligned as *mut u8).ok_or_else(|| std::io::Error::other("null mapping"))
 }
@@ -670,8 +678,32 @@ mod tests {
     }
 
     #[test]
+    fn an_arena_is_advised_for_huge_pages_only_when_asked() {
+        if !crate::pages::kernel_has_them() {
+            eprintln!("this kernel has no transparent huge pages: nothing to check");
+            return;
+        }
+        let huge = Arena::new(1 << 20, true);
+        let small = Arena::new(1 << 20, false);
+        // The first page (the region's header) is in use in both.
+        assert_eq!(
+            crate::pages::advised(huge.base.as_ptr() as usize),
+            Some(true)
+        );
+        assert_eq!(
+            crate::pages::advised(small.base.as_ptr() as usize),
+            Some(false)
+        );
+        // The advice covers the part mapped later, as the arena grows.
+        let mut huge = huge;
+        assert!(huge.grow_to(8 << 20));
+        let late = huge.ptr(huge.end - 16) as usize;
+        assert_eq!(crate::pages::advised(late), Some(true));
+    }
+
+    #[test]
     fn blocks_split_merge_and_fill_the_arena() {
-        let mut a = Arena::new(1 << 20);
+        let mut a = Arena::new(1 << 20, false);
         a.check().unwrap();
         let total = a.large_free_blocks(10);
         assert_eq!(total.len(), 1);
@@ -701,7 +733,7 @@ mod tests {
 
     #[test]
     fn the_walk_visits_used_blocks_and_survives_frees() {
-        let mut a = Arena::new(1 << 16);
+        let mut a = Arena::new(1 << 16, false);
         let blocks: Vec<u32> = (0..20).map(|_| a.alloc(8).unwrap()).collect();
         let mut seen = Vec::new();
         while let Some(b) = a.walk() {
@@ -724,7 +756,7 @@ mod tests {
 
     #[test]
     fn growing_adds_a_free_block_merged_with_the_last() {
-        let mut a = Arena::new(4096);
+        let mut a = Arena::new(4096, false);
         let b = a.alloc(100).unwrap();
         a.grow_to(1 << 20);
         a.check().unwrap();
@@ -739,7 +771,7 @@ mod tests {
 
     #[test]
     fn a_block_pushed_back_by_a_handle_is_taken_once() {
-        let mut a = Arena::new(1 << 16);
+        let mut a = Arena::new(1 << 16, false);
         let b = a.alloc(10).unwrap();
         a.note_detached();
         // SAFETY: `b` is a used block nothing else refers to.
@@ -753,7 +785,7 @@ mod tests {
 
     #[test]
     fn a_region_outlives_its_arena_while_a_block_is_held() {
-        let mut a = Arena::new(1 << 16);
+        let mut a = Arena::new(1 << 16, false);
         let b = a.alloc(10).unwrap();
         let p = a.ptr(b);
         // SAFETY: writing inside a used block of a live region.
@@ -780,7 +812,7 @@ mod tests {
                 2 => any::<usize>().prop_map(Op::Free),
             ], 1..300)
         ) {
-            let mut a = Arena::new(1 << 18);
+            let mut a = Arena::new(1 << 18, false);
             let mut live: Vec<(u32, u32)> = Vec::new();
             for op in ops {
                 match op {

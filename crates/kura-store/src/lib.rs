@@ -34,6 +34,7 @@ mod expiry;
 mod index;
 mod item;
 mod ops;
+mod pages;
 mod reaper;
 mod shard;
 mod store;

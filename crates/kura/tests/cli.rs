@@ -596,3 +596,60 @@ fn log_check_and_repair() {
     assert_eq!(run(&["log", "check", d]).0, Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mappings of `pid` advised for transparent huge pages (`hg` in their
+/// VmFlags), by size in bytes.
+fn huge_advised(pid: u32) -> Vec<u64> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut size = 0;
+    let mut out = Vec::new();
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) {
+                size = hi - lo;
+                continue;
+            }
+        }
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            if flags.split_whitespace().any(|f| f == "hg") {
+                out.push(size);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn large_pages_flag_advises_item_memory_for_huge_pages() {
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        eprintln!("this kernel has no transparent huge pages: nothing to check");
+        return;
+    }
+    for large in [true, false] {
+        let port = free_port();
+        let mut cmd = kura();
+        cmd.args(["server", "-p", &port.to_string(), "-t", "2", "-m", "64"]);
+        if large {
+            cmd.arg("-L");
+        }
+        let child = cmd.stderr(Stdio::null()).spawn().map(Running).unwrap();
+        let mut s = connect(port);
+        let value = vec![b'v'; 200_000];
+        let mut req = b"set big 0 0 200000\r\n".to_vec();
+        req.extend_from_slice(&value);
+        req.extend_from_slice(b"\r\n");
+        assert_eq!(ask(&mut s, &req, b"\r\n"), b"STORED\r\n");
+        let got = ask(&mut s, b"get big\r\n", b"END\r\n");
+        assert_eq!(got.len(), "VALUE big 0 200000\r\n".len() + 200_000 + 7);
+        let advised = huge_advised(child.id());
+        if large {
+            // Every shard's arena (2 threads: 8 shards), part mapped and
+            // part reserved, and the index tables made so far.
+            let big = advised.iter().filter(|&&b| b >= 1 << 20).count();
+            assert!(big >= 8, "{advised:?}");
+        } else {
+            assert!(advised.is_empty(), "{advised:?}");
+        }
+    }
+}

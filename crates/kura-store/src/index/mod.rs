@@ -30,6 +30,8 @@ pub(crate) struct Index {
     /// moving groups into it): a walk by position that saw it change may
     /// have missed entries.
     moves: u64,
+    /// Tables are advised for huge pages (`pages.rs`).
+    huge: bool,
 }
 
 struct Old {
@@ -43,11 +45,7 @@ struct Old {
 
 impl Default for Index {
     fn default() -> Self {
-        Index {
-            table: Table::new(0),
-            old: None,
-            moves: 0,
-        }
+        Index::new(false)
     }
 }
 
@@ -56,6 +54,16 @@ fn limit(t: &Table) -> usize {
 }
 
 impl Index {
+    /// An empty index whose tables are on huge pages if `huge`.
+    pub(crate) fn new(huge: bool) -> Index {
+        Index {
+            table: Table::new(0, huge),
+            old: None,
+            moves: 0,
+            huge,
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.table.len() + self.old.as_ref().map_or(0, |o| o.table.len())
     }
@@ -136,7 +144,7 @@ impl Index {
     fn replace_table(&mut self, hash_of: &impl Fn(u32) -> u64) {
         let live = self.table.len() + 1;
         let want = (live * FRESH_LOAD.1).div_ceil(WIDTH * FRESH_LOAD.0);
-        let full = std::mem::replace(&mut self.table, Table::new(groups_for(want)));
+        let full = std::mem::replace(&mut self.table, Table::new(groups_for(want), self.huge));
         self.moves += 1;
         if full.len() == 0 {
             return;
@@ -216,9 +224,10 @@ impl Index {
         std::mem::replace(
             self,
             Index {
-                table: Table::new(groups),
+                table: Table::new(groups, self.huge),
                 old: None,
                 moves: self.moves + 1,
+                huge: self.huge,
             },
         )
     }
@@ -324,6 +333,35 @@ mod tests {
     /// between 7/10 and 7/8 full, plus the last page's rounding.
     fn bytes_per_entry(ix: &Index) -> f64 {
         (ix.bytes() - 4096) as f64 / ix.len() as f64
+    }
+
+    #[test]
+    fn every_table_of_an_index_on_huge_pages_is_advised_for_them() {
+        if !crate::pages::kernel_has_them() {
+            eprintln!("this kernel has no transparent huge pages: nothing to check");
+            return;
+        }
+        for huge in [true, false] {
+            let mut ix = Index::new(huge);
+            let mut seen = 0;
+            let mut last = 0;
+            for n in 1..=50_000u32 {
+                ix.insert(mixed(n), n, mixed);
+                if ix.table.addr() != last {
+                    last = ix.table.addr();
+                    seen += 1;
+                    assert_eq!(crate::pages::advised(last), Some(huge), "table {seen}");
+                }
+            }
+            assert!(seen > 3, "the index grew through {seen} tables");
+            let taken = ix.take();
+            assert_eq!(taken.len(), 50_000);
+            assert_eq!(
+                crate::pages::advised(ix.table.addr()),
+                Some(huge),
+                "after take"
+            );
+        }
     }
 
     #[test]

@@ -214,7 +214,8 @@ unsafe impl Send for Groups {}
 unsafe impl Sync for Groups {}
 
 impl Groups {
-    fn new(len: usize) -> Groups {
+    /// `len` zeroed groups, advised for huge pages if `huge`.
+    fn new(len: usize, huge: bool) -> Groups {
         if len == 0 {
             return Groups {
                 ptr: NonNull::dangling(),
@@ -235,7 +236,14 @@ impl Groups {
             )
         };
         match NonNull::new(p.cast::<Group>()) {
-            Some(ptr) if p != libc::MAP_FAILED => Groups { ptr, len },
+            Some(ptr) if p != libc::MAP_FAILED => {
+                if huge {
+                    // Advice only: without huge pages the table works on
+                    // small ones.
+                    crate::pages::advise_huge(p.cast(), bytes);
+                }
+                Groups { ptr, len }
+            }
             // As for any collection whose allocation is refused.
             _ => std::alloc::handle_alloc_error(
                 std::alloc::Layout::array::<Group>(len)
@@ -285,10 +293,11 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// A table of `groups` groups (0: no memory at all).
-    pub(super) fn new(groups: usize) -> Table {
+    /// A table of `groups` groups (0: no memory at all), on huge pages if
+    /// `huge`.
+    pub(super) fn new(groups: usize, huge: bool) -> Table {
         Table {
-            groups: Groups::new(groups),
+            groups: Groups::new(groups, huge),
             items: 0,
             deleted: 0,
         }
@@ -305,6 +314,16 @@ impl Table {
     /// Slots in use, by entries or tombstones.
     pub(super) fn used(&self) -> usize {
         self.items + self.deleted
+    }
+
+    /// Where the table's groups start (0 for none).
+    #[cfg(test)]
+    pub(super) fn addr(&self) -> usize {
+        if self.groups.len == 0 {
+            0
+        } else {
+            self.groups.ptr.as_ptr() as usize
+        }
     }
 
     /// Bytes of the table's mapping.
@@ -504,7 +523,7 @@ mod tests {
     #[test]
     fn tombstones_only_where_a_group_was_full() {
         // One group: every hash has the same home.
-        let mut t = Table::new(1);
+        let mut t = Table::new(1, false);
         assert_eq!(t.groups(), 1);
         for off in 1..=10 {
             t.insert(u64::from(off) << 57, off);
@@ -532,7 +551,7 @@ mod tests {
     #[test]
     fn a_lookup_walks_past_full_groups_and_tombstones() {
         // Three groups; every hash below has home 0 (low half 0).
-        let mut t = Table::new(3);
+        let mut t = Table::new(3, false);
         for off in 1..=40 {
             t.insert(u64::from(off % 100) << 57, off);
         }
@@ -549,8 +568,22 @@ mod tests {
         }
     }
     #[test]
+    fn a_table_is_advised_for_huge_pages_only_when_asked() {
+        if !crate::pages::kernel_has_them() {
+            eprintln!("this kernel has no transparent huge pages: nothing to check");
+            return;
+        }
+        for huge in [true, false] {
+            let mut t = Table::new(groups_for(100_000), huge);
+            t.insert(7, 7);
+            let at = t.groups.as_ptr() as usize;
+            assert_eq!(crate::pages::advised(at), Some(huge));
+        }
+    }
+
+    #[test]
     fn an_empty_table_has_no_mapping_and_finds_nothing() {
-        let t = Table::new(0);
+        let t = Table::new(0, false);
         assert_eq!((t.bytes(), t.len()), (0, 0));
         assert!(t.find(7, |_| true).is_none());
         assert_eq!(t.iter().count(), 0);

@@ -14,10 +14,11 @@ use std::sync::atomic::AtomicU8;
 use foldhash::fast::FixedState;
 
 use crate::arena::{Arena, UNIT};
-use crate::eviction::{Entries, EvictionKind, EvictionPolicy, Policy};
+use crate::eviction::{Entries, EvictionPolicy, Policy};
 use crate::expiry::is_expired;
 use crate::index::Index;
 use crate::item::{Item, Meta, FETCHED};
+use crate::store::StoreConfig;
 
 /// Bytes charged per entry for its index slot (4 bytes and a control byte
 /// in a table kept between 7/10 and 7/8 full: 5.7 to 7.2 bytes), beyond its
@@ -154,33 +155,34 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
+    /// Shard number `index` of `1 << shard_bits`, with a budget of `limit`
+    /// bytes, built as `config` asks (policy, `-M`, `-C`, `-L`).
     pub(crate) fn new(
-        kind: EvictionKind,
+        config: &StoreConfig,
         hasher: FixedState,
         limit: usize,
-        evict: bool,
         index: usize,
         shard_bits: u32,
-        cas_enabled: bool,
     ) -> Shard {
+        let kind = config.eviction;
         let limit = limit.min(max_limit());
         Shard {
-            index: Index::default(),
-            arena: Arena::new(growth_step(limit)),
+            index: Index::new(config.huge_pages),
+            arena: Arena::new(growth_step(limit), config.huge_pages),
             policy: Policy::new(kind),
             entry_overhead: INDEX_BYTES + kind.entry_bytes(),
             links: kind.links(),
             hasher,
             used: 0,
             limit,
-            evict,
+            evict: config.evict,
             with_ttl: 0,
             expiry_floor: u32::MAX,
             pass_floor: u32::MAX,
             cas_next: 1,
             cas_index: index as u64,
             cas_shift: shard_bits,
-            cas_enabled,
+            cas_enabled: config.cas,
             flush_epoch: 0,
             flushed: Default::default(),
             stats: ShardStats::default(),

@@ -18,7 +18,11 @@ fn shard(kind: EvictionKind) -> Shard {
 }
 
 fn shard_of(kind: EvictionKind, limit: usize) -> Shard {
-    Shard::new(kind, FixedState::with_seed(7), limit, true, 0, 0, true)
+    let config = StoreConfig {
+        eviction: kind,
+        ..Default::default()
+    };
+    Shard::new(&config, FixedState::with_seed(7), limit, 0, 0)
 }
 
 fn hash(s: &Shard, key: &[u8]) -> u64 {

@@ -107,17 +107,7 @@ impl Store {
         let hasher = FixedState::with_seed(seed);
         let per_shard = config.capacity / n;
         let shards = (0..n)
-            .map(|i| {
-                ShardCell(RwLock::new(Shard::new(
-                    config.eviction,
-                    hasher,
-                    per_shard,
-                    config.evict,
-                    i,
-                    bits,
-                    config.cas,
-                )))
-            })
+            .map(|i| ShardCell(RwLock::new(Shard::new(&config, hasher, per_shard, i, bits))))
             .collect();
         Store {
             shards,
