@@ -4,6 +4,7 @@
 use super::room::arena_bytes;
 use super::*;
 use crate::arena::UNIT;
+use crate::eviction::EvictionKind;
 use crate::ops::{GetOptions, SetRequest};
 
 impl Shard {
