@@ -14,21 +14,22 @@
 //! [`StoreConfig::huge_pages`]: crate::StoreConfig::huge_pages
 
 /// Asks the kernel to back the mapping at `[ptr, ptr + len)` with huge
-/// pages where it can: true when the advice was taken. Advice only: a
-/// kernel without transparent huge pages refuses it and the mapping keeps
-/// its small pages; nothing else about it changes.
-pub(crate) fn advise_huge(ptr: *mut u8, len: usize) -> bool {
+/// pages where it can. Advice only: a kernel without transparent huge pages
+/// refuses it and the mapping keeps its small pages; nothing else about it
+/// changes, so nobody needs to know whether it was taken.
+pub(crate) fn advise_huge(ptr: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: MADV_HUGEPAGE changes neither the contents nor the access
         // rights of any page; callers pass a page-aligned range of a
         // mapping of their own.
-        unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) == 0 }
+        unsafe {
+            libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE);
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (ptr, len);
-        false
     }
 }
 

@@ -576,8 +576,7 @@ mod tests {
         for huge in [true, false] {
             let mut t = Table::new(groups_for(100_000), huge);
             t.insert(7, 7);
-            let at = t.groups.as_ptr() as usize;
-            assert_eq!(crate::pages::advised(at), Some(huge));
+            assert_eq!(crate::pages::advised(t.addr()), Some(huge));
         }
     }
 
