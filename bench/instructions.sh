@@ -10,6 +10,7 @@
 #   SERVER=memcached bench/instructions.sh
 #   KEEP=dir bench/instructions.sh     keeps callgrind's files for callgrind_annotate
 #   KURA_ARGS="-o worker_loop=tasks" bench/instructions.sh   more flags for kura server
+#   RATIO=0:1 bench/instructions.sh    sets only (--ratio GETS:SETS of kura bench; default 9:1)
 #
 # memcached sets its open-files limit to exactly -c, which valgrind accepts
 # only when it equals the hard limit valgrind leaves the program: the soft
@@ -47,7 +48,7 @@ total_instructions() {
   pid=$!
   wait_port "$port" >/dev/null
   "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --prefill -n 0 >/dev/null
-  "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --ratio 9:1 -n "$n" >/dev/null
+  "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --ratio "${RATIO:-9:1}" -n "$n" >/dev/null
   kill -TERM "$pid"
   wait "$pid" || true
   awk '/^totals:/ {print $2}' "$file"

@@ -126,7 +126,21 @@ pub(crate) fn err<'a>(error: Error) -> Parsed<'a> {
 
 /// Finds and parses the request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Frame<'a> {
-    let Some(nl) = memchr(b'\n', buf) else {
+    frame(buf, limits, true)
+}
+
+/// [`parse`], with or without the shortcut for one-key gets (its tests
+/// compare the two).
+fn frame<'a>(buf: &'a [u8], limits: &Limits, shortcut: bool) -> Frame<'a> {
+    // The line ends at its newline; memcached reads it as a C string, so
+    // its request ends at a NUL before that. One scan finds whichever
+    // comes first.
+    let (nl, nul) = match memchr::memchr2(b'\n', 0, buf) {
+        Some(i) if buf[i] == b'\n' => (Some(i), None),
+        Some(i) => (memchr::memchr(b'\n', &buf[i..]).map(|j| i + j), Some(i)),
+        None => (None, None),
+    };
+    let Some(nl) = nl else {
         if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
             return if is_multiget_prefix(buf) && buf.len() <= limits.max_get_line {
                 Frame::Incomplete { needed: 0 }
@@ -137,13 +151,18 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Frame<'a> {
         return Frame::Incomplete { needed: 0 };
     };
     let line_len = nl + 1;
-    let mut line = &buf[..nl];
-    if line.len() > 1 && line[line.len() - 1] == b'\r' {
-        line = &line[..line.len() - 1];
-    }
-    // memcached reads the request line as a C string: it ends at a NUL.
-    if let Some(nul) = memchr(0, line) {
-        line = &line[..nul];
+    let line = match nul {
+        Some(nul) => &buf[..nul],
+        None if nl > 1 && buf[nl - 1] == b'\r' => &buf[..nl - 1],
+        None => &buf[..nl],
+    };
+    if shortcut {
+        if let Some(request) = text::one_key_get(line) {
+            return Frame::Request {
+                request,
+                len: line_len,
+            };
+        }
     }
     let tokens = Tokens::new(line);
     let parsed = dispatch(line, &tokens, limits);
@@ -209,10 +228,6 @@ fn is_multiget_prefix(buf: &[u8]) -> bool {
     spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
 }
 
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
 /// Byte offset of `part` (a subslice of `whole`) within `whole`.
 pub(crate) fn offset_in(whole: &[u8], part: &[u8]) -> usize {
     (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
@@ -233,6 +248,66 @@ pub(crate) fn after_token<'a>(line: &'a [u8], t: &Tokens<'a>, i: usize) -> &'a [
 /// be in a key: control bytes, DEL, bytes of 0x80 and above.
 pub(crate) fn valid_key(key: &[u8]) -> bool {
     !key.is_empty() && key.len() <= KEY_MAX_LENGTH
+}
+
+#[cfg(test)]
+mod shortcut_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "get", "gets", "gat", "bget", "get ", "gets ", " ", "  ", "\r", "\n", "\r\n", "\0",
+                "\t", "k", "key:1", "noreply", "g", "e", "t", "s", "0",
+            ])
+            .prop_map(|s| s.as_bytes().to_vec()),
+            (1usize..300).prop_map(|n| vec![b'x'; n]),
+            prop::collection::vec(any::<u8>(), 0..8),
+        ]
+    }
+
+    proptest! {
+        /// The one-key get shortcut frames every input as the general path
+        /// does: the same request, length, error or want of bytes.
+        #[test]
+        fn the_get_shortcut_changes_no_frame(
+            head in prop::sample::select(vec!["get ", "gets ", "get", "gets", "", " get "]),
+            parts in prop::collection::vec(piece(), 0..6),
+        ) {
+            let mut buf = head.as_bytes().to_vec();
+            for p in parts {
+                buf.extend_from_slice(&p);
+            }
+            buf.extend_from_slice(b"\r\n");
+            let limits = Limits::default();
+            prop_assert_eq!(frame(&buf, &limits, true), frame(&buf, &limits, false));
+        }
+    }
+
+    #[test]
+    fn one_key_gets_take_the_shortcut() {
+        for (line, cas) in [(&b"get a"[..], false), (b"gets key:1\r", true)] {
+            assert_eq!(
+                crate::text::one_key_get(line),
+                Some(Request::Get(crate::Get::new(
+                    cas,
+                    None,
+                    &line[3 + usize::from(cas)..]
+                )))
+            );
+        }
+        for line in [
+            &b"get a b"[..],
+            b"get  a",
+            b"get ",
+            b"gat 0 a",
+            b"got a",
+            &[b"get ".as_slice(), &[b'x'; 251]].concat(),
+        ] {
+            assert_eq!(crate::text::one_key_get(line), None, "{line:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,22 @@ fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
     }
 }
 
+/// `get <key>` and `gets <key>` with one space before a valid key, the
+/// commonest request lines, read without tokenizing: the same request the
+/// general path makes of them. `None` for any other line.
+pub(crate) fn one_key_get(line: &[u8]) -> Option<Request<'_>> {
+    let (cas, keys_at) = match line.get(..5)? {
+        b"gets " => (true, 4),
+        [b'g', b'e', b't', b' ', _] => (false, 3),
+        _ => return None,
+    };
+    let key = &line[keys_at + 1..];
+    if !valid_key(key) || memchr::memchr(b' ', key).is_some() {
+        return None;
+    }
+    Some(Request::Get(Get::new(cas, None, &line[keys_at..])))
+}
+
 fn retrieval<'a>(line: &'a [u8], t: &Tokens<'a>, cas: bool, touch: bool) -> Parsed<'a> {
     if t.len() < 2 {
         return err(Error::UnknownCommand);
