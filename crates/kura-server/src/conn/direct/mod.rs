@@ -287,8 +287,18 @@ fn serve_loop(
     }
     if let Ok(mut a) = mailbox.arrivals.lock() {
         for incoming in a.drain(..) {
-            let _ = handoff.send(Handoff::New(incoming));
+            hand_off(handoff, Handoff::New(incoming), shared);
         }
+    }
+}
+
+/// Sends `h` to the worker's task thread. Should that thread be gone (it
+/// could not start, or it ended first at the stop), the send's error drops
+/// the connection, which closes it, and it leaves the count of open
+/// connections as every other closing does.
+fn hand_off(handoff: &mpsc::UnboundedSender<Handoff>, h: Handoff, shared: &Shared) {
+    if handoff.send(h).is_err() {
+        shared.counters.curr.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -306,7 +316,7 @@ fn admit<'a>(
         }
         Incoming::Unix(s, g) => (Sock::Unix(s), g),
         tls @ Incoming::Tls(..) => {
-            let _ = handoff.send(Handoff::New(tls));
+            hand_off(handoff, Handoff::New(tls), shared);
             return;
         }
     };
@@ -348,9 +358,7 @@ fn serve_one<'a>(
         Outcome::Task(then) => {
             if let Some(c) = clients.take(i) {
                 let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
-                // The task thread outlives the loop: a send fails only
-                // if it could not start, and the connection then closes.
-                let _ = handoff.send(Handoff::Moved(c.into_moved(then)));
+                hand_off(handoff, Handoff::Moved(c.into_moved(then)), w.shared);
             }
         }
         Outcome::End(end) => {
@@ -359,5 +367,30 @@ fn serve_one<'a>(
                 c.close(w.shared, end);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn a_connection_the_task_thread_cannot_take_is_closed_and_uncounted() {
+        let shared = Shared::new(crate::ServerConfig::default(), Arc::default());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (sock, _) = listener.accept().expect("accept");
+        // As the acceptor counts and registers it.
+        shared.counters.curr.fetch_add(1, Ordering::Relaxed);
+        let guard = shared.conns.register(1, "peer".into(), "local".into(), 0);
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(rx);
+        hand_off(&tx, Handoff::New(Incoming::Tcp(sock, guard)), &shared);
+        assert_eq!(shared.counters.curr.load(Ordering::Relaxed), 0);
+        let mut buf = [0u8; 1];
+        assert_eq!(client.read(&mut buf).expect("read"), 0, "closed");
     }
 }
