@@ -60,7 +60,7 @@ pub enum Protocol {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkerLoop {
-    /// From the sockets' readiness, in one loop per worker (conn/direct.rs),
+    /// From the sockets' readiness, in one loop per worker (conn/direct/),
     /// where nothing makes requests wait.
     #[default]
     Direct,

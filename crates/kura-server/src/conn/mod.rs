@@ -1,33 +1,28 @@
-//! The connection loop: read, frame and execute every request that is
-//! buffered, then send all their replies with one write. Buffers are
-//! bounded: the read buffer holds at most one request (a line of at most
-//! 2048 bytes, a multi-get line, or one value of at most `-I` bytes, which
-//! must first get room in the server's budget for values being received,
-//! `budget.rs`), and replies are written out once they pass a high-water
-//! mark, so a client that never reads stalls only itself.
+//! A client connection: what ends it, where it stands when it changes
+//! loops, and serving it in a task of its own (task.rs); most plain ones
+//! are served by the worker's readiness loop instead (direct/). Either
+//! loop reads, frames and executes every request that is buffered, then
+//! sends all their replies with one write (step.rs frames and runs one).
+//! Buffers are bounded: the read buffer holds at most one request (a line
+//! of at most 2048 bytes, a multi-get line, or one value of at most `-I`
+//! bytes, which must first get room in the server's budget for values
+//! being received, `budget.rs`), and replies are written out once they
+//! pass a high-water mark, so a client that never reads stalls only
+//! itself.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio_util::io::poll_read_buf;
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::budget::Room;
-use crate::exec::{Next, Session, Step};
-use crate::latency::{now_ns, Family};
-use crate::metrics::{add, incr, ConnGuard, ConnState, ThreadStats};
-use crate::output::{Output, HIGH_WATER};
+use crate::metrics::{ConnGuard, ConnState, ThreadStats};
 use crate::shared::Shared;
 use crate::stop::StopSignal;
 
 pub(crate) mod direct;
 mod step;
-
-use step::{configured_wire, step_one, wire_of};
+mod task;
 
 /// Bytes asked of each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -71,7 +66,7 @@ pub(crate) async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
 {
-    let end = run(&mut stream, shared, stats, stop, &conn, resume).await;
+    let end = task::run(&mut stream, shared, stats, stop, &conn, resume).await;
     closed(shared, &conn, end);
     let _ = crate::timer::timeout(CLOSE_TIMEOUT, stream.shutdown()).await;
 }
@@ -94,7 +89,7 @@ fn closed(shared: &Shared, conn: &ConnGuard, end: End) {
 }
 
 /// Where a connection stands when it moves from the worker's readiness
-/// loop (direct.rs) to a task of its own.
+/// loop (direct/) to a task of its own (task.rs).
 pub(crate) struct Resume {
     rbuf: BytesMut,
     session: crate::exec::Detached,
@@ -103,378 +98,4 @@ pub(crate) struct Resume {
     /// Its replies are written; then it ends (or carries a replication
     /// stream).
     then: Option<End>,
-}
-
-async fn run<S>(
-    stream: &mut S,
-    shared: &Shared,
-    stats: &ThreadStats,
-    stop: &Rc<StopSignal>,
-    conn: &ConnGuard,
-    resume: Option<Resume>,
-) -> End
-where
-    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
-{
-    // One wait for the worker's stop signal for the connection's whole
-    // life, polled beside every read and write (stop.rs).
-    let stop = stop.stopped();
-    tokio::pin!(stop);
-    let mut session = Session::new(shared, stats);
-    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut swallow = 0usize;
-    let mut wire = configured_wire(shared);
-    // Frames already read (a connection moved here from the worker's
-    // readiness loop) are run before the next read.
-    let mut buffered = false;
-    if let Some(r) = resume {
-        session = r.session.attach(shared, stats);
-        rbuf = r.rbuf;
-        swallow = r.swallow;
-        wire = r.wire;
-        buffered = !rbuf.is_empty();
-        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-            return End::Io;
-        }
-        if let Some(end) = r.then {
-            return finish(end, stream, shared, &mut session, conn).await;
-        }
-    }
-    // Room for the large frame at the front of `rbuf`, if any.
-    let mut room = Room::new(&shared.values);
-    let no_room = kura_proto::Limits {
-        item_size_max: 0,
-        ..shared.limits
-    };
-    let idle = match shared.config.idle_timeout {
-        0 => None,
-        s => Some(Duration::from_secs(s)),
-    };
-    let per_event = shared.config.reqs_per_event.max(1) as usize;
-    // With `--data-dir`, the number of the last record this connection's
-    // requests made: replies wait until it is on disk (`--fsync always`),
-    // or written when the log has fallen behind (durable/lag.rs).
-    let durable = shared.durable.as_deref();
-    let mut unsettled = 0u64;
-    // With `--min-replicas-ack`, each write waits for its replicas.
-    let min_acks = shared.config.min_replicas_ack as usize;
-    loop {
-        // A buffer grown for a large frame already has room for the rest.
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && !room.holds() {
-            rbuf.reserve(READ_CHUNK);
-        }
-        conn.info.set_state(ConnState::Waiting);
-        let n = if std::mem::take(&mut buffered) {
-            0
-        } else {
-            let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
-                // The common case, no idle timer and no invalidations to send,
-                // in one poll function rather than a select over futures (some
-                // 150 instructions a request less).
-                None if idle.is_none() => {
-                    let read = std::future::poll_fn(|cx| {
-                        if stop.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(None);
-                        }
-                        poll_read_buf(Pin::new(&mut *stream), cx, &mut rbuf).map(Some)
-                    });
-                    match read.await {
-                        Some(r) => Some(r),
-                        None => return End::Stopping,
-                    }
-                }
-                None => tokio::select! {
-                    biased;
-                    _ = &mut stop => return End::Stopping,
-                    r = read_some(stream, &mut rbuf, idle) => r,
-                },
-                // A tracking connection also wakes for invalidations to send.
-                Some(sub) => tokio::select! {
-                    biased;
-                    _ = &mut stop => return End::Stopping,
-                    () = sub.notify.notified() => {
-                        if let Some(t) = session.tracking.as_mut() {
-                            t.drain(&mut session.out);
-                        }
-                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-                            return End::Io;
-                        }
-                        continue;
-                    }
-                    r = read_some(stream, &mut rbuf, idle) => r,
-                },
-            };
-            match read {
-                None => {
-                    incr(&stats.idle_kicks);
-                    return End::Idle;
-                }
-                Some(Ok(0)) => return End::Eof,
-                Some(Ok(n)) => n,
-                Some(Err(_)) => return End::Io,
-            }
-        };
-        add(&stats.bytes_read, n as u64);
-        // Under -B auto the first byte decides, once per connection.
-        let wire = *wire.get_or_insert_with(|| wire_of(rbuf.first()));
-        if swallow > 0 {
-            let k = swallow.min(rbuf.len());
-            rbuf.advance(k);
-            swallow -= k;
-            if swallow > 0 {
-                conn.info.set_state(ConnState::Swallow);
-                continue;
-            }
-        }
-        conn.info.set_state(ConnState::ParseCmd);
-        conn.info.set_last_cmd(shared.store.now());
-        let mut pos = 0;
-        let mut served = 0;
-        let mut end = None;
-        let mut shrink = false;
-        // Each request's time runs from here or from the previous one's end.
-        let mut clock = now_ns();
-        while pos < rbuf.len() {
-            // A request refused for lack of room is framed as if its value
-            // were too large: answered at once, its value skipped.
-            let refusing = session.no_room;
-            let limits = if refusing { &no_room } else { &shared.limits };
-            let mark = session.out.mark();
-            let (step, family) =
-                step_one(&mut session, wire, &rbuf[pos..], limits, &conn.info.addr);
-            session.no_room = false;
-            let (len, next) = match step {
-                Step::More { needed } => {
-                    let have = rbuf.len() - pos;
-                    if needed > have && !refusing && !room.try_cover(needed) {
-                        // Send what is done before waiting for room.
-                        if unsettled > 0 && !settled(durable, &mut unsettled).await {
-                            return End::Io;
-                        }
-                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn)
-                            .await
-                        {
-                            return End::Io;
-                        }
-                        let covered = room.wait_cover(needed).await;
-                        clock = now_ns();
-                        if !covered {
-                            session.no_room = true;
-                            continue;
-                        }
-                    }
-                    if needed > have {
-                        rbuf.reserve(needed - have);
-                    }
-                    break;
-                }
-                Step::Garbage => {
-                    end = Some(End::Garbage);
-                    break;
-                }
-                Step::Done { len, next } => {
-                    shrink |= room.release();
-                    clock = stats.latency.record_since(family, clock);
-                    (len, next)
-                }
-            };
-            if min_acks > 0 {
-                // A write is acknowledged once its replicas have it: this
-                // request's reply waits, or is taken back for an error.
-                let seq = crate::durable::take_last_seq().max(crate::replication::take_last_seq());
-                let text = matches!(wire, Wire::Text);
-                // Meta's quiet mode still hears errors; classic noreply not.
-                let meta = matches!(
-                    family,
-                    Family::MetaGet | Family::MetaSet | Family::MetaDelete | Family::MetaArith
-                );
-                if seq > 0
-                    && !acknowledged(shared, durable, seq, &mut session.out, mark, (text, meta))
-                        .await
-                {
-                    return End::Io;
-                }
-            } else if durable.is_some() {
-                unsettled = unsettled.max(crate::durable::take_last_seq());
-            }
-            pos += len;
-            match next {
-                Next::Continue => {}
-                Next::Swallow(n) => {
-                    let k = n.min(rbuf.len() - pos);
-                    pos += k;
-                    swallow = n - k;
-                }
-                Next::Close => {
-                    end = Some(End::Quit);
-                    break;
-                }
-                Next::Replicate => {
-                    end = Some(End::Replicate);
-                    break;
-                }
-            }
-            served += 1;
-            if session.out.pending() > HIGH_WATER {
-                if unsettled > 0 && !settled(durable, &mut unsettled).await {
-                    return End::Io;
-                }
-                if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-                    return End::Io;
-                }
-                clock = now_ns();
-            }
-            if served % per_event == 0 {
-                incr(&stats.conn_yields);
-                tokio::task::yield_now().await;
-                clock = now_ns();
-            }
-        }
-        rbuf.advance(pos.min(rbuf.len()));
-        if shrink {
-            // The buffer grew for a large frame that is done: its memory
-            // goes back with the room.
-            rbuf = BytesMut::from(&rbuf[..]);
-        }
-        if unsettled > 0 && !settled(durable, &mut unsettled).await {
-            return End::Io;
-        }
-        // Invalidations go between replies: after every reply of the batch.
-        if let Some(t) = session.tracking.as_mut() {
-            t.drain(&mut session.out);
-        }
-        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-            return End::Io;
-        }
-        if let Some(end) = end {
-            return finish(end, stream, shared, &mut session, conn).await;
-        }
-        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
-            rbuf = BytesMut::with_capacity(READ_CHUNK);
-        }
-        if session.out.capacity() > KEEP_CAPACITY * 4 {
-            session.out = Output::with_capacity(READ_CHUNK);
-        }
-    }
-}
-
-/// Ends a connection whose replies are written: a replica's `replicate`
-/// request turns it into a replication stream first.
-async fn finish<S>(
-    end: End,
-    stream: &mut S,
-    shared: &Shared,
-    session: &mut Session<'_>,
-    conn: &ConnGuard,
-) -> End
-where
-    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
-{
-    if end == End::Replicate {
-        if let Some((history, after)) = session.replicate.take() {
-            crate::replication::primary::serve(stream, shared, &conn.info.addr, &history, after)
-                .await;
-        }
-    }
-    end
-}
-
-/// Reads what the client sent into `rbuf`; `None` if nothing came within
-/// the idle timeout. A worker whose connections time out when idle has a
-/// time driver of its own (timer.rs): a timer at every read is cheap there.
-async fn read_some<S: AsyncRead + Unpin>(
-    stream: &mut S,
-    rbuf: &mut BytesMut,
-    idle: Option<Duration>,
-) -> Option<std::io::Result<usize>> {
-    match idle {
-        Some(d) => tokio::time::timeout(d, stream.read_buf(rbuf)).await.ok(),
-        None => Some(stream.read_buf(rbuf).await),
-    }
-}
-
-/// Waits until the records this connection made are logged as the fsync
-/// policy and the log's bounds ask; false if they never will be (the log
-/// failed): the connection then closes without acknowledging them.
-/// With `--min-replicas-ack`: waits until record `seq` (the last a request
-/// made) is in the log and acknowledged by enough replicas; on a timeout the
-/// request's reply (since `mark`) becomes an error, or, for a classic
-/// request that had none (noreply), stays none (meta's quiet mode hears it); a binary request's connection is closed
-/// (its reply cannot be taken back into a status). False when the
-/// connection is to be closed.
-async fn acknowledged(
-    shared: &Shared,
-    durable: Option<&crate::durable::Durable>,
-    seq: u64,
-    out: &mut Output,
-    mark: (usize, usize),
-    (text, meta): (bool, bool),
-) -> bool {
-    if let Some(d) = durable {
-        if !d.settle(seq).await {
-            return false;
-        }
-    }
-    crate::replication::primary::batch_done(shared);
-    let n = shared.config.min_replicas_ack as usize;
-    let timeout = Duration::from_millis(shared.config.min_replicas_timeout_ms);
-    if shared.replication.wait_acks(seq, n, timeout).await {
-        return true;
-    }
-    if !text {
-        return false;
-    }
-    if out.mark() != mark || meta {
-        out.truncate(mark);
-        out.extend_from_slice(
-            format!(
-                "SERVER_ERROR not acknowledged by {n} replicas within {} ms (applied here)\r\n",
-                timeout.as_millis()
-            )
-            .as_bytes(),
-        );
-    }
-    true
-}
-
-/// Waits until the records this connection made (up to `unsettled`) are
-/// settled in the log; false if the log failed. Callers test
-/// `unsettled > 0` first: entering an async fn costs even with nothing to do.
-async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64) -> bool {
-    let Some(d) = durable.filter(|_| *unsettled > 0) else {
-        return true;
-    };
-    let seq = std::mem::take(unsettled);
-    d.settle(seq).await
-}
-
-/// Writes out pending replies; false if the connection is gone or the
-/// server stopped (`stop` finished) while the client was not reading.
-/// What the requests before it appended to the replication journal goes
-/// first, so that a client that does not read holds back no replica.
-async fn flush<S, F>(
-    shared: &Shared,
-    stream: &mut S,
-    out: &mut Output,
-    stats: &ThreadStats,
-    stop: std::pin::Pin<&mut F>,
-    conn: &ConnGuard,
-) -> bool
-where
-    S: AsyncWrite + Unpin,
-    F: std::future::Future<Output = ()>,
-{
-    crate::replication::primary::batch_done(shared);
-    if out.is_empty() {
-        return true;
-    }
-    conn.info.set_state(ConnState::Write);
-    let ok = tokio::select! {
-        biased;
-        r = out.write_to(stream) => r.is_ok(),
-        _ = stop => false,
-    };
-    add(&stats.bytes_written, out.pending() as u64);
-    out.clear();
-    ok
 }

@@ -1,4 +1,4 @@
-//! Framing and running one request, the same in both loops (mod.rs's task
+//! Framing and running one request, the same in both loops (task.rs's task
 //! per connection, direct/'s readiness loop).
 
 use kura_proto::binary::{self, BinFrame};

@@ -118,7 +118,7 @@ impl<'a> Session<'a> {
     }
 
     /// What the session owns, apart from its references to the server:
-    /// so that a connection can move to another loop (conn/direct.rs).
+    /// so that a connection can move to another loop (conn/direct/).
     pub fn detach(self) -> Detached {
         Detached {
             out: self.out,
