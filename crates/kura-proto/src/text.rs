@@ -122,7 +122,11 @@ pub(crate) fn one_key_get(line: &[u8]) -> Option<Request<'_>> {
         _ => return None,
     };
     let key = &line[keys_at + 1..];
-    if !valid_key(key) || memchr::memchr(b' ', key).is_some() {
+    if !valid_key(key)
+        || memchr::arch::all::memchr::One::new(b' ')
+            .find(key)
+            .is_some()
+    {
         return None;
     }
     Some(Request::Get(Get::new(cas, None, &line[keys_at..])))
