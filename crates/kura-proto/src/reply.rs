@@ -50,13 +50,19 @@ pub fn value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: 
     out.reserve(key.len() + 48);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
-    out.push(b' ');
-    put_u64(out, u64::from(flags));
-    out.push(b' ');
-    put_u64(out, len as u64);
+    let mut digits = itoa::Buffer::new();
+    // Most items have no flags: their part of the line is a constant.
+    if flags == 0 {
+        out.extend_from_slice(b" 0 ");
+    } else {
+        out.push(b' ');
+        out.extend_from_slice(digits.format(flags).as_bytes());
+        out.push(b' ');
+    }
+    out.extend_from_slice(digits.format(len).as_bytes());
     if let Some(cas) = cas {
         out.push(b' ');
-        put_u64(out, cas);
+        out.extend_from_slice(digits.format(cas).as_bytes());
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -121,6 +127,25 @@ mod tests {
         let mut out = Vec::new();
         value(&mut out, b"k", 5, b"hi", Some(7));
         assert_eq!(out, b"VALUE k 5 2 7\r\nhi\r\n");
+    }
+
+    proptest::proptest! {
+        /// Flags of 0 take a shortcut; every header reads as memcached
+        /// writes it all the same.
+        #[test]
+        fn value_headers_are_memcached_lines(
+            key in proptest::collection::vec(33u8..=126, 1..250),
+            flags in proptest::prop_oneof![proptest::strategy::Just(0u32), proptest::num::u32::ANY],
+            len in 0usize..=(i32::MAX as usize),
+            cas in proptest::option::of(proptest::num::u64::ANY),
+        ) {
+            let mut out = b"before".to_vec();
+            value_header(&mut out, &key, flags, len, cas);
+            let cas = cas.map(|c| format!(" {c}")).unwrap_or_default();
+            let key = String::from_utf8(key).expect("printable");
+            let want = format!("beforeVALUE {key} {flags} {len}{cas}\r\n");
+            proptest::prop_assert_eq!(String::from_utf8(out).expect("ascii"), want);
+        }
     }
 
     #[test]
