@@ -88,7 +88,7 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
                     ..
                 }
             );
-            (session.step(frame), flushes)
+            (session.step(&frame), flushes)
         };
         let Step::Done { len, next } = step else {
             break;

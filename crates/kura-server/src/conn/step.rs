@@ -29,7 +29,7 @@ pub(super) fn step_one(
                     log_request(addr, &buf[..*len]);
                 }
             }
-            (session.step(frame), family)
+            (session.step(&frame), family)
         }
         Wire::Binary => {
             let frame = binary::parse(buf, limits);

@@ -143,10 +143,10 @@ impl<'a> Session<'a> {
 
     /// Answers one frame: runs a request, or appends the error reply of a
     /// bad one (unless it was quiet) and says what payload to skip.
-    pub fn step(&mut self, frame: Frame<'_>) -> Step {
-        // Matched by reference: moving the request out of the frame copied
-        // it whole (a memcpy a request).
-        match &frame {
+    pub fn step(&mut self, frame: &Frame<'_>) -> Step {
+        // Taken and matched by reference: moving the frame or the request
+        // out of it copied it whole (a memcpy a request).
+        match frame {
             &Frame::Incomplete { needed } => Step::More { needed },
             Frame::Close => Step::Garbage,
             // Before ASCII authentication the connection frames its bytes
