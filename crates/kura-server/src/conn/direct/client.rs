@@ -4,7 +4,7 @@
 //! socket has nothing more or the connection must move to a task.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,13 +32,6 @@ pub(super) enum Sock {
 }
 
 impl Sock {
-    pub(super) fn fd(&self) -> RawFd {
-        match self {
-            Sock::Tcp(s) => s.as_raw_fd(),
-            Sock::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
     /// Reads into `buf`'s spare capacity; the bytes read. The loop's
     /// syscalls go through rustix, straight to the kernel: libc's wrappers
     /// of read, send and writev are cancellation points, which cost some

@@ -1,6 +1,6 @@
 //! The worker's readiness loop: plain TCP and Unix connections served
 //! straight from their socket's readiness, without a task each. Each worker
-//! thread blocks in epoll_wait on its own set (mio) of its connections and,
+//! thread blocks in epoll_wait on its own set (set.rs) of its connections and,
 //! for every ready one, reads, frames, runs and answers with plain
 //! syscalls: no future, waker or readiness registration per connection,
 //! and no async runtime between the wake-up and the read.
@@ -21,8 +21,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use std::os::fd::AsFd;
+
 use tokio::sync::mpsc;
 
 use super::End;
@@ -32,8 +32,10 @@ use crate::shared::{RunState, Shared};
 use crate::stop::StopSignal;
 
 mod client;
+mod set;
 
 use client::{Client, Moved, Outcome, Sock, Worker};
+use set::{Set, Waker};
 
 /// Events taken from the set at a time.
 const EVENTS: usize = 256;
@@ -75,9 +77,6 @@ impl<'a> Clients<'a> {
     }
 }
 
-/// The token of the set's waker: connections arrived, or the stop.
-const WAKE: Token = Token(usize::MAX);
-
 /// What the task thread hands to the worker's loop.
 #[derive(Default)]
 struct Mailbox {
@@ -98,11 +97,8 @@ enum Handoff {
 /// thread beside it; returns once the server has stopped and every
 /// connection of both has finished.
 pub(crate) fn run(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Incoming>) {
-    let (poll, waker) = match Poll::new().and_then(|p| {
-        let w = mio::Waker::new(p.registry(), WAKE)?;
-        Ok((p, Arc::new(w)))
-    }) {
-        Ok(p) => p,
+    let (set, waker) = match Set::new() {
+        Ok((set, waker)) => (set, Arc::new(waker)),
         Err(e) => {
             tracing::warn!("worker {index}: no readiness loop ({e}); a task per connection");
             crate::server::worker_tasks(index, shared, rx);
@@ -134,7 +130,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver
     serve_loop(
         &shared,
         &shared.thread_stats[index],
-        poll,
+        (&set, &waker),
         &mailbox,
         &handoff,
     );
@@ -152,7 +148,7 @@ fn task_thread(
     mut rx: mpsc::UnboundedReceiver<Incoming>,
     mut handoffs: mpsc::UnboundedReceiver<Handoff>,
     mailbox: Arc<Mailbox>,
-    waker: Arc<mio::Waker>,
+    waker: Arc<Waker>,
     handle_tx: std::sync::mpsc::SyncSender<tokio::runtime::Handle>,
 ) {
     let rt = match crate::timer::worker_runtime(false) {
@@ -161,7 +157,7 @@ fn task_thread(
             tracing::error!("worker {index}: cannot start its task loop: {e}");
             drop(handle_tx);
             mailbox.stopping.store(true, Ordering::Release);
-            let _ = waker.wake();
+            waker.wake();
             return;
         }
     };
@@ -179,7 +175,7 @@ fn task_thread(
             let _ = watch.wait_for(|s| *s == RunState::Stopping).await;
             stop.stop();
             mailbox.stopping.store(true, Ordering::Release);
-            let _ = waker.wake();
+            waker.wake();
         }
     });
     local.spawn_local({
@@ -196,7 +192,7 @@ fn task_thread(
                     a.push(incoming);
                 }
                 mailbox.has_arrivals.store(true, Ordering::Release);
-                let _ = waker.wake();
+                waker.wake();
             }
         }
     });
@@ -218,15 +214,10 @@ fn task_thread(
 fn serve_loop(
     shared: &Shared,
     stats: &ThreadStats,
-    mut poll: Poll,
+    (set, waker): (&Set, &Waker),
     mailbox: &Mailbox,
     handoff: &mpsc::UnboundedSender<Handoff>,
 ) {
-    let Ok(registry) = poll.registry().try_clone() else {
-        tracing::error!("worker: cannot use its readiness set");
-        return;
-    };
-    let registry = &registry;
     let w = Worker {
         shared,
         limits: shared.limits,
@@ -240,30 +231,32 @@ fn serve_loop(
         slots: Vec::new(),
         free: Vec::new(),
     };
-    let mut events = Events::with_capacity(EVENTS);
+    let mut events = Vec::with_capacity(EVENTS);
+    let mut woken = false;
     let mut again: Vec<usize> = Vec::new();
     loop {
-        if let Err(e) = poll.poll(&mut events, None) {
+        if let Err(e) = set.wait(&mut events, &mut woken) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             tracing::error!("worker: readiness loop failed: {e}");
             break;
         }
-        for event in events.iter() {
-            if event.token() != WAKE {
-                // Data and the client's end of file can come in one event:
-                // a short read then does not mean nothing is left.
-                let closed = event.is_read_closed() || event.is_error();
-                let i = (event.token().0, closed);
-                serve_one(i, &mut clients, &mut again, &w, registry, handoff);
-            }
+        for ready in events.iter().map(set::ready) {
+            serve_one(ready, &mut clients, &mut again, &w, set, handoff);
         }
         // Connections that gave way after -R requests, until none is left.
         while !again.is_empty() {
-            for i in std::mem::take(&mut again) {
-                serve_one((i, false), &mut clients, &mut again, &w, registry, handoff);
+            for token in std::mem::take(&mut again) {
+                let ready = set::Ready {
+                    token,
+                    closed: false,
+                };
+                serve_one(ready, &mut clients, &mut again, &w, set, handoff);
             }
+        }
+        if woken {
+            waker.reset();
         }
         if mailbox.stopping.load(Ordering::Acquire) {
             break;
@@ -274,7 +267,7 @@ fn serve_loop(
                 Err(_) => Vec::new(),
             };
             for incoming in arrivals {
-                admit(incoming, &mut clients, registry, (shared, stats, handoff));
+                admit(incoming, &mut clients, set, (shared, stats, handoff));
             }
         }
     }
@@ -282,7 +275,7 @@ fn serve_loop(
     // (everything read is answered), so they close now; those that arrived
     // but were not yet taken go to tasks, which see the stop.
     for c in std::mem::take(&mut clients.slots).into_iter().flatten() {
-        let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
+        set.remove(c.sock.as_fd());
         c.close(shared, End::Stopping);
     }
     if let Ok(mut a) = mailbox.arrivals.lock() {
@@ -306,7 +299,7 @@ fn hand_off(handoff: &mpsc::UnboundedSender<Handoff>, h: Handoff, shared: &Share
 fn admit<'a>(
     incoming: Incoming,
     clients: &mut Clients<'a>,
-    registry: &mio::Registry,
+    set: &Set,
     (shared, stats, handoff): (&'a Shared, &'a ThreadStats, &mpsc::UnboundedSender<Handoff>),
 ) {
     let (sock, guard) = match incoming {
@@ -324,10 +317,11 @@ fn admit<'a>(
         Sock::Tcp(s) => s.set_nonblocking(true),
         Sock::Unix(s) => s.set_nonblocking(true),
     };
-    let fd = sock.fd();
     let i = clients.add(Client::new(sock, guard, shared, stats));
-    let registered = nonblocking
-        .and_then(|()| registry.register(&mut SourceFd(&fd), Token(i), Interest::READABLE));
+    let registered = nonblocking.and_then(|()| match &clients.slots[i] {
+        Some(c) => set.add(c.sock.as_fd(), i),
+        None => Ok(()),
+    });
     if registered.is_err() {
         if let Some(c) = clients.take(i) {
             c.close(shared, End::Io);
@@ -338,11 +332,11 @@ fn admit<'a>(
 /// Serves the connection with token `i`, and closes it or moves it to a
 /// task when it is done here.
 fn serve_one<'a>(
-    (i, closed): (usize, bool),
+    set::Ready { token: i, closed }: set::Ready,
     clients: &mut Clients<'a>,
     again: &mut Vec<usize>,
     w: &Worker<'a>,
-    registry: &mio::Registry,
+    set: &Set,
     handoff: &mpsc::UnboundedSender<Handoff>,
 ) {
     let Some(Some(c)) = clients.slots.get_mut(i) else {
@@ -357,13 +351,13 @@ fn serve_one<'a>(
         }
         Outcome::Task(then) => {
             if let Some(c) = clients.take(i) {
-                let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
+                set.remove(c.sock.as_fd());
                 hand_off(handoff, Handoff::Moved(c.into_moved(then)), w.shared);
             }
         }
         Outcome::End(end) => {
             if let Some(c) = clients.take(i) {
-                let _ = registry.deregister(&mut SourceFd(&c.sock.fd()));
+                set.remove(c.sock.as_fd());
                 c.close(w.shared, end);
             }
         }
