@@ -27,10 +27,9 @@ echo "rate round system requests voluntary/req involuntary/req"
 for rate in $RATES; do
   for r in $(seq "$ROUNDS"); do
     for s in memcached kura; do
-      if [ "$s" = memcached ]; then port=$mp pid=$mpid; else port=$kp pid=$kpid; fi
+      pair_member "$s"
       read -r v0 n0 < <(switches "$pid")
-      n=$("$KURA" bench -s "127.0.0.1:$port" -t 2 -c 32 --keys 100000 --rate "$rate" \
-        -d "$DURATION" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["requests"])')
+      n=$(load1_requests "$port" --rate "$rate" -d "$DURATION")
       read -r v1 n1 < <(switches "$pid")
       python3 -c "print('$rate $r $s $n %.3f %.3f' % (($v1 - $v0) / $n, ($n1 - $n0) / $n))"
     done

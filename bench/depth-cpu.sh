@@ -30,10 +30,9 @@ echo "depth round system requests user_ns sys_ns"
 for depth in $DEPTHS; do
   for r in $(seq "$ROUNDS"); do
     for s in memcached kura; do
-      if [ "$s" = memcached ]; then port=$mp pid=$mpid; else port=$kp pid=$kpid; fi
+      pair_member "$s"
       read -r u0 s0 < <(cpu "$pid")
-      n=$("$KURA" bench -s "127.0.0.1:$port" -t 2 -c 32 --keys 100000 --pipeline "$depth" \
-        -d "$DURATION" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["requests"])')
+      n=$(load1_requests "$port" --pipeline "$depth" -d "$DURATION")
       read -r u1 s1 < <(cpu "$pid")
       echo "$depth $r $s $n $(((u1 - u0) * tick_ns / n)) $(((s1 - s0) * tick_ns / n))" | tee -a "$out"
     done

@@ -56,6 +56,21 @@ start_pair() {
   done
 }
 
+# pair_member NAME: sets port and pid to start_pair's memcached or kura.
+pair_member() {
+  if [ "$1" = memcached ]; then port=$mp pid=$mpid; else port=$kp pid=$kpid; fi
+}
+
+# load1_requests PORT ARGS...: runs load (1) (`kura bench -t 2 -c 32` over start_pair's 100,000
+# keys) against PORT with ARGS added (a duration, a rate, a pipeline depth) and prints the
+# requests it counted.
+load1_requests() {
+  local port=$1
+  shift
+  "$KURA" bench -s "127.0.0.1:$port" -t 2 -c 32 --keys 100000 "$@" --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["runs"][0]["requests"])'
+}
+
 # http_setup: what the HTTP benches against Varnish share: varnishd and wrk must be installed; a
 # work dir in $work, and the pids of the origins ($pids) and caches ($cache_pids) the script
 # starts, all killed (and the work dir removed) on exit.

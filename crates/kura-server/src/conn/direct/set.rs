@@ -122,42 +122,30 @@ mod tests {
         set.add(sock.as_fd(), 7).expect("add");
         let mut events = Vec::with_capacity(8);
         let mut woken = false;
+        // What one wait finds: the connections ready, and whether the
+        // waker rang.
+        let mut wait = || {
+            set.wait(&mut events, &mut woken).expect("wait");
+            (events.iter().map(ready).collect::<Vec<_>>(), woken)
+        };
+        let conn = |closed| vec![Ready { token: 7, closed }];
 
         client.write_all(b"get a\r\n").expect("write");
-        set.wait(&mut events, &mut woken).expect("wait");
-        let got: Vec<Ready> = events.iter().map(ready).collect();
-        assert_eq!(
-            got,
-            [Ready {
-                token: 7,
-                closed: false
-            }]
-        );
-        assert!(!woken);
+        assert_eq!(wait(), (conn(false), false));
 
         waker.wake();
-        set.wait(&mut events, &mut woken).expect("wait");
-        assert!(events.is_empty() && woken, "the waker alone");
+        assert_eq!(wait(), (vec![], true), "the waker alone");
         waker.reset();
 
         // The client's bytes and its end in one event: closed.
         client.write_all(b"x").expect("write");
         drop(client);
         std::thread::sleep(std::time::Duration::from_millis(20));
-        set.wait(&mut events, &mut woken).expect("wait");
-        let got: Vec<Ready> = events.iter().map(ready).collect();
-        assert_eq!(
-            got,
-            [Ready {
-                token: 7,
-                closed: true
-            }]
-        );
+        assert_eq!(wait(), (conn(true), false));
 
         // Removed: nothing more from it.
         set.remove(sock.as_fd());
         waker.wake();
-        set.wait(&mut events, &mut woken).expect("wait");
-        assert!(events.is_empty() && woken);
+        assert_eq!(wait(), (vec![], true));
     }
 }
