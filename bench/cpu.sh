@@ -7,13 +7,16 @@
 # from that binary, an earlier build say); per rate the medians over the rounds and the ratios to
 # memcached.
 #
-#   RATES="30000 60000" ROUNDS=5 DURATION=5 [KURA_BIN=...] [KURA_B_ARGS="-o worker_loop=tasks"] \
+# RATIO=0:1 runs sets only instead (get:set, as `kura bench --ratio`).
+#
+#   RATES="30000 60000" ROUNDS=5 DURATION=5 [RATIO=9:1] [KURA_BIN=...] [KURA_B_ARGS="-o worker_loop=tasks"] \
 #     [KURA_B_BIN=/tmp/kura-before] bench/cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATES=${RATES:-"30000 60000"}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-5}
+RATIO=${RATIO:-9:1}
 command -v memcached >/dev/null || { echo "needs memcached: apt-get install -y memcached" >&2; exit 1; }
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
@@ -43,7 +46,7 @@ for rate in $RATES; do
     for i in "${!systems[@]}"; do
       read -r u0 s0 < <(ticks "${pidl[$i]}")
       read -r reqs lat < <("$KURA" bench -s "127.0.0.1:${ports[$i]}" -t 2 -c 32 --keys 100000 \
-        --ratio 9:1 -d "$DURATION" --rate "$rate" --json |
+        --ratio "$RATIO" -d "$DURATION" --rate "$rate" --json |
         python3 -c 'import json,sys; r=json.load(sys.stdin)["runs"][0]; l=r["latency_us"]
 print(int(r["requests"]), "%.1f\t%.1f\t%.1f" % (l["mean"], l["p99"], l["p999"]))')
       read -r u1 s1 < <(ticks "${pidl[$i]}")

@@ -96,6 +96,20 @@ for m, k in zip(med["memcached"][0], med["kura"][0]):
         if k[name] > m[name]:
             worse.append(f"{name}@{m['rate']:.0f}")
 print(f"kura at or below memcached at every rate: {'yes' if not worse else 'no: ' + ', '.join(worse)}")
+# Paired by round (kura's round r ran right after memcached's): the median of the rounds' ratios
+# and how many rounds kura was lower in, which a round with a machine-wide stall sways less than
+# the ratio of the medians above.
+print("paired by round: median of kura/memcached over the rounds (rounds kura was lower in)")
+reps = {s_: [json.load(open(f"{out}/{load}-{s_}-{r}.json")) for r in range(1, rounds + 1)]
+        for s_ in ("memcached", "kura")}
+for i, run in enumerate(reps["memcached"][0]["runs"]):
+    cells = []
+    for name in ("mean", "p99", "p999"):
+        pairs = [(k["runs"][i]["latency_us"][name], m["runs"][i]["latency_us"][name])
+                 for k, m in zip(reps["kura"], reps["memcached"])]
+        ratio = statistics.median(k / m for k, m in pairs if m > 0)
+        cells.append(f"{name} {ratio:.2f}x ({sum(k < m for k, m in pairs)}/{len(pairs)})")
+    print(f"{run['offered_rate']:>8.0f}  " + "  ".join(cells))
 (mt, mu), (kt, ku) = med["memcached"][1:], med["kura"][1:]
 print(f"server CPU per request over the sweep (median of rounds): memcached {mt:.2f} us (user {mu:.2f}), "
       f"kura {kt:.2f} us (user {ku:.2f}); kura/memcached total {kt/mt:.2f}x, user {ku/mu:.2f}x")
