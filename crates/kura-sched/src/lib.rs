@@ -13,8 +13,14 @@
 //! No privilege is needed. A kernel without custom slices ignores the value
 //! (older EEVDF or CFS kernels accept the call and keep their own slice);
 //! one that refuses it costs nothing but a log line.
+//!
+//! And, asked for, a CPU of its own for each worker (affinity.rs).
 
 use std::io;
+
+mod affinity;
+
+pub use affinity::{allowed_cpus, parse_cpulist, pin_to};
 
 /// The shortest slice the kernel accepts, in microseconds.
 pub const MIN_SLICE_US: u64 = 100;

@@ -173,7 +173,9 @@ pub struct ServerArgs {
     pub enable_ssl: bool,
     /// comma separated list of extended options: idle_timeout=<secs> closes
     /// idle connections; worker_slice_us=<us> the worker threads' scheduler
-    /// time slice (100 by default; 0 the kernel's); worker_loop=<direct|tasks>
+    /// time slice (100 by default; 0 the kernel's); worker_cpulist=<cpus>
+    /// pins worker i to the i-th CPU of a list of CPUs and ranges, colon
+    /// separated (0-3:8; not pinned by default); worker_loop=<direct|tasks>
     /// how workers serve plain connections (direct: from the sockets'
     /// readiness, the default; tasks: a task each); ssl_chain_cert=<file> (PEM, leaf first),
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
@@ -556,6 +558,10 @@ impl ServerArgs {
                         _ => return Err(CliError::BadSuboption(name.into(), value.into())),
                     };
                 }
+                "worker_cpulist" => {
+                    c.worker_cpulist = kura_sched::parse_cpulist(value)
+                        .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
+                }
                 "worker_slice_us" => {
                     c.worker_slice_us = match value.parse() {
                         Ok(us) if kura_sched::valid_setting(us) => us,
@@ -799,7 +805,18 @@ mod tests {
             parse(&["-o", "worker_loop=tasks"]).unwrap().worker_loop,
             WorkerLoop::Tasks
         );
+        // Pinning: none by default; a list as taskset -c takes it.
+        assert!(parse(&[]).unwrap().worker_cpulist.is_empty());
+        assert_eq!(
+            parse(&["-o", "worker_cpulist=0-1:0"])
+                .unwrap()
+                .worker_cpulist,
+            vec![0, 1, 0]
+        );
         for bad in [
+            "worker_cpulist=",
+            "worker_cpulist=x",
+            "worker_cpulist=2-1",
             "worker_loop=epoll",
             "worker_slice_us=50",
             "worker_slice_us=200000",

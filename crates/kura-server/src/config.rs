@@ -152,6 +152,9 @@ pub struct ServerConfig {
     /// The worker threads' scheduler time slice in microseconds, 0 for the
     /// kernel's default (`-o worker_slice_us`; kura-sched).
     pub worker_slice_us: u64,
+    /// CPUs the worker threads are pinned to, worker `i` to the `i`-th
+    /// (wrapping); empty, not pinned (`-o worker_cpulist`; kura-sched).
+    pub worker_cpulist: Vec<usize>,
     /// How workers serve plain connections (`-o worker_loop`).
     pub worker_loop: WorkerLoop,
     /// Store shards; 0 picks four per thread.
@@ -278,6 +281,7 @@ impl Default for ServerConfig {
             reqs_per_event: defaults::REQS_PER_EVENT,
             idle_timeout: 0,
             worker_slice_us: 100,
+            worker_cpulist: Vec::new(),
             worker_loop: WorkerLoop::Direct,
             shards: 0,
             eviction: defaults::EVICTION.to_string(),
@@ -323,6 +327,8 @@ pub struct ReplicaTls {
 pub enum ConfigError {
     #[error("worker_slice_us {0}: 0 (the kernel's), or 100 to 100000 microseconds")]
     WorkerSlice(u64),
+    #[error("worker_cpulist: CPU {0} is not one this process may run on (it may use {1})")]
+    WorkerCpu(usize, String),
     #[error("Item max size cannot be less than 1024 bytes.")]
     ItemSizeTooSmall,
     #[error("Cannot set item size limit higher than 1 GB.")]
@@ -386,6 +392,17 @@ impl ServerConfig {
         }
         if !kura_sched::valid_setting(self.worker_slice_us) {
             return Err(ConfigError::WorkerSlice(self.worker_slice_us));
+        }
+        if !self.worker_cpulist.is_empty() {
+            // Checked here, not when each worker starts: a list naming a CPU
+            // the process cannot use is an operator's mistake to hear of at
+            // once. (Should the kernel not tell, the workers' pinning logs.)
+            if let Ok(allowed) = kura_sched::allowed_cpus() {
+                if let Some(&cpu) = self.worker_cpulist.iter().find(|c| !allowed.contains(c)) {
+                    let list = allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+                    return Err(ConfigError::WorkerCpu(cpu, list.join(",")));
+                }
+            }
         }
         if self.max_connections == 0 {
             return Err(ConfigError::NoConnections);
@@ -568,6 +585,26 @@ mod tests {
             };
             assert_eq!(c.validate().is_ok(), ok, "{us}");
         }
+    }
+
+    #[test]
+    fn workers_are_pinned_only_to_cpus_the_process_may_use() {
+        let allowed = kura_sched::allowed_cpus().unwrap();
+        let ok = ServerConfig {
+            worker_cpulist: allowed.clone(),
+            ..Default::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        let outside = (0..1024).find(|c| !allowed.contains(c)).unwrap();
+        let bad = ServerConfig {
+            worker_cpulist: vec![allowed[0], outside],
+            ..Default::default()
+        };
+        let e = bad.validate().unwrap_err();
+        assert!(
+            matches!(e, ConfigError::WorkerCpu(c, _) if c == outside),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1658,6 +1658,7 @@ fn stats_groups_have_memcached_names_in_order() {
         "kura_version",
         "eviction_policy",
         "worker_slice_us",
+        "worker_cpulist",
         "worker_loop",
     ];
     for idle in [false, true] {

@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
+
 use common::cluster::wait_for;
 use common::Server;
 
@@ -58,4 +60,91 @@ fn workers_run_with_the_slice_asked_for_and_the_rest_with_the_kernels() {
     let s = Server::start_in_memory(&["-t", "2", "-o", "worker_slice_us=0"]);
     std::thread::sleep(std::time::Duration::from_millis(200));
     workers_at(&s, default);
+}
+
+/// Each thread's name and the CPUs it may run on (`Cpus_allowed_list`).
+fn affinities(server: &Server) -> Vec<(String, String)> {
+    let pid = server.child.id();
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list in /proc/<pid>/task/<tid>/status");
+        out.push((name.trim().to_string(), cpus.trim().to_string()));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn workers_are_pinned_to_the_cpus_asked_for_and_the_rest_are_not() {
+    let allowed = kura_sched::allowed_cpus().unwrap();
+    let (first, last) = (allowed[0], allowed[allowed.len() - 1]);
+    // Not pinned by default: every thread may run where the process may.
+    let s = Server::start_in_memory(&["-t", "2"]);
+    let all = affinities(&s);
+    let everywhere = all[0].1.clone();
+    assert!(all.iter().all(|(_, c)| *c == everywhere), "{all:?}");
+
+    // Worker i on the i-th CPU of the list, wrapping; the workers' task
+    // threads beside them; the acceptor and the rest where they were.
+    let list = format!("{last}:{first}");
+    let s = Server::start_in_memory(&["-t", "3", "-o", &format!("worker_cpulist={list}")]);
+    let want = |name: &str| match name {
+        "kura-worker-0" | "kura-wtask-0" | "kura-worker-2" | "kura-wtask-2" => last.to_string(),
+        "kura-worker-1" | "kura-wtask-1" => first.to_string(),
+        _ => everywhere.clone(),
+    };
+    wait_for("the workers pinned", 10, || {
+        affinities(&s).iter().all(|(n, c)| *c == want(n))
+    });
+    let threads = affinities(&s);
+    assert!(
+        threads.iter().any(|(n, _)| n == "kura-worker-2"),
+        "{threads:?}"
+    );
+    assert!(
+        threads.iter().any(|(n, _)| n == "kura-acceptor"),
+        "{threads:?}"
+    );
+
+    // `stats settings` says what was asked.
+    let mut c = s.connect();
+    c.write_all(b"stats settings\r\n").unwrap();
+    let mut reader = BufReader::new(c);
+    let mut line = String::new();
+    let mut pinned = None;
+    while reader.read_line(&mut line).unwrap() > 0 && line != "END\r\n" {
+        if let Some(v) = line.strip_prefix("STAT worker_cpulist ") {
+            pinned = Some(v.trim_end().to_string());
+        }
+        line.clear();
+    }
+    assert_eq!(pinned, Some(list));
+}
+
+#[test]
+fn a_cpu_the_process_cannot_use_is_refused_at_start() {
+    let allowed = kura_sched::allowed_cpus().unwrap();
+    let outside = (0..1024).find(|c| !allowed.contains(c)).unwrap();
+    let out = common::kura()
+        .args([
+            "server",
+            "-p",
+            "0",
+            "-o",
+            &format!("worker_cpulist={outside}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("CPU {outside} is not one this process may run on")),
+        "{err}"
+    );
 }

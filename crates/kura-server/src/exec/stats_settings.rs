@@ -104,6 +104,12 @@ pub(super) fn settings(s: &mut Session<'_>) {
     reply::stat(o, "store_shards", s.shared.store.shard_count());
     reply::stat(o, "eviction_policy", &c.eviction);
     reply::stat(o, "worker_slice_us", c.worker_slice_us);
+    if c.worker_cpulist.is_empty() {
+        reply::stat(o, "worker_cpulist", "(null)");
+    } else {
+        let cpus: Vec<String> = c.worker_cpulist.iter().map(|c| c.to_string()).collect();
+        reply::stat(o, "worker_cpulist", cpus.join(":"));
+    }
     // The loop plain connections are served by, as the settings turned out.
     let worker_loop = if crate::conn::direct::enabled(s.shared) {
         crate::config::WorkerLoop::Direct

@@ -238,6 +238,10 @@ impl Server {
     pub fn start(self) -> anyhow::Result<ServerHandle> {
         let shared = self.shared;
         let reaper = Reaper::spawn(&shared.store, REAP_INTERVAL);
+        // The shared timer thread starts here, not from the first worker
+        // that asks for it: a thread inherits its creator's CPUs, and a
+        // worker may be pinned to one (-o worker_cpulist).
+        let _ = crate::timer::thread();
         let mut threads = Vec::new();
         let mut senders = Vec::new();
         for i in 0..shared.config.threads {

@@ -36,11 +36,19 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedRecei
     }
 }
 
-/// Gives the calling worker thread its scheduler slice (kura-sched).
+/// Gives the calling thread of worker `index` its scheduler slice and, if
+/// asked, its CPU (kura-sched).
 pub(crate) fn set_worker_slice(shared: &Shared, index: usize) {
     if shared.config.worker_slice_us > 0 {
         if let Err(e) = kura_sched::set_slice(shared.config.worker_slice_us) {
             tracing::info!("worker {index}: the kernel kept its time slice: {e}");
+        }
+    }
+    let cpus = &shared.config.worker_cpulist;
+    if !cpus.is_empty() {
+        let cpu = cpus[index % cpus.len()];
+        if let Err(e) = kura_sched::pin_to(cpu) {
+            tracing::warn!("worker {index}: not pinned to CPU {cpu}: {e}");
         }
     }
 }
