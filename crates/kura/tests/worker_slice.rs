@@ -2,6 +2,8 @@
 //! (`-o worker_slice_us`, 100 us by default: kura-sched), so a worker woken
 //! on a busy machine gets a CPU sooner; its other threads keep the
 //! kernel's. Read back from /proc/<pid>/task/<tid>/sched (`se.slice`, ns).
+//! Asked to (`-o worker_cpulist`), each worker runs on a CPU of its own
+//! (`Cpus_allowed_list` in /proc/<pid>/task/<tid>/status).
 
 mod common;
 
@@ -10,22 +12,31 @@ use std::io::{BufRead, BufReader, Write};
 use common::cluster::wait_for;
 use common::Server;
 
-/// Each thread's name and `se.slice` in nanoseconds.
-fn slices(server: &Server) -> Vec<(String, u64)> {
+/// Each thread's name and the value of `field` in its /proc file `file`.
+fn per_thread(server: &Server, file: &str, field: &str) -> Vec<(String, String)> {
     let pid = server.child.id();
     let mut out = Vec::new();
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = t.unwrap().path();
         let name = std::fs::read_to_string(dir.join("comm")).unwrap();
-        let sched = std::fs::read_to_string(dir.join("sched")).unwrap();
-        let slice = sched
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let value = text
             .lines()
-            .find_map(|l| l.strip_prefix("se.slice"))
-            .and_then(|v| v.trim_start_matches([' ', ':']).trim().parse().ok())
-            .expect("se.slice in /proc/<pid>/task/<tid>/sched");
-        out.push((name.trim().to_string(), slice));
+            .find_map(|l| l.strip_prefix(field))
+            .map(|v| v.trim_start_matches([' ', ':', '\t']).trim().to_string())
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/task/<tid>/{file}"));
+        out.push((name.trim().to_string(), value));
     }
+    out.sort();
     out
+}
+
+/// Each thread's name and `se.slice` in nanoseconds.
+fn slices(server: &Server) -> Vec<(String, u64)> {
+    per_thread(server, "sched", "se.slice")
+        .into_iter()
+        .map(|(name, ns)| (name, ns.parse().expect("se.slice in ns")))
+        .collect()
 }
 
 /// Waits until the workers (which set their slice as they start) show
@@ -64,20 +75,7 @@ fn workers_run_with_the_slice_asked_for_and_the_rest_with_the_kernels() {
 
 /// Each thread's name and the CPUs it may run on (`Cpus_allowed_list`).
 fn affinities(server: &Server) -> Vec<(String, String)> {
-    let pid = server.child.id();
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let dir = t.unwrap().path();
-        let name = std::fs::read_to_string(dir.join("comm")).unwrap();
-        let status = std::fs::read_to_string(dir.join("status")).unwrap();
-        let cpus = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .expect("Cpus_allowed_list in /proc/<pid>/task/<tid>/status");
-        out.push((name.trim().to_string(), cpus.trim().to_string()));
-    }
-    out.sort();
-    out
+    per_thread(server, "status", "Cpus_allowed_list")
 }
 
 #[test]
