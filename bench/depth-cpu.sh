@@ -20,21 +20,16 @@ command -v memcached >/dev/null || { echo "needs memcached: apt-get install -y m
 . bench/lib.sh
 kura_bin
 start_pair
-tick_ns=$((1000000000 / $(getconf CLK_TCK)))
 out=$(mktemp)
 
-# cpu PID: its utime and stime in ticks.
-cpu() { awk '{print $14, $15}' "/proc/$1/stat"; }
 
 echo "depth round system requests user_ns sys_ns"
 for depth in $DEPTHS; do
   for r in $(seq "$ROUNDS"); do
     for s in memcached kura; do
       pair_member "$s"
-      read -r u0 s0 < <(cpu "$pid")
-      n=$(load1_requests "$port" --pipeline "$depth" -d "$DURATION")
-      read -r u1 s1 < <(cpu "$pid")
-      echo "$depth $r $s $n $(((u1 - u0) * tick_ns / n)) $(((s1 - s0) * tick_ns / n))" | tee -a "$out"
+      echo "$depth $r $s $(cpu_a_request "$pid" "$port" --pipeline "$depth" -d "$DURATION")" |
+        tee -a "$out"
     done
   done
 done

@@ -87,3 +87,16 @@ http_cleanup() {
   sleep 0.5
   rm -rf "$work"
 }
+
+# cpu_a_request PID PORT ARGS...: runs load1_requests PORT ARGS... and prints the requests it
+# counted and the server PID's user and system CPU a request in ns (utime and stime of
+# /proc/PID/stat, in clock ticks, before and after).
+cpu_a_request() {
+  local pid=$1 port=$2 tick_ns u0 s0 u1 s1 n
+  shift 2
+  tick_ns=$((1000000000 / $(getconf CLK_TCK)))
+  read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  n=$(load1_requests "$port" "$@")
+  read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
+  echo "$n $(((u1 - u0) * tick_ns / n)) $(((s1 - s0) * tick_ns / n))"
+}

@@ -30,17 +30,13 @@ for m in $MODES; do
   wait_port "${P[$m]}"
   "$KURA" bench -s "127.0.0.1:${P[$m]}" -t 2 -c 32 --keys 100000 --prefill -n 0 >/dev/null
 done
-tick_ns=$((1000000000 / $(getconf CLK_TCK)))
-cpu() { awk '{print $14, $15}' "/proc/$1/stat"; }
 
 echo "rate round loop requests user_ns sys_ns"
 for rate in $RATES; do
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do
-      read -r u0 s0 < <(cpu "${PID[$m]}")
-      n=$(load1_requests "${P[$m]}" --rate "$rate" -d "$DURATION")
-      read -r u1 s1 < <(cpu "${PID[$m]}")
-      echo "$rate $r $m $n $(((u1 - u0) * tick_ns / n)) $(((s1 - s0) * tick_ns / n))" | tee -a "$out"
+      echo "$rate $r $m $(cpu_a_request "${PID[$m]}" "${P[$m]}" --rate "$rate" -d "$DURATION")" |
+        tee -a "$out"
     done
   done
 done
