@@ -14,7 +14,7 @@
 #               second and mean/p99 latency, ROUNDS rounds alternating.
 #   The medians of the mixed load are drawn to $OUT/curve-mixed.svg (`kura bench --overlay`).
 #
-#   bench/curve.sh      # ROUNDS=3 DURATION=3 SAT_SECONDS=5 LOADS="mixed sets" [KURA_BIN=...]
+#   bench/curve.sh      # ROUNDS=3 DURATION=3 SAT_SECONDS=5 LOADS="mixed sets" [KURA_BIN=...] [KURA_ARGS=...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -33,7 +33,7 @@ start_pair
 ratio_of() { case $1 in mixed) echo 9:1 ;; sets) echo 0:1 ;; esac; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 
-echo "kura $(git rev-parse --short HEAD 2>/dev/null || echo '?') vs $(memcached -V), $(nproc) cores, $(date -u +%FT%RZ); -t 2 -m 1024 each"
+echo "kura $(git rev-parse --short HEAD 2>/dev/null || echo '?') ${KURA_ARGS:-} vs $(memcached -V), $(nproc) cores, $(date -u +%FT%RZ); -t 2 -m 1024 each"
 for load in $LOADS; do
   ratio=$(ratio_of "$load")
   sat=()

@@ -38,15 +38,17 @@ start_cache() {
   wait_port "$port" >/dev/null
 }
 
-# start_pair: Debian's memcached and `kura server` ($KURA) side by side, -t 2 -m 1024 each, both
-# prefilled with load (1)'s 100,000 keys of 100 B; sets mp/mpid (memcached) and kp/kpid (kura)
-# and kills both on exit.
+# start_pair: Debian's memcached and `kura server` ($KURA) side by side, -t 2 -m 1024 each (kura
+# with $KURA_ARGS added, when given: `KURA_ARGS="-o worker_cpulist=0:1"`), both prefilled with
+# load (1)'s 100,000 keys of 100 B; sets mp/mpid (memcached) and kp/kpid (kura) and kills both on
+# exit.
 start_pair() {
   mp=$(free_port)
   kp=$(free_port)
   memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &
   mpid=$!
-  "$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 &
+  # shellcheck disable=SC2086
+  "$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 ${KURA_ARGS:-} &
   kpid=$!
   trap 'kill $mpid $kpid 2>/dev/null || true' EXIT
   wait_port "$mp"
