@@ -7,10 +7,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-
 use common::cluster::wait_for;
-use common::Server;
+use common::{ask, Server};
 
 /// Each thread's name and the value of `field` in its /proc file `file`.
 fn per_thread(server: &Server, file: &str, field: &str) -> Vec<(String, String)> {
@@ -111,17 +109,12 @@ fn workers_are_pinned_to_the_cpus_asked_for_and_the_rest_are_not() {
     );
 
     // `stats settings` says what was asked.
-    let mut c = s.connect();
-    c.write_all(b"stats settings\r\n").unwrap();
-    let mut reader = BufReader::new(c);
-    let mut line = String::new();
-    let mut pinned = None;
-    while reader.read_line(&mut line).unwrap() > 0 && line != "END\r\n" {
-        if let Some(v) = line.strip_prefix("STAT worker_cpulist ") {
-            pinned = Some(v.trim_end().to_string());
-        }
-        line.clear();
-    }
+    let settings = ask(&mut s.connect(), b"stats settings\r\n", b"END\r\n");
+    let pinned = String::from_utf8(settings)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT worker_cpulist "))
+        .map(str::to_string);
     assert_eq!(pinned, Some(list));
 }
 

@@ -47,7 +47,7 @@ mod threads;
 
 use sockets::{bind_tcp, bind_unix, host_port, listen, listeners, resolve};
 use threads::{acceptor, worker, Listeners};
-pub(crate) use threads::{set_worker_slice, spawn_task, worker_tasks};
+pub(crate) use threads::{place_worker, spawn_task, worker_tasks};
 
 impl Server {
     /// Checks the settings and binds every listener.

@@ -28,7 +28,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// Runs worker `index`: the readiness loop where the settings allow it
 /// (conn/direct/), else a task per connection.
 pub(super) fn worker(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<Incoming>) {
-    set_worker_slice(&shared, index);
+    place_worker(&shared, index);
     if crate::conn::direct::enabled(&shared) {
         crate::conn::direct::run(index, shared, rx);
     } else {
@@ -38,7 +38,7 @@ pub(super) fn worker(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedRecei
 
 /// Gives the calling thread of worker `index` its scheduler slice and, if
 /// asked, its CPU (kura-sched).
-pub(crate) fn set_worker_slice(shared: &Shared, index: usize) {
+pub(crate) fn place_worker(shared: &Shared, index: usize) {
     if shared.config.worker_slice_us > 0 {
         if let Err(e) = kura_sched::set_slice(shared.config.worker_slice_us) {
             tracing::info!("worker {index}: the kernel kept its time slice: {e}");

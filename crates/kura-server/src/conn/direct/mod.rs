@@ -162,7 +162,7 @@ fn task_thread(
         }
     };
     let _ = handle_tx.send(rt.handle().clone());
-    crate::server::set_worker_slice(&shared, index);
+    crate::server::place_worker(&shared, index);
     crate::replication::primary::serves_in_batches();
     // The tasks' own counters (one writer a ThreadStats).
     let stats = shared.thread_stats[shared.config.threads + 1 + index].clone();
