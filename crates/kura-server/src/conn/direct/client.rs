@@ -340,7 +340,7 @@ impl<'a> Client<'a> {
                 }
                 clock = now_ns();
             }
-            if served % w.per_event == 0 {
+            if served >= w.per_event {
                 incr(&stats.conn_yields);
                 break Outcome::Again;
             }
