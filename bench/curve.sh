@@ -9,12 +9,17 @@
 #               an open-loop `kura bench --sweep` at 10%, 20%, ... 90% of S (DURATION s per
 #               rate), memcached then kura in every round (A B A B); per rate, the medians over
 #               the rounds of mean, p99 and p99.9, and kura/memcached ratios. The server's CPU
-#               over each sweep (utime and stime from /proc) per request: user and total.
+#               over each sweep (utime and stime from /proc) per request: user and total. Over
+#               all (round, rate) pairs, how often kura's mean, p99 and p99.9 were the lower: two
+#               identical servers (AA=1) land near half, and the medians of 3-5 rounds of two
+#               identical servers part by 0.7-1.9x at single rates on a 2-vCPU VM, so read a ratio
+#               above 1 at one rate against that control (bench/results/2026-11-29-aa-control.txt).
 #   rtt         one connection, closed loop (each request waits for the last): requests per
 #               second and mean/p99 latency, ROUNDS rounds alternating.
 #   The medians of the mixed load are drawn to $OUT/curve-mixed.svg (`kura bench --overlay`).
 #
-#   bench/curve.sh      # ROUNDS=3 DURATION=3 SAT_SECONDS=5 LOADS="mixed sets" [KURA_BIN=...] [KURA_ARGS=...]
+#   bench/curve.sh      # ROUNDS=3 DURATION=3 SAT_SECONDS=5 LOADS="mixed sets" [KURA_BIN=...] [KURA_ARGS=...] [AA=1]
+#   AA=1: the A/A control, memcached against a second memcached (bench/lib.sh start_pair)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -33,6 +38,7 @@ start_pair
 ratio_of() { case $1 in mixed) echo 9:1 ;; sets) echo 0:1 ;; esac; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 
+[ "${AA:-0}" = 1 ] && echo "A/A CONTROL: 'kura' in every line below is a second memcached"
 echo "kura $(git rev-parse --short HEAD 2>/dev/null || echo '?') ${KURA_ARGS:-} vs $(memcached -V), $(nproc) cores, $(date -u +%FT%RZ); -t 2 -m 1024 each"
 for load in $LOADS; do
   ratio=$(ratio_of "$load")
@@ -110,6 +116,16 @@ for i, run in enumerate(reps["memcached"][0]["runs"]):
         ratio = statistics.median(k / m for k, m in pairs if m > 0)
         cells.append(f"{name} {ratio:.2f}x ({sum(k < m for k, m in pairs)}/{len(pairs)})")
     print(f"{run['offered_rate']:>8.0f}  " + "  ".join(cells))
+# Over every (round, rate) pair: how often kura was lower, per figure. Two identical servers
+# (AA=1) land near half; the ratio of medians above can miss at a rate by chance alone.
+cells = {name: [0, 0] for name in ("mean", "p99", "p999")}
+for k_rep, m_rep in zip(reps["kura"], reps["memcached"]):
+    for k_run, m_run in zip(k_rep["runs"], m_rep["runs"]):
+        for name in cells:
+            cells[name][0] += k_run["latency_us"][name] < m_run["latency_us"][name]
+            cells[name][1] += 1
+print("kura lower in, over all (round, rate) pairs: "
+      + ", ".join(f"{n} {lo}/{all_} ({100 * lo / all_:.0f}%)" for n, (lo, all_) in cells.items()))
 (mt, mu), (kt, ku) = med["memcached"][1:], med["kura"][1:]
 print(f"server CPU per request over the sweep (median of rounds): memcached {mt:.2f} us (user {mu:.2f}), "
       f"kura {kt:.2f} us (user {ku:.2f}); kura/memcached total {kt/mt:.2f}x, user {ku/mu:.2f}x")
@@ -140,5 +156,8 @@ for s in ("memcached", "kura"):
     print(f"{s:>10}: {med[s][0]:.0f} req/s, mean {med[s][1]:.1f} us, p99 {med[s][2]:.1f} us (medians)")
 m, k = med["memcached"], med["kura"]
 print(f"kura/memcached: rate {k[0]/m[0]:.2f}x, mean {k[1]/m[1]:.2f}x, p99 {k[2]/m[2]:.2f}x")
+pairs = zip([r for r in rows if r[0] == "memcached"], [r for r in rows if r[0] == "kura"])
+faster = [float(k[1]) > float(m[1]) for m, k in pairs]
+print(f"kura's rate higher in {sum(faster)} of {len(faster)} rounds")
 PY
 echo "files: $OUT"

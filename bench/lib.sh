@@ -41,14 +41,21 @@ start_cache() {
 # start_pair: Debian's memcached and `kura server` ($KURA) side by side, -t 2 -m 1024 each (kura
 # with $KURA_ARGS added, when given: `KURA_ARGS="-o worker_cpulist=0:1"`), both prefilled with
 # load (1)'s 100,000 keys of 100 B; sets mp/mpid (memcached) and kp/kpid (kura) and kills both on
-# exit.
+# exit. With AA=1 the "kura" member is a second memcached started the same way: an A/A control
+# run, whose ratios show how far apart two identical servers land on this machine with the same
+# rounds and durations (the noise floor a kura/memcached ratio must be read against).
 start_pair() {
   mp=$(free_port)
   kp=$(free_port)
   memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &
   mpid=$!
-  # shellcheck disable=SC2086
-  "$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 ${KURA_ARGS:-} &
+  if [ "${AA:-0}" = 1 ]; then
+    echo "A/A control (AA=1): every 'kura' figure below is a second memcached" >&2
+    memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$kp" -t 2 -m 1024 &
+  else
+    # shellcheck disable=SC2086
+    "$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 ${KURA_ARGS:-} &
+  fi
   kpid=$!
   trap 'kill $mpid $kpid 2>/dev/null || true' EXIT
   wait_port "$mp"
