@@ -7,10 +7,11 @@
 #               is the reference S of each load
 #   curve       for each load (mixed: load (1), 90/10 get/set; sets: sets only), ROUNDS rounds of
 #               an open-loop `kura bench --sweep` at 10%, 20%, ... 90% of S (DURATION s per
-#               rate), memcached then kura in every round (A B A B); per rate, the medians over
-#               the rounds of mean, p99 and p99.9, and kura/memcached ratios. The server's CPU
-#               over each sweep (utime and stime from /proc) per request: user and total. Over
-#               all (round, rate) pairs, how often kura's mean, p99 and p99.9 were the lower: two
+#               rate), memcached first in odd rounds and kura in even ones (A B B A); per
+#               rate, the medians over the rounds of mean, p99 and p99.9, and kura/memcached
+#               ratios. The server's CPU over each sweep (utime and stime from /proc) per
+#               request: user and total. Over all (round, rate) pairs, how often kura's mean,
+#               p99 and p99.9 were the lower: two
 #               identical servers (AA=1) land near half, and the medians of 3-5 rounds of two
 #               identical servers part by 0.7-1.9x at single rates on a 2-vCPU VM, so read a ratio
 #               above 1 at one rate against that control (bench/results/2026-11-29-aa-control.txt).
@@ -37,6 +38,9 @@ start_pair
 
 ratio_of() { case $1 in mixed) echo 9:1 ;; sets) echo 0:1 ;; esac; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
+# Which server goes first in round $1: memcached in odd rounds, kura in even ones (A B B A), so
+# that neither always follows the other's heaviest step.
+order() { if [ $(($1 % 2)) = 1 ]; then echo memcached kura; else echo kura memcached; fi; }
 
 [ "${AA:-0}" = 1 ] && echo "A/A CONTROL: 'kura' in every line below is a second memcached"
 echo "kura $(git rev-parse --short HEAD 2>/dev/null || echo '?') ${KURA_ARGS:-} vs $(memcached -V), $(nproc) cores, $(date -u +%FT%RZ); -t 2 -m 1024 each"
@@ -52,7 +56,7 @@ for load in $LOADS; do
   echo
   echo "== $load (--ratio $ratio): saturation memcached ${sat[0]}/s, kura ${sat[1]}/s; rates $rates"
   for round in $(seq "$ROUNDS"); do
-    for sys in memcached kura; do
+    for sys in $(order "$round"); do
       if [ "$sys" = memcached ]; then p=$mp; pid=$mpid; else p=$kp; pid=$kpid; fi
       read -r u0 s0 < <(ticks "$pid")
       "$KURA" bench -s "127.0.0.1:$p" -t 2 -c 32 --keys 100000 --ratio "$ratio" \
@@ -102,7 +106,7 @@ for m, k in zip(med["memcached"][0], med["kura"][0]):
         if k[name] > m[name]:
             worse.append(f"{name}@{m['rate']:.0f}")
 print(f"kura at or below memcached at every rate: {'yes' if not worse else 'no: ' + ', '.join(worse)}")
-# Paired by round (kura's round r ran right after memcached's): the median of the rounds' ratios
+# Paired by round (kura's round r ran next to memcached's): the median of the rounds' ratios
 # and how many rounds kura was lower in, which a round with a machine-wide stall sways less than
 # the ratio of the medians above.
 print("paired by round: median of kura/memcached over the rounds (rounds kura was lower in)")
@@ -139,7 +143,7 @@ done
 echo
 echo "== rtt: one connection, closed loop, ${DURATION}s, $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do
-  for sys in memcached kura; do
+  for sys in $(order "$round"); do
     if [ "$sys" = memcached ]; then p=$mp; else p=$kp; fi
     "$KURA" bench -s "127.0.0.1:$p" -t 1 -c 1 --keys 100000 --ratio 9:1 -d "$DURATION" --json |
       python3 -c "import json,sys; r=json.load(sys.stdin)['runs'][0]; print('$sys', round(r['throughput']), round(r['latency_us']['mean'],1), round(r['latency_us']['p99'],1))" \
