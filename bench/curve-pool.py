@@ -25,8 +25,13 @@ def pairs(directory, load):
         if tail == "median.json":
             continue
         kura = os.path.join(directory, f"{load}-kura-{tail}")
-        if os.path.exists(kura):
+        if not os.path.exists(kura):
+            continue
+        try:
             out.append((json.load(open(mem)), json.load(open(kura))))
+        except ValueError as e:
+            # A round still being written (a run in progress) or cut short.
+            print(f"skipped {kura}: {e}", file=sys.stderr)
     return out
 
 
