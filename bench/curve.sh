@@ -11,10 +11,10 @@
 #               rate, the medians over the rounds of mean, p99 and p99.9, and kura/memcached
 #               ratios. The server's CPU over each sweep (utime and stime from /proc) per
 #               request: user and total. Over all (round, rate) pairs, how often kura's mean,
-#               p99 and p99.9 were the lower: two
-#               identical servers (AA=1) land near half, and the medians of 3-5 rounds of two
-#               identical servers part by 0.7-1.9x at single rates on a 2-vCPU VM, so read a ratio
-#               above 1 at one rate against that control (bench/results/2026-11-29-aa-control.txt).
+#               p99 and p99.9 were the lower: two identical servers (AA=1) land near half, and
+#               the medians of 3-6 rounds of two identical servers part by 0.6-2.0x at single
+#               rates on a 2-vCPU VM, so read a ratio above 1 at one rate against that control
+#               (bench/results/2026-11-29-aa-control.txt; bench/curve-pool.py pools runs).
 #   rtt         one connection, closed loop (each request waits for the last): requests per
 #               second and mean/p99 latency, ROUNDS rounds alternating.
 #   The medians of the mixed load are drawn to $OUT/curve-mixed.svg (`kura bench --overlay`).
