@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Pools several bench/curve.sh runs (their OUT directories) step by step.
+"""Pools several bench/curve.sh runs (their OUT directories) step by step; curve.sh itself
+calls it on its one run for the paired figures.
 
 Each run sweeps 10%, 20%, ... 90% of its own lower saturation, so step i of one run and step i
 of another are the same fraction of load even where the rates differ. Per step and figure

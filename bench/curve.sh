@@ -21,6 +21,8 @@
 #
 #   bench/curve.sh      # ROUNDS=3 DURATION=3 SAT_SECONDS=5 LOADS="mixed sets" [KURA_BIN=...] [KURA_ARGS=...] [AA=1]
 #   AA=1: the A/A control, memcached against a second memcached (bench/lib.sh start_pair)
+#   OUT: a directory of its own (a temporary one by default): the paired figures read every
+#   round in it (bench/curve-pool.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -106,34 +108,14 @@ for m, k in zip(med["memcached"][0], med["kura"][0]):
         if k[name] > m[name]:
             worse.append(f"{name}@{m['rate']:.0f}")
 print(f"kura at or below memcached at every rate: {'yes' if not worse else 'no: ' + ', '.join(worse)}")
-# Paired by round (kura's round r ran next to memcached's): the median of the rounds' ratios
-# and how many rounds kura was lower in, which a round with a machine-wide stall sways less than
-# the ratio of the medians above.
-print("paired by round: median of kura/memcached over the rounds (rounds kura was lower in)")
-reps = {s_: [json.load(open(f"{out}/{load}-{s_}-{r}.json")) for r in range(1, rounds + 1)]
-        for s_ in ("memcached", "kura")}
-for i, run in enumerate(reps["memcached"][0]["runs"]):
-    cells = []
-    for name in ("mean", "p99", "p999"):
-        pairs = [(k["runs"][i]["latency_us"][name], m["runs"][i]["latency_us"][name])
-                 for k, m in zip(reps["kura"], reps["memcached"])]
-        ratio = statistics.median(k / m for k, m in pairs if m > 0)
-        cells.append(f"{name} {ratio:.2f}x ({sum(k < m for k, m in pairs)}/{len(pairs)})")
-    print(f"{run['offered_rate']:>8.0f}  " + "  ".join(cells))
-# Over every (round, rate) pair: how often kura was lower, per figure. Two identical servers
-# (AA=1) land near half; the ratio of medians above can miss at a rate by chance alone.
-cells = {name: [0, 0] for name in ("mean", "p99", "p999")}
-for k_rep, m_rep in zip(reps["kura"], reps["memcached"]):
-    for k_run, m_run in zip(k_rep["runs"], m_rep["runs"]):
-        for name in cells:
-            cells[name][0] += k_run["latency_us"][name] < m_run["latency_us"][name]
-            cells[name][1] += 1
-print("kura lower in, over all (round, rate) pairs: "
-      + ", ".join(f"{n} {lo}/{all_} ({100 * lo / all_:.0f}%)" for n, (lo, all_) in cells.items()))
 (mt, mu), (kt, ku) = med["memcached"][1:], med["kura"][1:]
 print(f"server CPU per request over the sweep (median of rounds): memcached {mt:.2f} us (user {mu:.2f}), "
       f"kura {kt:.2f} us (user {ku:.2f}); kura/memcached total {kt/mt:.2f}x, user {ku/mu:.2f}x")
 PY
+  # Paired by round, which a round with a machine-wide stall sways less than the ratio of the
+  # medians above: per step, the median of the rounds' kura/memcached and the rounds kura was
+  # lower in; over all (round, rate) pairs, how often kura was lower.
+  python3 bench/curve-pool.py "$load" "$OUT"
 done
 "$KURA" bench -s "127.0.0.1:$kp" -n 0 \
   --overlay "$OUT/mixed-memcached-median.json" --overlay "$OUT/mixed-kura-median.json" \
