@@ -44,14 +44,17 @@ start_cache() {
 # exit. With AA=1 the "kura" member is a second memcached started the same way: an A/A control
 # run, whose ratios show how far apart two identical servers land on this machine with the same
 # rounds and durations (the noise floor a kura/memcached ratio must be read against).
+# pair_memcached PORT: start_pair's memcached on PORT, in the background ($! is its pid).
+pair_memcached() { memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$1" -t 2 -m 1024 & }
+
 start_pair() {
   mp=$(free_port)
   kp=$(free_port)
-  memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$mp" -t 2 -m 1024 &
+  pair_memcached "$mp"
   mpid=$!
   if [ "${AA:-0}" = 1 ]; then
     echo "A/A control (AA=1): every 'kura' figure below is a second memcached" >&2
-    memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$kp" -t 2 -m 1024 &
+    pair_memcached "$kp"
   else
     # shellcheck disable=SC2086
     "$KURA" server -l 127.0.0.1 -p "$kp" -t 2 -m 1024 ${KURA_ARGS:-} &
