@@ -100,8 +100,12 @@ async fn a_server_that_hangs_up_mid_batch_fails_its_keys() {
 async fn a_server_killed_during_a_batch() {
     let mut victim = kura();
     let survivor = kura();
-    let victim_addr = victim.addr();
-    let c = Client::builder([victim.addr(), survivor.addr()])
+    // The client reaches the victim through a relay that lets 4 MB of the
+    // batch through and holds the rest: the kill comes mid-batch however
+    // fast or loaded the machine is.
+    let (relay, gate) = support::gated_relay(victim.addr(), 4 << 20);
+    let victim_addr = relay.to_string();
+    let c = Client::builder([victim_addr.clone(), survivor.addr()])
         .timeouts(Duration::from_secs(2), Duration::from_secs(30))
         .configure(|cfg| cfg.chunk_keys = 2000)
         .build()
@@ -115,20 +119,28 @@ async fn a_server_killed_during_a_batch() {
         let (c, items) = (c.clone(), items.clone());
         tokio::spawn(async move { c.set_multi(&items, 0).await })
     };
-    // Kill the victim once it holds some of its keys but not all.
-    let mut stats = TcpStream::connect(&victim_addr).unwrap();
+    // Kill the victim once it holds some of its keys (those the relay let
+    // through) but not all.
+    assert!(
+        gate.wait_stalled(Duration::from_secs(60)),
+        "the client never sent the victim 4 MB"
+    );
+    let mut stats = TcpStream::connect(victim.addr()).unwrap();
     stats
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let mut n = 0;
     for _ in 0..10_000 {
-        let n = curr_items(&mut stats);
+        n = curr_items(&mut stats);
         if n > 0 {
-            assert!(n < on_victim.len(), "the batch finished before the kill");
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    assert!(n > 0, "the victim stored none of the 4 MB it was sent");
+    assert!(n < on_victim.len(), "the batch finished before the kill");
     victim.kill();
+    gate.release();
     let r = bounded(task).await.expect("task");
     let (mut ok, mut failed) = (0, 0);
     for ((k, v), r) in items.iter().zip(&r) {

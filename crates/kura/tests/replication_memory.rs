@@ -144,21 +144,27 @@ fn a_primary_without_a_data_dir_serves_replicas_and_they_resume_from_its_backlog
 
 #[test]
 fn a_replica_away_longer_than_the_backlog_resyncs_whole_while_writes_go_on() {
-    let primary = Server::start_in_memory(&["--repl-backlog-size", "64k"]);
+    // A round of `load` is about 55 KB of records: fifteen while the
+    // replica is away are more than the backlog holds, the three written
+    // during its resync are less (so that, however late its stream starts
+    // reading, they are still there: one full resync, not a second).
+    let primary = Server::start_in_memory(&["--repl-backlog-size", "512k"]);
     let a = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
     load(&primary, 0, 1000);
     caught_up(&primary, &a);
     replicaof(&a, "127.0.0.1:1");
     wait_stat(&a, "repl_link", "down");
-    // Far more than 64k of records while it is away.
-    for round in 1..6 {
+    let mut p = primary.connect();
+    let away = stat(&mut p, "repl_written_seq");
+    for round in 1..16 {
         load(&primary, round, 1000);
     }
+    let behind = stat(&mut p, "repl_written_seq");
     let mut ca = a.connect();
     let full = stat(&mut ca, "repl_full_resyncs");
     std::thread::scope(|s| {
         s.spawn(|| {
-            for round in 6..9 {
+            for round in 16..19 {
                 load(&primary, round, 1000);
             }
         });
@@ -171,8 +177,13 @@ fn a_replica_away_longer_than_the_backlog_resyncs_whole_while_writes_go_on() {
         &contents(&primary, 1000),
         "after a full resync",
     );
-    let mut p = primary.connect();
-    assert!(stat(&mut p, "repl_backlog_bytes") <= 64 * 1024 + 256 * 1024);
+    let during = stat(&mut p, "repl_written_seq") - behind;
+    assert!(
+        behind - away > 2 * during,
+        "{} records while away, {during} during the resync",
+        behind - away
+    );
+    assert!(stat(&mut p, "repl_backlog_bytes") <= 512 * 1024 + 256 * 1024);
     drop((p, ca));
     a.stop();
     primary.stop();
