@@ -240,6 +240,11 @@ pub struct ServerArgs {
     /// server without --data-dir has no other backlog
     #[arg(long = "repl-backlog-size", value_name = "bytes")]
     pub repl_backlog_size: Option<String>,
+    /// bytes of records written while a full resync is sent from memory
+    /// that are kept for it beyond --repl-backlog-size (default 256m); a
+    /// resync that needs more is cut off and the replica tries again
+    #[arg(long = "repl-resync-buffer", value_name = "bytes")]
+    pub repl_resync_buffer: Option<String>,
     /// acknowledge a write only once this many replicas have it (each
     /// under its own --fsync); 0 (default) does not wait
     #[arg(long = "min-replicas-ack", value_name = "n")]
@@ -504,6 +509,10 @@ impl ServerArgs {
             c.repl_backlog_size =
                 parse_bytes(&s).ok_or(CliError::BadBytes("--repl-backlog-size", s))?;
         }
+        if let Some(s) = self.repl_resync_buffer {
+            c.repl_resync_buffer =
+                parse_bytes(&s).ok_or(CliError::BadBytes("--repl-resync-buffer", s))?;
+        }
         if let Some(s) = self.log_file_size {
             c.log_file_size = parse_bytes(&s).ok_or(CliError::BadBytes("--log-file-size", s))?;
         }
@@ -671,6 +680,26 @@ mod tests {
         let cmd = Cmd::try_parse_from(["kura", "-L"]).unwrap();
         let (_, _, warnings) = cmd.args.into_config().unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    #[test]
+    fn repl_resync_buffer_takes_sizes_and_refuses_anything_else() {
+        assert_eq!(parse(&[]).unwrap().repl_resync_buffer, 256 << 20);
+        let c = parse(&["--repl-resync-buffer", "64m"]).unwrap();
+        assert_eq!(c.resync_buffer_bytes(), 64 << 20);
+        assert_eq!(
+            parse(&["--repl-resync-buffer", "0"])
+                .unwrap()
+                .repl_resync_buffer,
+            0
+        );
+        let e = parse(&["--repl-resync-buffer", "lots"]).unwrap_err();
+        assert!(
+            e.contains("--repl-resync-buffer") && e.contains("lots"),
+            "{e}"
+        );
+        let t: ServerConfig = toml::from_str("repl_resync_buffer = 1048576").unwrap();
+        assert_eq!(t.repl_resync_buffer, 1 << 20);
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub mod defaults {
     /// Log segment size (`--log-file-size`).
     pub const LOG_FILE_SIZE: u64 = 64 * 1024 * 1024;
     pub const REPL_BACKLOG_SIZE: u64 = 16 * 1024 * 1024;
+    /// What a full resync from memory may hold beyond the backlog
+    /// (`--repl-resync-buffer`): Redis's hard limit on a replica's output
+    /// buffer, which covers the same records.
+    pub const REPL_RESYNC_BUFFER: u64 = 256 * 1024 * 1024;
     /// Log bytes after which a snapshot is taken (`--snapshot-log-size`).
     pub const SNAPSHOT_LOG_SIZE: u64 = 256 * 1024 * 1024;
     /// Seconds after which a snapshot is taken if anything changed
@@ -186,6 +190,9 @@ pub struct ServerConfig {
     /// Bytes of the newest records kept in memory for replicas
     /// (`--repl-backlog-size`).
     pub repl_backlog_size: u64,
+    /// Bytes a full resync from memory may hold beyond the backlog
+    /// (`--repl-resync-buffer`).
+    pub repl_resync_buffer: u64,
     /// When the log reaches the disk: always, everysec, no (`--fsync`).
     pub fsync: String,
     /// Bytes per log file (`--log-file-size`).
@@ -296,6 +303,7 @@ impl Default for ServerConfig {
             replica_sasl: false,
             replica_tls: ReplicaTls::default(),
             repl_backlog_size: defaults::REPL_BACKLOG_SIZE,
+            repl_resync_buffer: defaults::REPL_RESYNC_BUFFER,
             fsync: "everysec".to_string(),
             log_file_size: defaults::LOG_FILE_SIZE,
             snapshot_log_size: defaults::SNAPSHOT_LOG_SIZE,
@@ -489,6 +497,11 @@ impl ServerConfig {
     /// `--repl-backlog-size` as a size in memory.
     pub fn backlog_bytes(&self) -> usize {
         usize::try_from(self.repl_backlog_size).unwrap_or(usize::MAX)
+    }
+
+    /// `--repl-resync-buffer` as a size in memory.
+    pub fn resync_buffer_bytes(&self) -> usize {
+        usize::try_from(self.repl_resync_buffer).unwrap_or(usize::MAX)
     }
 
     /// The protocols connections may speak once authentication is taken

@@ -9,7 +9,7 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::cluster::{caught_up, contents, load, replicaof, same, wait_for, wait_stat};
+use common::cluster::{caught_up, contents, fill_mb, load, replicaof, same, wait_for, wait_stat};
 use common::{ask, stat, stat_str, Server};
 
 fn addr(s: &Server) -> String {
@@ -198,18 +198,7 @@ fn a_replica_that_stops_reading_costs_the_primary_no_more_than_its_backlog() {
     std::thread::sleep(Duration::from_millis(200));
     let before = rss_kib(&primary);
     // 120 MB of writes through a 32 MB cache.
-    let mut c = primary.connect();
-    let value = vec![b'x'; 1000];
-    for batch in 0..120 {
-        let mut req = Vec::new();
-        for i in 0..1000 {
-            req.extend_from_slice(format!("set k{batch}-{i} 0 0 1000 noreply\r\n").as_bytes());
-            req.extend_from_slice(&value);
-            req.extend_from_slice(b"\r\n");
-        }
-        req.extend_from_slice(b"mn\r\n");
-        ask(&mut c, &req, b"MN\r\n");
-    }
+    fill_mb(&primary, "k", 120);
     let after = rss_kib(&primary);
     // The cache fills its 32 MB; what the stuck replica holds back is the
     // backlog (1 MB) and one frame, not the 120 MB written.

@@ -266,6 +266,14 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     reply::stat(o, "repl_ack_waits", r.ack_waits.load(Relaxed));
     reply::stat(o, "repl_ack_timeouts", r.ack_timeouts.load(Relaxed));
     reply::stat(o, "repl_backlog_bytes", backlog.map_or(0, |b| b.bytes()));
+    // Full resyncs from memory holding what is written while they are
+    // sent, and holds given up at --repl-resync-buffer.
+    reply::stat(o, "repl_resync_holds", backlog.map_or(0, |b| b.holds()));
+    reply::stat(
+        o,
+        "repl_resync_holds_lost",
+        backlog.map_or(0, |b| b.holds_lost()),
+    );
     // Each replica streaming from this server (a replica may have its own).
     for (i, s) in r.streams.lock().iter().enumerate() {
         let acked = s.acked.load(Relaxed);

@@ -133,6 +133,7 @@ impl ReplicationState {
                 &shared.store,
                 last,
                 shared.config.backlog_bytes(),
+                shared.config.resync_buffer_bytes(),
                 self.is_replica(),
             );
             let _ = self.journal.set(j);

@@ -85,10 +85,16 @@ fn mutation<'a>(change: &'a Change<'a>) -> MutationRef<'a> {
 
 impl Journal {
     /// Starts numbering `store`'s changes after record `last`, into a
-    /// backlog of `limit` bytes; `following` while the server is a
-    /// replica.
-    pub fn start(store: &Store, last: u64, limit: usize, following: bool) -> Journal {
-        let backlog = Arc::new(Backlog::new(limit, last));
+    /// backlog of `limit` bytes that full resyncs may grow by `resync`
+    /// (backlog/hold.rs); `following` while the server is a replica.
+    pub fn start(
+        store: &Store,
+        last: u64,
+        limit: usize,
+        resync: usize,
+        following: bool,
+    ) -> Journal {
+        let backlog = Arc::new(Backlog::new(limit, last).holding(resync));
         backlog.activate();
         let sink = Arc::new(MemSink {
             backlog,

@@ -106,6 +106,25 @@ pub fn load(server: &Server, round: usize, n: usize) {
     }
 }
 
+/// `mb` MB of 1000-byte values, keys `{prefix}{batch}-{i}`, a thousand
+/// to a batch.
+pub fn fill_mb(server: &Server, prefix: &str, mb: usize) {
+    let mut c = server.connect();
+    let value = vec![b'x'; 1000];
+    for batch in 0..mb {
+        let mut req = Vec::new();
+        for i in 0..1000 {
+            req.extend_from_slice(
+                format!("set {prefix}{batch}-{i} 0 0 1000 noreply\r\n").as_bytes(),
+            );
+            req.extend_from_slice(&value);
+            req.extend_from_slice(b"\r\n");
+        }
+        req.extend_from_slice(b"mn\r\n");
+        ask(&mut c, &req, b"MN\r\n");
+    }
+}
+
 /// What a server holds for each key: value, flags, TTL (to the second)
 /// and CAS, from meta get without touching it.
 pub fn contents(server: &Server, n: usize) -> Vec<String> {

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod netns;
 pub mod proxy;
+pub mod relay;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

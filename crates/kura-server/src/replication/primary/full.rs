@@ -5,7 +5,8 @@
 //! on). A server without one sends its store as a snapshot made on the
 //! fly: the handles of every entry are taken shard by shard (no bytes
 //! copied), and encoded as they are sent; entries written meanwhile reach
-//! the replica as records from the backlog after the snapshot's record.
+//! the replica as records from the backlog after the snapshot's record,
+//! which the backlog holds for it (backlog/hold.rs) while it is sent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,23 +16,37 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::Source;
 use crate::durable::Durable;
+use crate::replication::backlog::Hold;
 use crate::replication::wire::Handshake;
 
 /// Bytes encoded before they are written out.
 const CHUNK: usize = 256 * 1024;
 
-/// Sends a snapshot whole; returns the record it was taken at.
+/// The records a snapshot sent from memory left for its stream to send:
+/// held from the one after the snapshot's record; `end` is the last
+/// written when the snapshot's last byte was, past which the stream is a
+/// follower like any other.
+pub(super) struct Held {
+    pub(super) hold: Hold,
+    pub(super) end: u64,
+}
+
+/// Sends a snapshot whole; returns the record it was taken at, and the
+/// hold on what was written meanwhile when it was sent from memory.
 pub(super) async fn full_resync<S>(
     stream: &mut S,
     source: &Source<'_>,
     history: History,
-) -> anyhow::Result<u64>
+) -> anyhow::Result<(u64, Option<Held>)>
 where
     S: AsyncWrite + Unpin,
 {
     match source.durable {
-        Some(d) => from_disk(stream, source, d, history).await,
-        None => from_memory(stream, source, history).await,
+        Some(d) => Ok((from_disk(stream, source, d, history).await?, None)),
+        None => {
+            let (at, held) = from_memory(stream, source, history).await?;
+            Ok((at, Some(held)))
+        }
     }
 }
 
@@ -84,21 +99,22 @@ async fn from_memory<S>(
     stream: &mut S,
     source: &Source<'_>,
     history: History,
-) -> anyhow::Result<u64>
+) -> anyhow::Result<(u64, Held)>
 where
     S: AsyncWrite + Unpin,
 {
     let store = source.shared.store.clone();
     let tables = source.shared.tables.clone();
-    let journal = &source.shared.replication.journal;
-    let Some(next) = journal.get().map(|j| j.next_seq()) else {
-        anyhow::bail!("no journal");
-    };
+    anyhow::ensure!(
+        source.shared.replication.journal.get().is_some(),
+        "no journal"
+    );
     // Every change numbered up to `at` was made under a shard lock that is
-    // released by the time the shard's handles are taken below.
+    // released by the time the shard's handles are taken below; those
+    // after it stay in the backlog while the snapshot is sent.
     // The tables' records are copied (a table is not a store of handles).
-    let (at, shards, flush, mut enc, table_bytes) = tokio::task::spawn_blocking(move || {
-        let at = next - 1;
+    let (hold, at) = source.backlog.hold();
+    let (shards, flush, mut enc, table_bytes) = tokio::task::spawn_blocking(move || {
         let mut enc = SnapshotEncoder::new(at);
         let mut table_bytes = Vec::new();
         for (name, t) in tables.iter() {
@@ -117,7 +133,7 @@ where
             );
         }
         let shards: Vec<_> = (0..store.shard_count()).map(|i| store.entries(i)).collect();
-        (at, shards, store.pending_flush(), enc, table_bytes)
+        (shards, store.pending_flush(), enc, table_bytes)
     })
     .await?;
     let flush = flush.map(|at| MutationRef::Flush { at });
@@ -129,26 +145,39 @@ where
         .sum();
     let bytes = records + table_bytes.len() as u64 + SnapshotEncoder::OVERHEAD;
     let line = Handshake::FullResync { history, at, bytes };
-    stream.write_all(line.line().as_bytes()).await?;
-    stream.write_all(&enc.header()).await?;
-    stream.write_all(&table_bytes).await?;
-    drop(table_bytes);
-    let mut out = Vec::with_capacity(CHUNK + 4096);
-    for shard in shards {
-        for e in &shard {
-            enc.push(&set(e), &mut out);
-            if out.len() >= CHUNK {
-                stream.write_all(&out).await?;
-                out.clear();
+    let send = async {
+        stream.write_all(line.line().as_bytes()).await?;
+        stream.write_all(&enc.header()).await?;
+        stream.write_all(&table_bytes).await?;
+        let mut out = Vec::with_capacity(CHUNK + 4096);
+        for shard in shards {
+            for e in &shard {
+                enc.push(&set(e), &mut out);
+                if out.len() >= CHUNK {
+                    stream.write_all(&out).await?;
+                    out.clear();
+                }
             }
         }
+        if let Some(f) = &flush {
+            enc.push(f, &mut out);
+        }
+        stream.write_all(&out).await?;
+        stream.write_all(&enc.trailer()).await?;
+        Ok::<_, std::io::Error>(())
+    };
+    // A replica that reads too slowly for what is written meanwhile is cut
+    // off at once (it would fall behind the backlog anyway), letting go of
+    // the entries the snapshot still holds.
+    tokio::select! {
+        r = send => r?,
+        () = hold.until_lost() => anyhow::bail!(
+            "the records written while the snapshot was sent outgrew --repl-resync-buffer ({} bytes beyond --repl-backlog-size): the replica will try again",
+            source.shared.config.repl_resync_buffer
+        ),
     }
-    if let Some(f) = &flush {
-        enc.push(f, &mut out);
-    }
-    stream.write_all(&out).await?;
-    stream.write_all(&enc.trailer()).await?;
-    Ok(at)
+    let end = source.backlog.last();
+    Ok((at, Held { hold, end }))
 }
 
 /// An entry as a snapshot record.

@@ -205,17 +205,18 @@ where
         Resync::Full => false,
     };
     let counters = &shared.replication;
-    let next = if partial {
+    let (next, held) = if partial {
         counters.partial_resyncs.fetch_add(1, Ordering::Relaxed);
         let line = Handshake::Continue {
             history: ours,
             after,
         };
         stream.write_all(line.line().as_bytes()).await?;
-        after + 1
+        (after + 1, None)
     } else {
         counters.full_resyncs.fetch_add(1, Ordering::Relaxed);
-        full::full_resync(stream, source, ours).await? + 1
+        let (at, held) = full::full_resync(stream, source, ours).await?;
+        (at + 1, held)
     };
     info.sent.store(next - 1, Ordering::Relaxed);
     // Until it acknowledges more, it needs what follows its position.
@@ -227,10 +228,10 @@ where
         .and_then(|s| tokio::net::TcpStream::from_std(s).ok())
         .map(|s| Arc::new(Direct::new(s, info.clone(), wants_acks)));
     let Some(d) = direct else {
-        return stream::follow(stream, source, info, next, None).await;
+        return stream::follow(stream, source, info, (next, held), None).await;
     };
     source.backlog.add_direct(d.clone());
-    let ended = stream::follow(stream, source, info, next, Some(&d)).await;
+    let ended = stream::follow(stream, source, info, (next, held), Some(&d)).await;
     source.backlog.remove_direct(&d);
     ended
 }

@@ -11,6 +11,7 @@ use kura_log::{LogError, LogTail};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::direct::{records_frame, Direct};
+use super::full::Held;
 use super::Source;
 use crate::replication::backlog::Read;
 use crate::replication::wire;
@@ -51,12 +52,14 @@ impl<W: AsyncWrite + Unpin> Out<'_, W> {
 /// replica goes or the server stops. With `direct`, once the stream has
 /// caught up with the backlog, the threads that add records send them
 /// (direct.rs), and this task only reads acknowledgements, sends
-/// heartbeats and writes what a socket did not take at once.
+/// heartbeats and writes what a socket did not take at once. After a full
+/// resync from memory, `held` keeps what was written while the snapshot
+/// was sent until the stream has read it (or caught up).
 pub(super) async fn follow<S>(
     stream: &mut S,
     source: &Source<'_>,
     info: &StreamInfo,
-    mut next: u64,
+    (mut next, mut held): (u64, Option<Held>),
     direct: Option<&Direct>,
 ) -> anyhow::Result<()>
 where
@@ -125,6 +128,11 @@ where
         } else {
             source.backlog.read(next, FRAME_BYTES)
         };
+        match (&read, &held) {
+            (Read::Records { last, .. }, Some(h)) if *last < h.end => h.hold.advance(last + 1),
+            (Read::Behind { .. }, _) => {}
+            _ => held = None,
+        }
         // Behind: the replica hears how far, so its lag is true under load
         // too, not only when the stream is idle.
         let trailer = |next: u64| {
@@ -172,6 +180,9 @@ where
                     }
                 }
             }
+            Read::Behind { first } if held.as_ref().is_some_and(|h| h.hold.lost()) => bail!(
+                "the records written while the snapshot was sent outgrew --repl-resync-buffer (it wants record {next}, the backlog starts at {first}): the replica will try again"
+            ),
             Read::Behind { first } => bail!(
                 "the replica fell behind the backlog (it wants record {next}, the backlog starts at {first}): it will resync whole"
             ),

@@ -7,6 +7,11 @@
 //! farther behind read the log's files; on a server without a data dir it
 //! is the only backlog (journal.rs feeds it), and a replica that falls
 //! behind it resyncs whole.
+//!
+//! A full resync from memory holds the records written while it is sent
+//! (hold.rs), beyond the backlog's size up to `--repl-resync-buffer`, so
+//! that a large store sent while writes go on does not fall behind the
+//! backlog before its stream has begun.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +23,9 @@ use std::sync::Arc;
 
 use crate::replication::primary::{Direct, Sender};
 use tokio::sync::Notify;
+
+mod hold;
+pub use hold::Hold;
 
 /// Records in a row, whole.
 #[derive(Debug, Clone)]
@@ -39,6 +47,11 @@ struct Ring {
     first: u64,
     /// The last record pushed (or the record it starts after).
     last: u64,
+    /// Full resyncs being sent: (hold, the first record it keeps).
+    holds: Vec<(u64, u64)>,
+    next_hold: u64,
+    /// Holds given up because the backlog outgrew the resync buffer.
+    holds_lost: u64,
 }
 
 /// Where a reader stands against the backlog.
@@ -73,6 +86,10 @@ pub struct Backlog {
     has_directs: AtomicBool,
     /// The thread that sends to them for an in-memory primary's workers.
     sender: Sender,
+    /// Bytes the backlog may hold beyond `limit` for full resyncs, and
+    /// their senders, told when their hold is given up.
+    resync_buffer: usize,
+    lost: Notify,
 }
 
 impl Drop for Backlog {
@@ -92,6 +109,9 @@ impl Backlog {
                 bytes: 0,
                 first: last + 1,
                 last,
+                holds: Vec::new(),
+                next_hold: 0,
+                holds_lost: 0,
             }),
             limit: limit.max(1),
             active: AtomicBool::new(false),
@@ -101,7 +121,17 @@ impl Backlog {
             directs: RwLock::new(Vec::new()),
             has_directs: AtomicBool::new(false),
             sender: Sender::default(),
+            resync_buffer: 0,
+            lost: Notify::new(),
         }
+    }
+
+    /// Lets full resyncs hold up to `bytes` beyond the backlog's size
+    /// (hold.rs).
+    #[must_use]
+    pub fn holding(mut self, bytes: usize) -> Backlog {
+        self.resync_buffer = bytes;
+        self
     }
 
     /// The thread that sends to the live streams for workers.
@@ -212,7 +242,7 @@ impl Backlog {
             ring.last = last;
             ring.open_first = last + 1;
             ring.chunks.push_back(Chunk { first, last, bytes });
-            ring.trim(self.limit);
+            self.trim(&mut ring);
         }
         self.pushed(last);
         self.flush_directs();
@@ -234,7 +264,7 @@ impl Backlog {
             if ring.open.len() >= OPEN_CHUNK {
                 ring.seal();
             }
-            ring.trim(self.limit);
+            self.trim(&mut ring);
             seq
         };
         self.pushed(seq);
@@ -349,16 +379,22 @@ impl Ring {
     }
 
     /// Drops the oldest chunks while over `limit` (the newest stays
-    /// whatever its size).
-    fn trim(&mut self, limit: usize) {
+    /// whatever its size), but not the records from `held` on.
+    fn trim(&mut self, limit: usize, held: Option<u64>) {
         while self.bytes > limit && self.chunks.len() > usize::from(self.open.is_empty()) {
+            if let (Some(from), Some(c)) = (held, self.chunks.front()) {
+                if c.last >= from {
+                    break;
+                }
+            }
             let Some(old) = self.chunks.pop_front() else {
                 break;
             };
             self.bytes -= old.bytes.len();
             self.first = old.last + 1;
         }
-        if self.bytes > limit && !self.open.is_empty() && self.chunks.is_empty() {
+        let open_held = held.is_some_and(|from| from <= self.last);
+        if self.bytes > limit && !self.open.is_empty() && self.chunks.is_empty() && !open_held {
             // Only appended records are left, over the limit: they go
             // whole (a reader of them resyncs).
             self.bytes -= self.open.len();
@@ -381,130 +417,4 @@ fn skip(b: &[u8], n: u64) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kura_log::MutationRef;
-
-    fn records(from: u64, to: u64) -> Bytes {
-        let mut out = Vec::new();
-        for seq in from..=to {
-            let key = format!("k{seq}");
-            MutationRef::Delete {
-                key: key.as_bytes(),
-            }
-            .encode(seq, &mut out);
-        }
-        Bytes::from(out)
-    }
-
-    fn seqs(read: Read) -> Vec<u64> {
-        let Read::Records { bytes, last } = read else {
-            panic!("{read:?}");
-        };
-        let mut all = Vec::new();
-        for b in bytes {
-            let mut b = &b[..];
-            while !b.is_empty() {
-                let (r, len) = kura_log::Record::decode(b).unwrap();
-                all.push(r.seq);
-                b = &b[len..];
-            }
-        }
-        assert_eq!(all.last(), Some(&last));
-        all
-    }
-
-    #[test]
-    fn a_reader_gets_whole_records_from_where_it_asks() {
-        let b = Backlog::new(1 << 20, 0);
-        assert!(matches!(b.read(1, 100), Read::Wait));
-        b.push(1, 10, records(1, 10));
-        b.push(11, 20, records(11, 20));
-        assert_eq!(seqs(b.read(1, usize::MAX)), (1..=20).collect::<Vec<_>>());
-        assert_eq!(seqs(b.read(7, usize::MAX)), (7..=20).collect::<Vec<_>>());
-        assert_eq!(seqs(b.read(15, 1)), (15..=20).collect::<Vec<_>>());
-        assert_eq!(seqs(b.read(3, 1)), (3..=10).collect::<Vec<_>>());
-        assert!(matches!(b.read(21, 100), Read::Wait));
-        assert_eq!(b.last(), 20);
-    }
-
-    /// A live stream reads after every few appends, so each read seals a
-    /// small chunk (copied out of the open buffer, which is reused): the
-    /// chunks stay whole and in order, read from the newest or any older.
-    #[test]
-    fn records_sealed_by_reads_between_appends_stay_whole_and_in_order() {
-        let b = Backlog::new(1 << 20, 0);
-        let mut next = 1;
-        for i in 0..300u64 {
-            let key = format!("key{i}");
-            let value = vec![b'a' + (i % 26) as u8; (i as usize * 7) % 500];
-            b.append(&MutationRef::Set {
-                key: key.as_bytes(),
-                value: &value,
-                flags: 0,
-                exptime: 0,
-                cas: i,
-                stale: false,
-                binary_key: false,
-            });
-            if i % 3 == 2 {
-                let got = seqs(b.read(next, usize::MAX));
-                assert_eq!(got, (next..=i + 1).collect::<Vec<_>>());
-                next = i + 2;
-            }
-        }
-        assert_eq!(seqs(b.read(1, usize::MAX)), (1..=300).collect::<Vec<_>>());
-        assert_eq!(
-            seqs(b.read(150, usize::MAX)),
-            (150..=300).collect::<Vec<_>>()
-        );
-        assert_eq!(seqs(b.read(299, usize::MAX)), vec![299, 300]);
-    }
-
-    #[test]
-    fn it_keeps_to_its_size_and_says_when_a_reader_fell_behind() {
-        let one = records(1, 10).len();
-        let b = Backlog::new(one * 3, 0);
-        for i in 0..10 {
-            b.push(i * 10 + 1, i * 10 + 10, records(i * 10 + 1, i * 10 + 10));
-        }
-        assert!(b.bytes() <= one * 3 + 100, "{}", b.bytes());
-        assert!(matches!(b.read(5, 100), Read::Behind { first } if first > 5));
-        assert_eq!(seqs(b.read(95, usize::MAX)), (95..=100).collect::<Vec<_>>());
-        // A gap (the backlog was not fed) starts it over.
-        b.push(200, 201, records(200, 201));
-        assert!(matches!(b.read(100, 100), Read::Behind { first: 200 }));
-        assert_eq!(seqs(b.read(200, 100)), vec![200, 201]);
-        b.restart(7);
-        assert!(matches!(b.read(8, 100), Read::Wait));
-        assert!(matches!(b.read(7, 100), Read::Behind { .. }));
-    }
-
-    #[test]
-    fn appended_records_are_numbered_in_order_and_kept_to_the_size() {
-        let b = Backlog::new(4096, 10);
-        for i in 0..1000u64 {
-            let key = format!("key{i}");
-            let seq = b.append(&MutationRef::Delete {
-                key: key.as_bytes(),
-            });
-            assert_eq!(seq, 11 + i);
-            if i == 3 {
-                // Read while records are being appended: they seal.
-                assert_eq!(seqs(b.read(11, usize::MAX)), vec![11, 12, 13, 14]);
-            }
-        }
-        assert!(b.bytes() <= 4096 + OPEN_CHUNK, "{}", b.bytes());
-        assert!(matches!(b.read(11, 100), Read::Behind { .. }));
-        let tail = seqs(b.read(1005, usize::MAX));
-        assert_eq!(tail, (1005..=1010).collect::<Vec<_>>());
-        assert_eq!(b.bytes_after(1010), Some(0));
-        // Record 1010 is the delete of `key999`.
-        let one = MutationRef::Delete { key: b"key999" }.encoded_len() as u64;
-        assert_eq!(b.bytes_after(1009), Some(one));
-        assert_eq!(b.bytes_after(11), None);
-        // Frames pushed after appended records go on from them.
-        b.push(1011, 1011, records(1011, 1011));
-        assert_eq!(seqs(b.read(1009, usize::MAX)), vec![1009, 1010, 1011]);
-    }
-}
+mod tests;

@@ -1,0 +1,108 @@
+//! Holds: a full resync from memory takes the store's entries at record
+//! `at` and sends them, which for a large store over a slow link takes a
+//! while; the records written meanwhile must still be in the backlog when
+//! its stream begins after them, or the replica falls behind before it
+//! has started and resyncs whole again (and again, for as long as writes
+//! go on: the loop Redis avoids with its replica output buffers). A hold
+//! keeps the backlog from dropping the records from its mark on, beyond
+//! the backlog's size, up to the resync buffer: past that every hold is
+//! given up (counted, and their senders told) and the backlog goes back to
+//! its size. The stream moves the mark on as it reads and lets the hold go
+//! once it has caught up or passed what was written while the snapshot
+//! was sent, after which the replica is a follower like any other.
+
+use std::sync::Arc;
+
+use super::{Backlog, Ring};
+
+/// See the module documentation; let go when dropped.
+#[derive(Debug)]
+pub struct Hold {
+    backlog: Arc<Backlog>,
+    id: u64,
+}
+
+impl Backlog {
+    /// Holds the records after the last one pushed, which it returns (a
+    /// snapshot taken now has every change up to it).
+    pub fn hold(self: &Arc<Self>) -> (Hold, u64) {
+        let mut ring = self.ring.lock();
+        let id = ring.next_hold;
+        ring.next_hold += 1;
+        let last = ring.last;
+        ring.holds.push((id, last + 1));
+        let hold = Hold {
+            backlog: self.clone(),
+            id,
+        };
+        (hold, last)
+    }
+
+    /// Holds now.
+    pub fn holds(&self) -> usize {
+        self.ring.lock().holds.len()
+    }
+
+    /// Holds given up because the records held outgrew the resync buffer.
+    pub fn holds_lost(&self) -> u64 {
+        self.ring.lock().holds_lost
+    }
+
+    /// Drops the oldest records while over the backlog's size, keeping
+    /// those held unless that would take more than the resync buffer.
+    pub(super) fn trim(&self, ring: &mut Ring) {
+        let mut held = ring.holds.iter().map(|h| h.1).min();
+        if held.is_some() && ring.bytes > self.limit.saturating_add(self.resync_buffer) {
+            ring.holds.clear();
+            ring.holds_lost += 1;
+            held = None;
+            self.lost.notify_waiters();
+        }
+        ring.trim(self.limit, held);
+    }
+}
+
+impl Hold {
+    /// Keeps the records from `next` on only (the stream has read those
+    /// before).
+    pub fn advance(&self, next: u64) {
+        let mut ring = self.backlog.ring.lock();
+        if let Some(h) = ring.holds.iter_mut().find(|h| h.0 == self.id) {
+            h.1 = h.1.max(next);
+        }
+    }
+
+    /// Whether it was given up (the backlog outgrew the resync buffer).
+    pub fn lost(&self) -> bool {
+        !self
+            .backlog
+            .ring
+            .lock()
+            .holds
+            .iter()
+            .any(|h| h.0 == self.id)
+    }
+
+    /// Returns once it is given up.
+    pub async fn until_lost(&self) {
+        loop {
+            let notified = self.backlog.lost.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.lost() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut ring = self.backlog.ring.lock();
+        ring.holds.retain(|h| h.0 != self.id);
+        // What it kept beyond the backlog's size goes now, not at the
+        // next write.
+        self.backlog.trim(&mut ring);
+    }
+}

@@ -1,0 +1,98 @@
+//! A full resync from memory while writes go on: the records written while
+//! a large store is sent are held for it beyond `--repl-backlog-size` (up
+//! to `--repl-resync-buffer`), so that the replica goes on from them
+//! instead of falling behind before its stream has begun and resyncing
+//! whole again; past the buffer the primary cuts the resync off, its
+//! backlog goes back to its size, and the replica tries again. A relay in
+//! front of the primary holds its bytes back, as a slow link or a slow
+//! replica would, for as long as the test writes.
+
+mod common;
+
+use common::cluster::{caught_up, contents, fill_mb, load, same, wait_for};
+use common::relay::Relay;
+use common::{stat, Server};
+
+/// A primary of 40 MB behind a relay holding its bytes back, and a replica
+/// of it through the relay whose full resync has begun (its hold taken).
+fn resync_held(primary_args: &[&str]) -> (Server, Relay, Server) {
+    let mut args = vec!["-m", "256"];
+    args.extend_from_slice(primary_args);
+    let primary = Server::start_in_memory(&args);
+    // 40 MB: more than the primary's socket and the relay can buffer, so
+    // the snapshot's sending waits on the relay.
+    fill_mb(&primary, "big", 40);
+    let relay = Relay::start(&format!("127.0.0.1:{}", primary.port), true);
+    let replica = Server::start_in_memory(&["-m", "256", "--replica-of", &relay.addr]);
+    let mut p = primary.connect();
+    wait_for("the full resync's hold", 30, || {
+        stat(&mut p, "repl_resync_holds") == 1 || stat(&mut p, "repl_resync_holds_lost") > 0
+    });
+    (primary, relay, replica)
+}
+
+#[test]
+fn what_is_written_while_a_large_store_is_sent_is_held_for_its_replica() {
+    let (primary, relay, replica) = resync_held(&["--repl-backlog-size", "64k"]);
+    // About 550 KB of records while the snapshot waits: far more than the
+    // backlog's 64 KB.
+    for round in 0..10 {
+        load(&primary, round, 1000);
+    }
+    let mut p = primary.connect();
+    let held = stat(&mut p, "repl_backlog_bytes");
+    assert!(held > 256 * 1024, "the backlog holds {held} bytes");
+    assert_eq!(stat(&mut p, "repl_resync_holds"), 1);
+    relay.open();
+    caught_up(&primary, &replica);
+    let mut r = replica.connect();
+    assert_eq!(stat(&mut r, "repl_full_resyncs"), 1);
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), 1);
+    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 0);
+    same(
+        &contents(&replica, 1000),
+        &contents(&primary, 1000),
+        "after one full resync",
+    );
+    assert_eq!(
+        common::get(&mut r, "big39-999").map(|v| v.len()),
+        Some(1000)
+    );
+    // Caught up, the stream lets the hold go, and the backlog is back to
+    // its size.
+    assert_eq!(stat(&mut p, "repl_resync_holds"), 0);
+    let after = stat(&mut p, "repl_backlog_bytes");
+    assert!(after <= 64 * 1024 + 64 * 1024, "{after}");
+    drop((p, r));
+    replica.stop();
+    primary.stop();
+}
+
+#[test]
+fn a_resync_that_outgrows_the_resync_buffer_is_cut_off_and_tried_again() {
+    let (primary, relay, replica) =
+        resync_held(&["--repl-backlog-size", "64k", "--repl-resync-buffer", "128k"]);
+    for round in 0..10 {
+        load(&primary, round, 1000);
+    }
+    // The hold is given up: the primary keeps no more than its backlog
+    // (and one open chunk) for a replica that does not read.
+    let mut p = primary.connect();
+    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 1);
+    assert_eq!(stat(&mut p, "repl_resync_holds"), 0);
+    let kept = stat(&mut p, "repl_backlog_bytes");
+    assert!(kept <= 64 * 1024 + 64 * 1024, "{kept}");
+    // Once the link lets bytes through, the replica starts over and, with
+    // the writes stopped, gets there.
+    relay.open();
+    caught_up(&primary, &replica);
+    assert!(stat(&mut p, "repl_full_resyncs") >= 2);
+    same(
+        &contents(&replica, 1000),
+        &contents(&primary, 1000),
+        "after the resync was tried again",
+    );
+    drop(p);
+    replica.stop();
+    primary.stop();
+}
