@@ -96,3 +96,28 @@ fn a_resync_that_outgrows_the_resync_buffer_is_cut_off_and_tried_again() {
     replica.stop();
     primary.stop();
 }
+
+#[test]
+fn a_replica_killed_during_its_held_resync_leaves_nothing_held() {
+    let (primary, relay, replica) = resync_held(&["--repl-backlog-size", "64k"]);
+    for round in 0..10 {
+        load(&primary, round, 1000);
+    }
+    let mut p = primary.connect();
+    assert!(stat(&mut p, "repl_backlog_bytes") > 256 * 1024);
+    // SIGKILL, then the link passes bytes again: the primary's next write
+    // to the dead replica fails, its stream ends, and its hold goes.
+    replica.kill();
+    relay.open();
+    wait_for("the dead replica's stream to end", 30, || {
+        stat(&mut p, "repl_replicas") == 0
+    });
+    assert_eq!(stat(&mut p, "repl_resync_holds"), 0);
+    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 0);
+    let kept = stat(&mut p, "repl_backlog_bytes");
+    assert!(kept <= 64 * 1024 + 64 * 1024, "{kept}");
+    // And it goes on taking writes.
+    load(&primary, 10, 1000);
+    drop(p);
+    primary.stop();
+}
