@@ -7,14 +7,17 @@
 //! stream's link dropped silently) makes the replica say its link is down
 //! and how long it has not heard from the primary, and the primary say how
 //! far behind the replica is, while the replica keeps serving what it has;
-//! healed, it resumes with a partial resync and ends identical.
+//! healed, it resumes with a partial resync and ends identical. A replica
+//! that resyncs whole across a slow link while writes go on gets there in
+//! one full resync: what is written while the store is sent is held for
+//! it beyond the backlog (backlog/hold.rs).
 //!
 //! Needs root, iproute2 and nftables: without them it says so and does
 //! nothing, except under CI, where it fails (.ci/run installs them).
 
 mod common;
 
-use common::cluster::{caught_up, contents, load, same, wait_stat};
+use common::cluster::{caught_up, contents, fill_mb, load, same, wait_stat};
 use common::netns::Host;
 use common::{stat, stat_str, Server};
 
@@ -122,6 +125,59 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     assert!(stat(&mut r, "repl_partial_resyncs") > partial);
     let lag: f64 = stat_str(&mut r, "repl_lag_seconds").parse().unwrap();
     assert!(lag < 5.0, "lag {lag} s once caught up");
+    drop((r, p));
+    replica.stop();
+    primary.stop();
+}
+
+#[test]
+fn a_full_resync_across_a_slow_link_while_writes_go_on_happens_once() {
+    let Some(host) = Host::or_skip(
+        "a_full_resync_across_a_slow_link_while_writes_go_on_happens_once",
+        "resync",
+        2,
+    ) else {
+        return;
+    };
+    const STREAM: usize = 0;
+    let (stream, mgmt) = (&host.links[STREAM], &host.links[1]);
+    // A 64 KB backlog and a 4 MB store sent at 8 Mbit/s: some four seconds
+    // of sending, during which far more than the backlog is written.
+    let primary = Server::start_in_memory(&[
+        "-l",
+        &format!("127.0.0.1,{}", stream.outer_ip),
+        "--repl-backlog-size",
+        "64k",
+    ]);
+    fill_mb(&primary, "big", 4);
+    host.rate(STREAM, Some("8mbit"));
+    let replica = host.server(
+        &mgmt.inner_ip,
+        &[
+            "--replica-of",
+            &format!("{}:{}", stream.outer_ip, primary.port),
+        ],
+    );
+    let mut p = primary.connect();
+    // Forty rounds (about 2.2 MB of records), begun as the resync is.
+    common::cluster::wait_for("the full resync to begin", 30, || {
+        stat(&mut p, "repl_full_resyncs") == 1
+    });
+    for round in 0..40 {
+        load(&primary, round, 1000);
+    }
+    caught_up(&primary, &replica);
+    let mut r = replica.connect();
+    assert_eq!(stat(&mut r, "repl_full_resyncs"), 1);
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), 1);
+    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 0);
+    same(
+        &contents(&replica, 1000),
+        &contents(&primary, 1000),
+        "after a full resync across a slow link",
+    );
+    assert_eq!(common::get(&mut r, "big3-999").map(|v| v.len()), Some(1000));
+    host.rate(STREAM, None);
     drop((r, p));
     replica.stop();
     primary.stop();
