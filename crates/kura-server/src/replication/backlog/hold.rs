@@ -8,8 +8,9 @@
 //! the backlog's size, up to the resync buffer: past that every hold is
 //! given up (counted, and their senders told) and the backlog goes back to
 //! its size. The stream moves the mark on as it reads and lets the hold go
-//! once it has caught up or passed what was written while the snapshot
-//! was sent, after which the replica is a follower like any other.
+//! once what is left to send fits in the backlog's size, after which the
+//! replica is a follower like any other (a replica that cannot keep up
+//! with the writes never gets there, and is cut off at the buffer).
 
 use std::sync::Arc;
 
@@ -36,6 +37,13 @@ impl Backlog {
             id,
         };
         (hold, last)
+    }
+
+    /// Whether the records after `seq` fit in the backlog's size (a
+    /// stream there no longer needs a hold to go on).
+    pub fn within_size(&self, seq: u64) -> bool {
+        self.bytes_after(seq)
+            .is_some_and(|n| n <= self.limit as u64)
     }
 
     /// Holds now.

@@ -140,7 +140,10 @@ fn a_hold_keeps_the_records_after_it_up_to_the_resync_buffer() {
     // Nine chunks after it are held, where the backlog keeps two.
     assert_eq!(seqs(b.read(11, usize::MAX)), (11..=100).collect::<Vec<_>>());
     assert!(matches!(b.read(1, 1), Read::Behind { first: 11 }));
-    // The stream read up to 50: what is before it may go.
+    // The stream read up to 50: what is before it may go; what is after
+    // it is more than the backlog's size.
+    assert!(!b.within_size(50));
+    assert!(b.within_size(90));
     hold.advance(51);
     b.push(101, 110, records(101, 110));
     assert!(matches!(b.read(11, 1), Read::Behind { .. }));

@@ -22,30 +22,21 @@ use crate::replication::wire::Handshake;
 /// Bytes encoded before they are written out.
 const CHUNK: usize = 256 * 1024;
 
-/// The records a snapshot sent from memory left for its stream to send:
-/// held from the one after the snapshot's record; `end` is the last
-/// written when the snapshot's last byte was, past which the stream is a
-/// follower like any other.
-pub(super) struct Held {
-    pub(super) hold: Hold,
-    pub(super) end: u64,
-}
-
 /// Sends a snapshot whole; returns the record it was taken at, and the
 /// hold on what was written meanwhile when it was sent from memory.
 pub(super) async fn full_resync<S>(
     stream: &mut S,
     source: &Source<'_>,
     history: History,
-) -> anyhow::Result<(u64, Option<Held>)>
+) -> anyhow::Result<(u64, Option<Hold>)>
 where
     S: AsyncWrite + Unpin,
 {
     match source.durable {
         Some(d) => Ok((from_disk(stream, source, d, history).await?, None)),
         None => {
-            let (at, held) = from_memory(stream, source, history).await?;
-            Ok((at, Some(held)))
+            let (at, hold) = from_memory(stream, source, history).await?;
+            Ok((at, Some(hold)))
         }
     }
 }
@@ -99,7 +90,7 @@ async fn from_memory<S>(
     stream: &mut S,
     source: &Source<'_>,
     history: History,
-) -> anyhow::Result<(u64, Held)>
+) -> anyhow::Result<(u64, Hold)>
 where
     S: AsyncWrite + Unpin,
 {
@@ -176,8 +167,7 @@ where
             source.shared.config.repl_resync_buffer
         ),
     }
-    let end = source.backlog.last();
-    Ok((at, Held { hold, end }))
+    Ok((at, hold))
 }
 
 /// An entry as a snapshot record.

@@ -11,9 +11,8 @@ use kura_log::{LogError, LogTail};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::direct::{records_frame, Direct};
-use super::full::Held;
 use super::Source;
-use crate::replication::backlog::Read;
+use crate::replication::backlog::{Hold, Read};
 use crate::replication::wire;
 use crate::replication::StreamInfo;
 
@@ -54,12 +53,13 @@ impl<W: AsyncWrite + Unpin> Out<'_, W> {
 /// (direct.rs), and this task only reads acknowledgements, sends
 /// heartbeats and writes what a socket did not take at once. After a full
 /// resync from memory, `held` keeps what was written while the snapshot
-/// was sent until the stream has read it (or caught up).
+/// was sent until the stream is within the backlog's size of the last
+/// record (or caught up): from there it is a follower like any other.
 pub(super) async fn follow<S>(
     stream: &mut S,
     source: &Source<'_>,
     info: &StreamInfo,
-    (mut next, mut held): (u64, Option<Held>),
+    (mut next, mut held): (u64, Option<Hold>),
     direct: Option<&Direct>,
 ) -> anyhow::Result<()>
 where
@@ -129,7 +129,9 @@ where
             source.backlog.read(next, FRAME_BYTES)
         };
         match (&read, &held) {
-            (Read::Records { last, .. }, Some(h)) if *last < h.end => h.hold.advance(last + 1),
+            (Read::Records { last, .. }, Some(h)) if !source.backlog.within_size(*last) => {
+                h.advance(last + 1);
+            }
             (Read::Behind { .. }, _) => {}
             _ => held = None,
         }
@@ -180,7 +182,7 @@ where
                     }
                 }
             }
-            Read::Behind { first } if held.as_ref().is_some_and(|h| h.hold.lost()) => bail!(
+            Read::Behind { first } if held.as_ref().is_some_and(Hold::lost) => bail!(
                 "the records written while the snapshot was sent outgrew --repl-resync-buffer (it wants record {next}, the backlog starts at {first}): the replica will try again"
             ),
             Read::Behind { first } => bail!(
