@@ -149,13 +149,13 @@ fn a_full_resync_across_a_slow_link_while_writes_go_on_happens_once() {
     };
     const STREAM: usize = 0;
     let (stream, mgmt) = (&host.links[STREAM], &host.links[1]);
-    // A 64 KB backlog and a 4 MB store sent at 8 Mbit/s: some four seconds
-    // of sending, during which far more than the backlog is written.
+    // A 512 KB backlog and a 4 MB store sent at 8 Mbit/s: some four
+    // seconds of sending, during which twice the backlog is written.
     let primary = Server::start_in_memory(&[
         "-l",
         &format!("127.0.0.1,{}", stream.outer_ip),
         "--repl-backlog-size",
-        "64k",
+        "512k",
     ]);
     fill_mb(&primary, "big", 4);
     host.rate(STREAM, Some("8mbit"));
@@ -167,10 +167,11 @@ fn a_full_resync_across_a_slow_link_while_writes_go_on_happens_once() {
         ],
     );
     let mut p = primary.connect();
-    // Twenty rounds (about 1.1 MB of records: far more than the backlog),
-    // begun as the resync is. Were they written for longer than the four
-    // seconds of sending, they would be written at under a quarter of the
-    // link's rate, which a follower keeps up with.
+    // Twenty rounds (about 1.1 MB of records), begun as the resync is.
+    // Were they written for longer than the four seconds of sending, they
+    // would be written at under a quarter of the link's rate: a follower
+    // let go within half the backlog of the last record keeps up (what is
+    // written while it sends a frame is a quarter of the frame).
     common::cluster::wait_for("the full resync to begin", 30, || {
         stat(&mut p, "repl_full_resyncs") == 1
     });

@@ -1,11 +1,14 @@
 //! A TCP relay in front of a server whose replies it can hold back: what
 //! the server sends waits in the relay (and, once its buffers are full, in
-//! the server's socket) until the relay is opened, as if the client had
-//! stopped reading. Clients' bytes always go through.
+//! the server's socket) until the relay is opened, as if the link were
+//! very slow. A byte trickles through every 200 ms meanwhile, so that a
+//! client that drops a silent link (a replica: five seconds) keeps it
+//! however long the test takes. Clients' bytes always go through.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// See the module documentation; connections close when the server's do.
 pub struct Relay {
@@ -48,17 +51,23 @@ impl Relay {
     }
 }
 
-/// Copies the server's bytes to the client, reading none while held.
+/// Copies the server's bytes to the client, a byte each 200 ms while held.
 fn replies(mut server: TcpStream, mut client: TcpStream, gate: &(Mutex<bool>, Condvar)) {
     let mut b = vec![0u8; 64 * 1024];
     loop {
-        {
-            let mut open = gate.0.lock().unwrap();
-            while !*open {
-                open = gate.1.wait(open).unwrap();
+        let up_to = {
+            let open = gate.0.lock().unwrap();
+            let (open, _) = gate
+                .1
+                .wait_timeout_while(open, Duration::from_millis(200), |open| !*open)
+                .unwrap();
+            if *open {
+                b.len()
+            } else {
+                1
             }
-        }
-        match server.read(&mut b) {
+        };
+        match server.read(&mut b[..up_to]) {
             Ok(n) if n > 0 => {
                 if client.write_all(&b[..n]).is_err() {
                     break;

@@ -8,7 +8,7 @@
 //! the backlog's size, up to the resync buffer: past that every hold is
 //! given up (counted, and their senders told) and the backlog goes back to
 //! its size. The stream moves the mark on as it reads and lets the hold go
-//! once what is left to send fits in the backlog's size, after which the
+//! once what is left to send fits in half the backlog's size, after which the
 //! replica is a follower like any other (a replica that cannot keep up
 //! with the writes never gets there, and is cut off at the buffer).
 
@@ -39,11 +39,33 @@ impl Backlog {
         (hold, last)
     }
 
-    /// Whether the records after `seq` fit in the backlog's size (a
-    /// stream there no longer needs a hold to go on).
+    /// Whether the records after `seq` come to at most half the backlog's
+    /// size: a stream there no longer needs a hold, and has half the
+    /// backlog to spare against the writes made while it sends a frame.
+    /// Counted from the newest chunk back, stopping there (a hold may keep
+    /// many chunks).
     pub fn within_size(&self, seq: u64) -> bool {
-        self.bytes_after(seq)
-            .is_some_and(|n| n <= self.limit as u64)
+        let ring = self.ring.lock();
+        let room = self.limit / 2;
+        if seq >= ring.last {
+            return true;
+        }
+        let mut n = ring.open.len();
+        if ring.open_first <= seq + 1 && !ring.open.is_empty() {
+            return n - super::skip(&ring.open, seq + 1 - ring.open_first) <= room;
+        }
+        for c in ring.chunks.iter().rev() {
+            if n > room {
+                return false;
+            }
+            if c.first > seq {
+                n += c.bytes.len();
+            } else {
+                return n + c.bytes.len() - super::skip(&c.bytes, seq + 1 - c.first) <= room;
+            }
+        }
+        // Not held any more (or never was): no.
+        false
     }
 
     /// Holds now.
@@ -51,22 +73,32 @@ impl Backlog {
         self.ring.lock().holds.len()
     }
 
-    /// Holds given up because the records held outgrew the resync buffer.
+    /// Holds given up: the records held outgrew the resync buffer, or the
+    /// backlog started over.
     pub fn holds_lost(&self) -> u64 {
         self.ring.lock().holds_lost
     }
 
     /// Drops the oldest records while over the backlog's size, keeping
-    /// those held unless that would take more than the resync buffer.
+    /// those held unless they come to more than the backlog's size and the
+    /// resync buffer together: then the holds are given up.
     pub(super) fn trim(&self, ring: &mut Ring) {
-        let mut held = ring.holds.iter().map(|h| h.1).min();
-        if held.is_some() && ring.bytes > self.limit.saturating_add(self.resync_buffer) {
-            ring.holds.clear();
-            ring.holds_lost += 1;
-            held = None;
-            self.lost.notify_waiters();
-        }
+        let held = ring.holds.iter().map(|h| h.1).min();
         ring.trim(self.limit, held);
+        if held.is_some() && ring.bytes > self.limit.saturating_add(self.resync_buffer) {
+            self.give_up_holds(ring);
+            ring.trim(self.limit, None);
+        }
+    }
+
+    /// Gives every hold up (their streams will find their records gone).
+    pub(super) fn give_up_holds(&self, ring: &mut Ring) {
+        if ring.holds.is_empty() {
+            return;
+        }
+        ring.holds_lost += ring.holds.len() as u64;
+        ring.holds.clear();
+        self.lost.notify_waiters();
     }
 }
 

@@ -237,6 +237,7 @@ impl Backlog {
                 ring.chunks.clear();
                 ring.bytes = 0;
                 ring.first = first;
+                self.give_up_holds(&mut ring);
             }
             ring.bytes += bytes.len();
             ring.last = last;
@@ -282,6 +283,7 @@ impl Backlog {
             ring.bytes = 0;
             ring.first = last + 1;
             ring.last = last;
+            self.give_up_holds(&mut ring);
         }
         self.pushed(last);
     }

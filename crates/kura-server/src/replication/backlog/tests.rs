@@ -143,7 +143,9 @@ fn a_hold_keeps_the_records_after_it_up_to_the_resync_buffer() {
     // The stream read up to 50: what is before it may go; what is after
     // it is more than the backlog's size.
     assert!(!b.within_size(50));
-    assert!(b.within_size(90));
+    assert!(!b.within_size(85));
+    assert!(b.within_size(95));
+    assert!(b.within_size(100));
     hold.advance(51);
     b.push(101, 110, records(101, 110));
     assert!(matches!(b.read(11, 1), Read::Behind { .. }));
@@ -173,21 +175,47 @@ fn a_hold_that_outgrows_the_resync_buffer_is_given_up() {
     b.push(51, 60, records(51, 60));
     b.push(61, 70, records(61, 70));
     assert!(hold.lost() && other.lost());
-    assert_eq!(b.holds_lost(), 1);
+    assert_eq!(b.holds_lost(), 2);
     assert!(b.bytes() <= one * 2, "{}", b.bytes());
     assert!(matches!(b.read(1, 1), Read::Behind { .. }));
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     rt.block_on(hold.until_lost());
-    // A backlog without a resync buffer holds nothing beyond its size.
-    let b = Arc::new(Backlog::new(one * 2, 0));
-    let (hold, _) = b.hold();
-    b.push(1, 10, records(1, 10));
-    b.push(11, 20, records(11, 20));
-    b.push(21, 30, records(21, 30));
+    // A backlog without a resync buffer holds nothing beyond its size;
+    // what it holds within it stays held, full backlog or not.
+    let b = Arc::new(Backlog::new(one * 3, 0));
+    for i in 0..5 {
+        b.push(i * 10 + 1, i * 10 + 10, records(i * 10 + 1, i * 10 + 10));
+    }
+    let (hold, at) = b.hold();
+    b.push(51, 60, records(51, 60));
+    b.push(61, 70, records(61, 70));
+    assert!(!hold.lost());
+    assert_eq!(
+        seqs(b.read(at + 1, usize::MAX)),
+        (51..=70).collect::<Vec<_>>()
+    );
+    b.push(71, 80, records(71, 80));
+    b.push(81, 90, records(81, 90));
     assert!(hold.lost());
-    assert!(matches!(b.read(1, 1), Read::Behind { .. }));
+    assert!(matches!(b.read(51, 1), Read::Behind { .. }));
+}
+
+/// A backlog that starts over (a new history, or records that do not
+/// follow) gives its holds up: what they kept is gone.
+#[test]
+fn a_backlog_that_starts_over_gives_its_holds_up() {
+    let b = Arc::new(Backlog::new(1 << 20, 0).holding(1 << 20));
+    b.push(1, 10, records(1, 10));
+    let (hold, _) = b.hold();
+    b.restart(5);
+    assert!(hold.lost());
+    let (hold, _) = b.hold();
+    b.push(100, 101, records(100, 101));
+    assert!(hold.lost());
+    assert_eq!(b.holds(), 0);
+    assert_eq!(b.holds_lost(), 2);
 }
 
 /// Records appended one by one (an in-memory primary's journal) are held
