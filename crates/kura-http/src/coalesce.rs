@@ -292,12 +292,18 @@ impl Producer {
         state.keep_all || state.cursors.iter().any(Option::is_some)
     }
 
-    /// The whole body when it arrived complete (`ok`) and was kept, for storing. Taken before
-    /// [`Producer::finish`], so the object is in the store by the time any reader sees the
-    /// body's end: a client that has the whole response and asks again gets a hit.
-    pub fn whole(&self, ok: bool) -> Option<Vec<Bytes>> {
+    /// The whole body when it arrived complete (`ok`) and was kept, for storing, with `last`,
+    /// its final chunk, not pushed yet (if keeping it too stays within the bounds). Taken
+    /// before that chunk is pushed and [`Producer::finish`] called, so the object is in the
+    /// store by the time any reader has the body's last byte: a client that has the whole
+    /// response (by its length) and asks again gets a hit.
+    pub fn whole(&self, ok: bool, last: Option<&Bytes>) -> Option<Vec<Bytes>> {
         let state = self.flight.state.lock();
-        (ok && state.keep_all).then(|| state.chunks.iter().cloned().collect())
+        let more = last.map_or(0, Bytes::len);
+        let fits = state.buffered + more <= self.flights.max_object
+            && self.flights.charged.load(Ordering::Relaxed) + more <= self.flights.budget;
+        (ok && state.keep_all && fits)
+            .then(|| state.chunks.iter().cloned().chain(last.cloned()).collect())
     }
 
     /// Ends the body (`ok`: complete).

@@ -40,7 +40,7 @@ async fn one_leader_many_readers_and_the_whole_body_for_storing() {
     let mut late = flight.reader().unwrap();
     producer.push(Bytes::from_static(b"cd")).await;
     assert_eq!(flights.in_flight_bytes(), 4);
-    let whole = producer.whole(true).unwrap();
+    let whole = producer.whole(true, None).unwrap();
     assert_eq!(whole.concat(), b"abcd");
     producer.finish(true);
     assert_eq!(flights.in_flight_bytes(), 0);
@@ -68,7 +68,7 @@ async fn past_the_object_limit_the_body_is_not_kept() {
     producer.push(Bytes::from_static(b"x")).await;
     // The chunk every reader passed is dropped; a new reader cannot start from byte 0.
     assert!(flight.reader().is_none());
-    assert!(producer.whole(true).is_none(), "nothing to store");
+    assert!(producer.whole(true, None).is_none(), "nothing to store");
     producer.finish(true);
     assert_eq!(read_all(&mut reader).await.unwrap(), b"67890x");
 }

@@ -187,9 +187,10 @@ pub(super) async fn run(
         leader_vary,
         outcome,
     });
-    let complete = stream_body(backend, &producer, body, &mut encoder).await;
-    // Stored before the flight ends, so a reader that has the last byte finds it stored.
-    let whole = producer.whole(complete);
+    let (complete, last) = stream_body(backend, &producer, body, &mut encoder).await;
+    // Stored before the last chunk is pushed and the flight ends, so a reader that has the
+    // last byte finds it stored.
+    let whole = producer.whole(complete, last.as_ref());
     if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
         let length: usize = chunks.iter().map(Bytes::len).sum();
         kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
@@ -210,18 +211,26 @@ pub(super) async fn run(
             proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
         }
     }
+    if let Some(last) = last {
+        producer.push(last).await;
+    }
     producer.finish(complete);
 }
 
 /// Streams the backend's body into the flight (through `encoder` when it compresses); true
-/// when it arrived whole.
+/// when it arrived whole. The chunk that completes a body of known length (with the
+/// encoder's last bytes when it compresses; those alone for a body of unknown length) is
+/// returned instead of pushed: a client may have the whole response with it, so the caller
+/// stores the object first. Other chunks go out as they come (a chunked body's end is the
+/// flight's end).
 async fn stream_body(
     backend: &Backend,
     producer: &Producer,
     mut body: hyper::body::Incoming,
     encoder: &mut Option<Encoder>,
-) -> bool {
+) -> (bool, Option<Bytes>) {
     let timeout = backend.between_bytes_timeout();
+    let mut held: Option<Bytes> = None;
     loop {
         match tokio::time::timeout(timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {
@@ -230,28 +239,37 @@ async fn stream_body(
                         data = encoder.push(&data);
                     }
                     if !data.is_empty() {
-                        producer.push(data).await;
+                        if hyper::body::Body::is_end_stream(&body) {
+                            held = Some(data);
+                        } else {
+                            producer.push(data).await;
+                        }
                     }
                 }
                 if !producer.wanted() {
-                    return false;
+                    return (false, held);
                 }
             }
             Ok(None) => {
+                // Compressing, the encoder's last bytes go with the last chunk.
                 if let Some(encoder) = encoder.as_mut() {
-                    producer.push(encoder.finish()).await;
+                    let end = encoder.finish();
+                    held = match held.take() {
+                        Some(last) => Some([last, end].concat().into()),
+                        None => Some(end).filter(|e| !e.is_empty()),
+                    };
                 }
-                return true;
+                return (true, held);
             }
             Ok(Some(Err(error))) => {
                 tracing::debug!("backend body: {error}");
                 backend.health.errors.fetch_add(1, Ordering::Relaxed);
-                return false;
+                return (false, held);
             }
             Err(_) => {
                 tracing::debug!("backend body: timed out");
                 backend.health.errors.fetch_add(1, Ordering::Relaxed);
-                return false;
+                return (false, held);
             }
         }
     }
