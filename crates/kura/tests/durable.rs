@@ -10,22 +10,18 @@ use common::{
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Writers that set distinct keys `w{t}-{i}` in order, each remembering
 /// the last one acknowledged, until told to stop.
-fn load(
-    server: &Server,
-    writers: usize,
-    stop: &Arc<AtomicBool>,
-    round: usize,
-) -> Vec<std::thread::JoinHandle<u64>> {
-    (0..writers)
+fn load(server: &Server, writers: usize, stop: &Arc<AtomicBool>, round: usize) -> Writers {
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..writers).map(|_| AtomicU64::new(0)).collect());
+    let handles = (0..writers)
         .map(|t| {
             let mut s = server.connect();
-            let stop = stop.clone();
+            let (stop, progress) = (stop.clone(), acked.clone());
             std::thread::spawn(move || {
                 let mut acked = 0u64;
                 let mut b = [0u8; 64];
@@ -39,11 +35,39 @@ fn load(
                         Ok(n) if &b[..n] == b"STORED\r\n" => acked = i,
                         _ => break,
                     }
+                    progress[t].store(acked, Ordering::Relaxed);
                 }
                 acked
             })
         })
-        .collect()
+        .collect();
+    Writers { handles, acked }
+}
+
+/// The writers of [`load`], and how far each has got.
+struct Writers {
+    handles: Vec<std::thread::JoinHandle<u64>>,
+    acked: Arc<Vec<AtomicU64>>,
+}
+
+impl Writers {
+    /// Waits until every writer has had `n` writes acknowledged (a minute
+    /// at most: a busy disk's fsyncs may take their time).
+    fn wait_each(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.acked.iter().any(|a| a.load(Ordering::Relaxed) < n) {
+            assert!(Instant::now() < deadline, "writers stuck below {n} writes");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last write each writer had acknowledged.
+    fn join(self) -> Vec<u64> {
+        self.handles
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .collect()
+    }
 }
 
 #[test]
@@ -67,11 +91,11 @@ fn fsync_always_keeps_every_acknowledged_write_across_kills() {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let writers = load(&server, 4, &stop, round);
-        std::thread::sleep(Duration::from_millis(800));
+        writers.wait_each(200);
         // SIGKILL while the writers are still writing.
         server.kill();
         stop.store(true, Ordering::Relaxed);
-        let acked: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        let acked: Vec<u64> = writers.join();
         assert!(
             acked.iter().all(|&n| n > 0),
             "no write was acknowledged: {acked:?}"
@@ -106,9 +130,9 @@ fn everysec_loses_at_most_the_unsynced_tail_and_never_leaves_holes() {
     let server = Server::start(&dir, &["--fsync", "everysec"]);
     let stop = Arc::new(AtomicBool::new(false));
     let writers = load(&server, 2, &stop, 0);
-    std::thread::sleep(Duration::from_millis(500));
+    writers.wait_each(200);
     stop.store(true, Ordering::Relaxed);
-    let first: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let first: Vec<u64> = writers.join();
     // The background sync reaches everything logged so far.
     let mut c = server.connect();
     let logged = stat(&mut c, "log_written_seq");
@@ -119,10 +143,10 @@ fn everysec_loses_at_most_the_unsynced_tail_and_never_leaves_holes() {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let writers = load(&server, 2, &stop, 1);
-    std::thread::sleep(Duration::from_millis(500));
+    writers.wait_each(200);
     server.kill();
     stop.store(true, Ordering::Relaxed);
-    let second: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let second: Vec<u64> = writers.join();
 
     let server = Server::start(&dir, &[]);
     let mut c = server.connect();
@@ -641,7 +665,7 @@ fn snapshots_taken_while_writers_write_lose_nothing_acknowledged() {
     }
     server.kill();
     stop.store(true, Ordering::Relaxed);
-    let acked: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let acked: Vec<u64> = writers.join();
     let server = Server::start(&dir, &[]);
     let mut c = server.connect();
     for (t, &n) in acked.iter().enumerate() {

@@ -32,7 +32,7 @@ fn proxy_over(name: &str, primary: &str, replica: &str, rejoin: &str) -> Server 
          [pools.replica]\nservers = [\"{replica}\"]\nrejoin = \"{rejoin}\"\n\
          [pools.reads]\nreplicas = [\"replica\", \"primary\"]\n\
          [[routes]]\nprefix = \"\"\npool = \"primary\"\nread_pool = \"reads\"\n\
-         [health]\nrequest_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 2\n\
+         [health]\nrequest_timeout_ms = 2000\nconnect_timeout_ms = 2000\nfailure_limit = 2\n\
          probe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200\ncatch_up_check_ms = 100\n"
     );
     let cfg = dir.join("proxy.toml");

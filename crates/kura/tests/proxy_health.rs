@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::proxy::{backends, config, keys_on, proxy, reply, stat, Kind};
 
-const HEALTH: &str = "request_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 3\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200";
+/// (A second for a request: short enough for the blackhole's keys, long
+/// enough that the live backend's never time out on a loaded machine.)
+const HEALTH: &str = "request_timeout_ms = 1000\nconnect_timeout_ms = 1000\nfailure_limit = 3\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200";
 
 /// A listener that accepts connections and holds them without a byte.
 fn blackhole() -> (String, Arc<AtomicUsize>) {
@@ -87,8 +89,8 @@ fn a_blackholed_backend_is_bounded_by_the_timeout_and_slows_no_other() {
         let t = Instant::now();
         let r = reply(&mut c, format!("get {k}\r\n").as_bytes());
         assert!(r.starts_with("SERVER_ERROR "), "{r}");
-        // 300 ms configured; generous for a loaded CI machine.
-        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // 1 s configured; generous for a loaded CI machine.
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
     other.join().unwrap();
     assert!(accepted.load(Ordering::Relaxed) >= 1);

@@ -7,6 +7,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use common::cluster::wait_stat;
 use common::{ask, get, stat, tempdir, Server};
 
 fn addr(s: &Server) -> String {
@@ -75,11 +76,15 @@ fn a_write_is_acknowledged_once_its_replica_has_it() {
 #[test]
 fn a_write_its_replicas_do_not_acknowledge_in_time_gets_an_error() {
     // In memory: the primary's journal is what its replicas follow.
+    // (2 s for an acknowledgement: the first write's must come in time
+    // from replicas whose links are up, on a loaded machine too.)
     let primary =
-        Server::start_in_memory(&["--min-replicas-ack", "2", "--min-replicas-timeout", "200"]);
+        Server::start_in_memory(&["--min-replicas-ack", "2", "--min-replicas-timeout", "2000"]);
     let a = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
     let b = Server::start_in_memory(&["--replica-of", &addr(&primary)]);
     streaming(&primary, 2);
+    wait_stat(&a, "repl_link", "up");
+    wait_stat(&b, "repl_link", "up");
     let mut p = primary.connect();
     assert_eq!(ask(&mut p, b"set k 0 0 1\r\nx\r\n", b"\r\n"), b"STORED\r\n");
     assert_eq!(get(&mut a.connect(), "k").as_deref(), Some("x"));

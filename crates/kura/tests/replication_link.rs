@@ -121,13 +121,18 @@ fn a_replica_follows_over_tls_and_only_a_primary_it_trusts() {
         &contents(&primary, 1000),
         "over TLS",
     );
-    // A primary whose certificate it cannot check is not followed.
-    std::thread::sleep(Duration::from_millis(500));
+    // A primary whose certificate it cannot check is not followed (once
+    // it has tried, it says why).
+    let mut w = wrong.connect();
+    common::cluster::wait_for("the wrong CA's replica to try", 30, || {
+        stat_str(&mut w, "repl_last_error") != "-"
+    });
     assert_eq!(link(&wrong), "down");
-    assert_eq!(stat(&mut wrong.connect(), "repl_applied_seq"), 0);
-    assert_eq!(get(&mut wrong.connect(), "k0"), None);
-    let why = stat_str(&mut wrong.connect(), "repl_last_error");
+    assert_eq!(stat(&mut w, "repl_applied_seq"), 0);
+    assert_eq!(get(&mut w, "k0"), None);
+    let why = stat_str(&mut w, "repl_last_error");
     assert!(why.contains("certificate"), "{why}");
+    drop(w);
     for s in [wrong, good, primary] {
         s.stop();
     }
@@ -235,10 +240,15 @@ fn a_replica_authenticates_with_sasl_to_a_binary_only_primary() {
     for i in 0..300 {
         assert_eq!(get(&mut c, &format!("k{i}")), Some(format!("v{i}")));
     }
+    let mut b = bad.connect();
+    common::cluster::wait_for("the bad credentials' replica to try", 30, || {
+        stat_str(&mut b, "repl_last_error") != "-"
+    });
     assert_eq!(link(&bad), "down");
-    assert_eq!(stat(&mut bad.connect(), "repl_applied_seq"), 0);
-    let why = stat_str(&mut bad.connect(), "repl_last_error");
+    assert_eq!(stat(&mut b, "repl_applied_seq"), 0);
+    let why = stat_str(&mut b, "repl_last_error");
     assert!(why.contains("refused our SASL credentials"), "{why}");
+    drop(b);
     drop(c);
     for s in [bad, good, primary] {
         s.stop();
