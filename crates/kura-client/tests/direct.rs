@@ -87,15 +87,19 @@ fn client(addr: SocketAddr, request_timeout: Duration) -> Client {
 }
 
 /// Holds commands until `n` arrived, then answers them in order with
-/// `answer` (given the index of the command).
+/// `answer` (given the index of the command); returns its address, the
+/// connections it accepted and the commands it has seen.
 fn answer_when(
     n: usize,
     answer: impl Fn(usize, &str, &str) -> Vec<u8> + Send + Sync + 'static,
-) -> (SocketAddr, Arc<AtomicUsize>) {
+) -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let held: Mutex<Vec<String>> = Mutex::default();
-    fake(move |_, cmd| {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
+    let (addr, conns) = fake(move |_, cmd| {
         let mut h = held.lock().unwrap();
         h.push(cmd.to_string());
+        counted.fetch_add(1, Ordering::SeqCst);
         if h.len() < n {
             return Act::Nothing;
         }
@@ -104,12 +108,18 @@ fn answer_when(
             all.flat_map(|(i, c)| answer(i, &opaque(&c), &key(&c)))
                 .collect(),
         )
-    })
+    });
+    (addr, conns, seen)
 }
 
-/// One request, alone on its connection (the direct path), then `n - 1`
-/// concurrent ones while it waits for its reply.
-async fn one_then_many(c: &Client, n: usize) -> Vec<(String, kura_client::Result<Option<String>>)> {
+/// One request, alone on its connection (the direct path), then, once the
+/// server has it (`seen`), `n - 1` concurrent ones while it waits for its
+/// reply.
+async fn one_then_many(
+    c: &Client,
+    n: usize,
+    seen: &AtomicUsize,
+) -> Vec<(String, kura_client::Result<Option<String>>)> {
     let get = |k: String| async move {
         let r = c.get(&k).await;
         (
@@ -120,7 +130,9 @@ async fn one_then_many(c: &Client, n: usize) -> Vec<(String, kura_client::Result
     let first = get("first".to_string());
     let rest = async {
         // the first is written before these are queued
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        while seen.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         join_all((1..n).map(|i| get(format!("key{i}")))).await
     };
     let (first, mut rest) =
@@ -134,9 +146,9 @@ async fn one_then_many(c: &Client, n: usize) -> Vec<(String, kura_client::Result
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_queued_behind_a_direct_one_share_its_connection() {
     const N: usize = 10;
-    let (addr, conns) = answer_when(N, |_, o, k| value(o, k));
+    let (addr, conns, seen) = answer_when(N, |_, o, k| value(o, k));
     let c = client(addr, Duration::from_secs(5));
-    for (k, r) in one_then_many(&c, N).await {
+    for (k, r) in one_then_many(&c, N, &seen).await {
         assert_eq!(r.unwrap().as_deref(), Some(k.as_str()), "{k}");
     }
     assert_eq!(conns.load(Ordering::SeqCst), 1);
@@ -145,13 +157,13 @@ async fn requests_queued_behind_a_direct_one_share_its_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_reply_to_a_direct_request_fails_those_queued_behind_it() {
     const N: usize = 10;
-    let (addr, _) = answer_when(N, |i, o, k| {
+    let (addr, _, seen) = answer_when(N, |i, o, k| {
         // the direct request's reply carries another opaque
         let o = if i == 0 { "4000000000" } else { o };
         value(o, k)
     });
     let c = client(addr, Duration::from_secs(5));
-    let r = one_then_many(&c, N).await;
+    let r = one_then_many(&c, N, &seen).await;
     assert!(
         matches!(r[0].1, Err(Error::Protocol { .. })),
         "{:?}",

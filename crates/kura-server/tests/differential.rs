@@ -58,8 +58,10 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-/// How long a reply may take before the request is declared unanswered.
-const REPLY_DEADLINE: Duration = Duration::from_secs(3);
+/// How long a reply may take before the request is declared unanswered
+/// (always a failure: long, so that a loaded machine is never taken for a
+/// server that did not answer).
+const REPLY_DEADLINE: Duration = Duration::from_secs(30);
 /// The key of the marker request; never stored.
 const MARKER_KEY: &str = "__kura_diff_sync__";
 
