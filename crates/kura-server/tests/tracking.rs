@@ -122,10 +122,11 @@ fn a_subscriber_that_does_not_read_is_bounded_and_gets_iv_star() {
     let mut w = s.connect();
     let key = |i: usize| format!("{i:0>200}");
     let n = 2000; // 2000 lines of 207 bytes: past the 256 KiB queue
-    let mut batch = Vec::new();
+    let mut sets = Vec::new();
     for i in 0..n {
-        batch.extend_from_slice(format!("set {} 0 0 1 noreply\r\nv\r\n", key(i)).as_bytes());
+        sets.extend_from_slice(format!("set {} 0 0 1 noreply\r\nv\r\n", key(i)).as_bytes());
     }
+    let mut batch = sets.clone();
     let big = vec![b'x'; 1_000_000];
     batch.extend_from_slice(b"set big 0 0 1000000\r\n");
     batch.extend_from_slice(&big);
@@ -141,16 +142,25 @@ fn a_subscriber_that_does_not_read_is_bounded_and_gets_iv_star() {
     let hits = r.read_until(b"MN\r\n");
     assert_eq!(hits.len(), n * 4 + 4);
     assert_eq!(stat(&mut w, "tracking_keys"), n as u64);
-    // Fill the socket both ways: the subscriber's connection blocks on a
-    // write nobody reads.
+    // Forty 1 MB replies, far more than the sockets can hold: once the
+    // first get has run, the subscriber's connection is inside a batch of
+    // requests it cannot finish before the test reads, so invalidations
+    // queue until then.
     let gets = 40;
+    let hits = stat(&mut w, "get_hits");
     for _ in 0..gets {
         r.send(b"get big\r\n");
     }
-    std::thread::sleep(Duration::from_millis(300));
-    // Every key it read changes.
-    w.send(&batch);
-    assert_eq!(w.read_exact(8), b"STORED\r\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while stat(&mut w, "get_hits") == hits {
+        assert!(std::time::Instant::now() < deadline, "the gets never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Every key it read changes (but `big`, which the gets after the
+    // `IV *` may track again).
+    sets.extend_from_slice(b"mn\r\n");
+    w.send(&sets);
+    assert_eq!(w.read_exact(4), b"MN\r\n");
     // Now it reads: all its replies, then one `IV *` and nothing else.
     let one = [b"VALUE big 0 1000000\r\n", &big[..], b"\r\nEND\r\n"].concat();
     // (`IV *` goes between two replies, wherever the connection was.)
