@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::cluster::{caught_up, contents, fill_mb, load, same, wait_stat};
+use common::cluster::{caught_up, contents, fill_mb, load, resynced_once, same, wait_stat};
 use common::netns::Host;
 use common::{stat, stat_str, Server};
 
@@ -178,19 +178,14 @@ fn a_full_resync_across_a_slow_link_while_writes_go_on_happens_once() {
     for round in 0..20 {
         load(&primary, round, 1000);
     }
-    caught_up(&primary, &replica);
-    let mut r = replica.connect();
-    assert_eq!(stat(&mut r, "repl_full_resyncs"), 1);
-    assert_eq!(stat(&mut p, "repl_full_resyncs"), 1);
-    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 0);
-    same(
-        &contents(&replica, 1000),
-        &contents(&primary, 1000),
-        "after a full resync across a slow link",
+    resynced_once(
+        &primary,
+        &replica,
+        "big3-999",
+        "a full resync across a slow link",
     );
-    assert_eq!(common::get(&mut r, "big3-999").map(|v| v.len()), Some(1000));
     host.rate(STREAM, None);
-    drop((r, p));
+    drop(p);
     replica.stop();
     primary.stop();
 }

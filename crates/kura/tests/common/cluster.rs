@@ -125,6 +125,21 @@ pub fn fill_mb(server: &Server, prefix: &str, mb: usize) {
     }
 }
 
+/// Waits until `replica` has caught up with `primary`, and checks that it
+/// took one full resync, that the primary gave no hold up, and that the
+/// replica holds what the primary does (`load`'s keys, and the value of
+/// `fill_mb`'s `big`).
+pub fn resynced_once(primary: &Server, replica: &Server, big: &str, what: &str) {
+    caught_up(primary, replica);
+    let (mut p, mut r) = (primary.connect(), replica.connect());
+    assert_eq!(stat(&mut r, "repl_full_resyncs"), 1, "{what}");
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), 1, "{what}");
+    assert_eq!(stat(&mut p, "repl_resync_holds_lost"), 0, "{what}");
+    same(&contents(replica, 1000), &contents(primary, 1000), what);
+    let got = super::get(&mut r, big);
+    assert_eq!(got.map(|v| v.len()), Some(1000), "{what}: {big}");
+}
+
 /// What a server holds for each key: value, flags, TTL (to the second)
 /// and CAS, from meta get without touching it.
 pub fn contents(server: &Server, n: usize) -> Vec<String> {
