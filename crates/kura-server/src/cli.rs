@@ -240,9 +240,10 @@ pub struct ServerArgs {
     /// server without --data-dir has no other backlog
     #[arg(long = "repl-backlog-size", value_name = "bytes")]
     pub repl_backlog_size: Option<String>,
-    /// bytes of records written while a full resync is sent from memory
-    /// that are kept for it beyond --repl-backlog-size (default 256m); a
-    /// resync that needs more is cut off and the replica tries again
+    /// bytes of records written while a full resync is sent that are kept
+    /// for it beyond --repl-backlog-size, in memory (or in the log's files
+    /// with --data-dir) (default 256m); a resync that needs more is cut off
+    /// and the replica tries again
     #[arg(long = "repl-resync-buffer", value_name = "bytes")]
     pub repl_resync_buffer: Option<String>,
     /// acknowledge a write only once this many replicas have it (each

@@ -190,8 +190,8 @@ pub struct ServerConfig {
     /// Bytes of the newest records kept in memory for replicas
     /// (`--repl-backlog-size`).
     pub repl_backlog_size: u64,
-    /// Bytes a full resync from memory may hold beyond the backlog
-    /// (`--repl-resync-buffer`).
+    /// Bytes a full resync may hold beyond the backlog, in memory or in the
+    /// log's files (`--repl-resync-buffer`).
     pub repl_resync_buffer: u64,
     /// When the log reaches the disk: always, everysec, no (`--fsync`).
     pub fsync: String,

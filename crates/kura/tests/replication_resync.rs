@@ -108,3 +108,59 @@ fn a_replica_killed_during_its_held_resync_leaves_nothing_held() {
     drop(p);
     primary.stop();
 }
+
+/// A primary with a data dir sends a snapshot file, and the stream goes on
+/// from the log after it: while the file is sent, snapshots taken under
+/// the writes would prune that log (beyond `--repl-backlog-size`), and the
+/// replica would resync whole again. The log is kept for the resync up to
+/// `--repl-resync-buffer` more.
+#[test]
+fn a_durable_primary_keeps_its_log_for_a_full_resync_while_snapshots_go_on() {
+    let dir = common::tempdir("resync-durable");
+    let args = [
+        "-m",
+        "256",
+        "--repl-backlog-size",
+        "64k",
+        "--log-file-size",
+        "64k",
+    ];
+    // Filled with the default snapshot size (one snapshot of 40 MB per
+    // 256 KB of log would take a while), then started again on its dir
+    // taking one each 256 KB.
+    let primary = Server::start(&dir, &args);
+    fill_mb(&primary, "big", 40);
+    primary.stop();
+    let mut again = args.to_vec();
+    again.extend(["--snapshot-log-size", "256k"]);
+    let primary = Server::start(&dir, &again);
+    let relay = Relay::start(&format!("127.0.0.1:{}", primary.port), true);
+    let replica = Server::start_in_memory(&["-m", "256", "--replica-of", &relay.addr]);
+    let mut p = primary.connect();
+    wait_for("the full resync to begin", 30, || {
+        stat(&mut p, "repl_full_resyncs") == 1
+    });
+    // Two snapshots while the snapshot file waits on the relay: the one
+    // sent is no longer among the two kept, nor its log with it.
+    let snapshots = stat(&mut p, "log_snapshots");
+    for round in 0..60 {
+        load(&primary, round, 1000);
+        if stat(&mut p, "log_snapshots") >= snapshots + 2 {
+            break;
+        }
+    }
+    wait_for("two snapshots", 60, || {
+        stat(&mut p, "log_snapshots") >= snapshots + 2
+    });
+    relay.open();
+    resynced_once(
+        &primary,
+        &replica,
+        "big39-999",
+        "a full resync from a data dir while snapshots prune its log",
+    );
+    drop(p);
+    replica.stop();
+    primary.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -90,6 +90,11 @@ pub struct StreamInfo {
     /// The last record it acknowledged, and the last sent to it.
     pub acked: AtomicU64,
     pub sent: AtomicU64,
+    /// A full resync from a data dir is being sent to it, or its stream
+    /// has not yet reached the backlog in memory: the log's files after
+    /// the snapshot are kept for it up to `--repl-resync-buffer` more
+    /// (primary/mod.rs `retain`).
+    pub resyncing: AtomicBool,
 }
 
 impl ReplicationState {

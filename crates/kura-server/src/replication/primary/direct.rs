@@ -389,6 +389,7 @@ mod tests {
             peer: "test".into(),
             acked: AtomicU64::new(0),
             sent: AtomicU64::new(0),
+            resyncing: Default::default(),
         });
         let backlog = Arc::new(Backlog::new(64 << 20, 0));
         backlog.activate();

@@ -8,6 +8,7 @@
 //! the replica as records from the backlog after the snapshot's record,
 //! which the backlog holds for it (backlog/hold.rs) while it is sent.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use super::Source;
 use crate::durable::Durable;
 use crate::replication::backlog::Hold;
 use crate::replication::wire::Handshake;
+use crate::replication::StreamInfo;
 
 /// Bytes encoded before they are written out.
 const CHUNK: usize = 256 * 1024;
@@ -27,13 +29,14 @@ const CHUNK: usize = 256 * 1024;
 pub(super) async fn full_resync<S>(
     stream: &mut S,
     source: &Source<'_>,
+    info: &StreamInfo,
     history: History,
 ) -> anyhow::Result<(u64, Option<Hold>)>
 where
     S: AsyncWrite + Unpin,
 {
     match source.durable {
-        Some(d) => Ok((from_disk(stream, source, d, history).await?, None)),
+        Some(d) => Ok((from_disk(stream, source, info, d, history).await?, None)),
         None => {
             let (at, hold) = from_memory(stream, source, history).await?;
             Ok((at, Some(hold)))
@@ -44,6 +47,7 @@ where
 async fn from_disk<S>(
     stream: &mut S,
     source: &Source<'_>,
+    info: &StreamInfo,
     durable: &Arc<Durable>,
     history: History,
 ) -> anyhow::Result<u64>
@@ -73,6 +77,12 @@ where
         }
     })
     .await??;
+    // The log after the snapshot is what the stream goes on with: kept
+    // until the stream reaches the backlog, beyond --repl-backlog-size
+    // (snapshots taken meanwhile would prune it).
+    info.acked.store(at, Ordering::Relaxed);
+    info.resyncing.store(true, Ordering::Relaxed);
+    super::retain(source);
     let mut file = tokio::fs::File::open(&path).await?;
     let bytes = file.metadata().await?.len();
     let line = Handshake::FullResync { history, at, bytes };

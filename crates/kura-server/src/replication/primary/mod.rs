@@ -16,7 +16,7 @@ mod full;
 mod sender;
 mod stream;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kura_log::{History, LogError, LogTail, TailError};
@@ -104,6 +104,7 @@ pub(crate) async fn serve<S>(
         peer: peer.to_string(),
         acked: AtomicU64::new(0),
         sent: AtomicU64::new(0),
+        resyncing: AtomicBool::new(false),
     });
     counters.streams.lock().push(info.clone());
     counters.replicas.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +119,8 @@ pub(crate) async fn serve<S>(
 
 /// Tells the log which records the connected replicas still need: from
 /// the one after the lowest acknowledged (snapshots prune no segment that
-/// holds them, within `--repl-backlog-size`).
+/// holds them, within `--repl-backlog-size`, and `--repl-resync-buffer`
+/// more while a full resync's stream has not reached the backlog).
 fn retain(source: &Source<'_>) {
     if let Some(d) = source.durable {
         let streams = source.shared.replication.streams.lock();
@@ -127,7 +129,25 @@ fn retain(source: &Source<'_>) {
             .map(|s| s.acked.load(Ordering::Relaxed) + 1)
             .min()
             .unwrap_or(u64::MAX);
+        let config = &source.shared.config;
+        let resyncing = streams.iter().any(|s| s.resyncing.load(Ordering::Relaxed));
+        let bytes = if resyncing {
+            config
+                .repl_backlog_size
+                .saturating_add(config.repl_resync_buffer)
+        } else {
+            config.repl_backlog_size
+        };
+        d.stats.retain_bytes.store(bytes, Ordering::Relaxed);
         d.stats.retain_from.store(from, Ordering::Relaxed);
+    }
+}
+
+/// A stream that has reached the backlog in memory no longer needs the
+/// log kept for its full resync.
+pub(super) fn resynced(source: &Source<'_>, info: &StreamInfo) {
+    if info.resyncing.load(Ordering::Relaxed) && info.resyncing.swap(false, Ordering::Relaxed) {
+        retain(source);
     }
 }
 
@@ -215,7 +235,7 @@ where
         (after + 1, None)
     } else {
         counters.full_resyncs.fetch_add(1, Ordering::Relaxed);
-        let (at, held) = full::full_resync(stream, source, ours).await?;
+        let (at, held) = full::full_resync(stream, source, info, ours).await?;
         (at + 1, held)
     };
     info.sent.store(next - 1, Ordering::Relaxed);

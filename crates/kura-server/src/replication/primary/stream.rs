@@ -128,6 +128,9 @@ where
         } else {
             source.backlog.read(next, FRAME_BYTES)
         };
+        if matches!(read, Read::Records { .. } | Read::Wait) {
+            super::resynced(source, info);
+        }
         match (&read, &held) {
             (Read::Records { last, .. }, Some(h)) if !source.backlog.within_size(*last) => {
                 h.advance(last + 1);
