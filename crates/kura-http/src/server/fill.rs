@@ -239,6 +239,10 @@ async fn stream_body(
                         data = encoder.push(&data);
                     }
                     if !data.is_empty() {
+                        // (Nothing follows a held chunk; were anything to, it goes first.)
+                        if let Some(before) = held.take() {
+                            producer.push(before).await;
+                        }
                         if hyper::body::Body::is_end_stream(&body) {
                             held = Some(data);
                         } else {

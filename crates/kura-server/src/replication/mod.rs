@@ -91,10 +91,12 @@ pub struct StreamInfo {
     pub acked: AtomicU64,
     pub sent: AtomicU64,
     /// A full resync from a data dir is being sent to it, or its stream
-    /// has not yet reached the backlog in memory: the log's files after
-    /// the snapshot are kept for it up to `--repl-resync-buffer` more
-    /// (primary/mod.rs `retain`).
+    /// is not yet within half the backlog of the last record: the log's files after
+    /// the snapshot's record (`resync_at`) are kept for it up to
+    /// `--repl-resync-buffer` more (primary/mod.rs `retain`). Not an
+    /// acknowledgement: writes waiting for replicas do not count it.
     pub resyncing: AtomicBool,
+    pub resync_at: AtomicU64,
 }
 
 impl ReplicationState {

@@ -390,6 +390,7 @@ mod tests {
             acked: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             resyncing: Default::default(),
+            resync_at: Default::default(),
         });
         let backlog = Arc::new(Backlog::new(64 << 20, 0));
         backlog.activate();

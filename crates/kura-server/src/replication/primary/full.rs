@@ -78,9 +78,9 @@ where
     })
     .await??;
     // The log after the snapshot is what the stream goes on with: kept
-    // until the stream reaches the backlog, beyond --repl-backlog-size
+    // until the stream nears the last record, beyond --repl-backlog-size
     // (snapshots taken meanwhile would prune it).
-    info.acked.store(at, Ordering::Relaxed);
+    info.resync_at.store(at, Ordering::Relaxed);
     info.resyncing.store(true, Ordering::Relaxed);
     super::retain(source);
     let mut file = tokio::fs::File::open(&path).await?;

@@ -105,6 +105,7 @@ pub(crate) async fn serve<S>(
         acked: AtomicU64::new(0),
         sent: AtomicU64::new(0),
         resyncing: AtomicBool::new(false),
+        resync_at: AtomicU64::new(0),
     });
     counters.streams.lock().push(info.clone());
     counters.replicas.fetch_add(1, Ordering::Relaxed);
@@ -126,7 +127,14 @@ fn retain(source: &Source<'_>) {
         let streams = source.shared.replication.streams.lock();
         let from = streams
             .iter()
-            .map(|s| s.acked.load(Ordering::Relaxed) + 1)
+            .map(|s| {
+                let acked = s.acked.load(Ordering::Relaxed);
+                if s.resyncing.load(Ordering::Relaxed) {
+                    acked.max(s.resync_at.load(Ordering::Relaxed)) + 1
+                } else {
+                    acked + 1
+                }
+            })
             .min()
             .unwrap_or(u64::MAX);
         let config = &source.shared.config;
@@ -143,8 +151,8 @@ fn retain(source: &Source<'_>) {
     }
 }
 
-/// A stream that has reached the backlog in memory no longer needs the
-/// log kept for its full resync.
+/// A stream that has come within half the backlog of the last record no
+/// longer needs the log kept for its full resync.
 pub(super) fn resynced(source: &Source<'_>, info: &StreamInfo) {
     if info.resyncing.load(Ordering::Relaxed) && info.resyncing.swap(false, Ordering::Relaxed) {
         retain(source);

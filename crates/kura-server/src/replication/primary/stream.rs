@@ -128,7 +128,14 @@ where
         } else {
             source.backlog.read(next, FRAME_BYTES)
         };
-        if matches!(read, Read::Records { .. } | Read::Wait) {
+        // (A durable server's backlog may not have what is written yet:
+        // Wait is the end only when nothing more is written.)
+        let near_end = match &read {
+            Read::Records { last, .. } => source.backlog.within_size(*last),
+            Read::Wait => next > source.written(),
+            Read::Behind { .. } => false,
+        };
+        if near_end {
             super::resynced(source, info);
         }
         match (&read, &held) {
