@@ -134,9 +134,21 @@ fn a_durable_primary_keeps_its_log_for_a_full_resync_while_snapshots_go_on() {
     let mut again = args.to_vec();
     again.extend(["--snapshot-log-size", "256k"]);
     let primary = Server::start(&dir, &again);
+    // A snapshot on disk before the replica asks, which the resync sends at
+    // once (rather than writing one while the replica waits for its first
+    // byte, five seconds at most).
+    let mut p = primary.connect();
+    for round in 100..160 {
+        if stat(&mut p, "log_snapshots") >= 1 {
+            break;
+        }
+        load(&primary, round, 1000);
+    }
+    wait_for("a first snapshot", 60, || {
+        stat(&mut p, "log_snapshots") >= 1
+    });
     let relay = Relay::start(&format!("127.0.0.1:{}", primary.port), true);
     let replica = Server::start_in_memory(&["-m", "256", "--replica-of", &relay.addr]);
-    let mut p = primary.connect();
     wait_for("the full resync to begin", 30, || {
         stat(&mut p, "repl_full_resyncs") == 1
     });
