@@ -149,9 +149,10 @@ fn a_durable_primary_keeps_its_log_for_a_full_resync_while_snapshots_go_on() {
     });
     let relay = Relay::start(&format!("127.0.0.1:{}", primary.port), true);
     let replica = Server::start_in_memory(&["-m", "256", "--replica-of", &relay.addr]);
-    wait_for("the full resync to begin", 30, || {
-        stat(&mut p, "repl_full_resyncs") == 1
+    wait_for("the full resync's hold on the log", 30, || {
+        stat(&mut p, "repl_resync_holds") == 1
     });
+    assert_eq!(stat(&mut p, "repl_full_resyncs"), 1);
     // Two snapshots while the snapshot file waits on the relay: the one
     // sent is no longer among the two kept, nor its log with it.
     let snapshots = stat(&mut p, "log_snapshots");
@@ -171,6 +172,10 @@ fn a_durable_primary_keeps_its_log_for_a_full_resync_while_snapshots_go_on() {
         "big39-999",
         "a full resync from a data dir while snapshots prune its log",
     );
+    // Near the end of the log, the stream lets it go.
+    wait_for("the hold on the log to go", 30, || {
+        stat(&mut p, "repl_resync_holds") == 0
+    });
     drop(p);
     replica.stop();
     primary.stop();

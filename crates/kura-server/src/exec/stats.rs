@@ -266,9 +266,20 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     reply::stat(o, "repl_ack_waits", r.ack_waits.load(Relaxed));
     reply::stat(o, "repl_ack_timeouts", r.ack_timeouts.load(Relaxed));
     reply::stat(o, "repl_backlog_bytes", backlog.map_or(0, |b| b.bytes()));
-    // Full resyncs from memory holding what is written while they are
-    // sent, and holds given up at --repl-resync-buffer.
-    reply::stat(o, "repl_resync_holds", backlog.map_or(0, |b| b.holds()));
+    // Full resyncs holding what is written while they are sent (in the
+    // backlog, or a data dir's log files), and holds given up at
+    // --repl-resync-buffer.
+    let on_disk = r
+        .streams
+        .lock()
+        .iter()
+        .filter(|s| s.resyncing.load(Relaxed))
+        .count();
+    reply::stat(
+        o,
+        "repl_resync_holds",
+        backlog.map_or(0, |b| b.holds()) + on_disk,
+    );
     reply::stat(
         o,
         "repl_resync_holds_lost",
