@@ -53,8 +53,9 @@ impl<W: AsyncWrite + Unpin> Out<'_, W> {
 /// (direct.rs), and this task only reads acknowledgements, sends
 /// heartbeats and writes what a socket did not take at once. After a full
 /// resync from memory, `held` keeps what was written while the snapshot
-/// was sent until the stream is within the backlog's size of the last
-/// record (or caught up): from there it is a follower like any other.
+/// was sent (and, from a data dir, the log is kept for `info`) until the
+/// stream is within half the backlog of the last record (or caught up):
+/// from there it is a follower like any other.
 pub(super) async fn follow<S>(
     stream: &mut S,
     source: &Source<'_>,
@@ -128,22 +129,23 @@ where
         } else {
             source.backlog.read(next, FRAME_BYTES)
         };
-        // (A durable server's backlog may not have what is written yet:
-        // Wait is the end only when nothing more is written.)
-        let near_end = match &read {
-            Read::Records { last, .. } => source.backlog.within_size(*last),
-            Read::Wait => next > source.written(),
-            Read::Behind { .. } => false,
-        };
-        if near_end {
-            super::resynced(source, info);
-        }
-        match (&read, &held) {
-            (Read::Records { last, .. }, Some(h)) if !source.backlog.within_size(*last) => {
+        // A full resync's stream keeps what follows it (in the backlog, or
+        // a data dir's log files) until it is near the last record: within
+        // half the backlog, or caught up (a durable server's backlog may
+        // not have what is written yet: Wait is the end only when nothing
+        // more is written). Only looked at while it does.
+        if held.is_some() || info.resyncing.load(Ordering::Relaxed) {
+            let near_end = match &read {
+                Read::Records { last, .. } => source.backlog.within_size(*last),
+                Read::Wait => live || next > source.written(),
+                Read::Behind { .. } => false,
+            };
+            if near_end {
+                held = None;
+                super::resynced(source, info);
+            } else if let (Read::Records { last, .. }, Some(h)) = (&read, &held) {
                 h.advance(last + 1);
             }
-            (Read::Behind { .. }, _) => {}
-            _ => held = None,
         }
         // Behind: the replica hears how far, so its lag is true under load
         // too, not only when the stream is idle.
