@@ -43,29 +43,13 @@ impl Backlog {
     /// size: a stream there no longer needs a hold, and has half the
     /// backlog to spare against the writes made while it sends a frame.
     /// Counted from the newest chunk back, stopping there (a hold may keep
-    /// many chunks).
+    /// many chunks); records no longer held are not within it.
     pub fn within_size(&self, seq: u64) -> bool {
-        let ring = self.ring.lock();
-        let room = self.limit / 2;
-        if seq >= ring.last {
-            return true;
-        }
-        let mut n = ring.open.len();
-        if ring.open_first <= seq + 1 && !ring.open.is_empty() {
-            return n - super::skip(&ring.open, seq + 1 - ring.open_first) <= room;
-        }
-        for c in ring.chunks.iter().rev() {
-            if n > room {
-                return false;
-            }
-            if c.first > seq {
-                n += c.bytes.len();
-            } else {
-                return n + c.bytes.len() - super::skip(&c.bytes, seq + 1 - c.first) <= room;
-            }
-        }
-        // Not held any more (or never was): no.
-        false
+        let room = (self.limit / 2) as u64;
+        self.ring
+            .lock()
+            .bytes_after(seq, room)
+            .is_some_and(|n| n <= room)
     }
 
     /// Holds now.

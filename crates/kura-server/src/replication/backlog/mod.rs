@@ -291,29 +291,7 @@ impl Backlog {
     /// Bytes of the records held after record `seq` (`None` when the
     /// backlog no longer holds them all).
     pub fn bytes_after(&self, seq: u64) -> Option<u64> {
-        let ring = self.ring.lock();
-        if seq + 1 < ring.first {
-            return None;
-        }
-        let mut n = 0u64;
-        for c in &ring.chunks {
-            if c.last <= seq {
-                continue;
-            }
-            if c.first > seq {
-                n += c.bytes.len() as u64;
-            } else {
-                let at = skip(&c.bytes, seq + 1 - c.first);
-                n += (c.bytes.len() - at) as u64;
-            }
-        }
-        if ring.open_first > seq {
-            n += ring.open.len() as u64;
-        } else if !ring.open.is_empty() {
-            let at = skip(&ring.open, seq + 1 - ring.open_first);
-            n += (ring.open.len() - at) as u64;
-        }
-        Some(n)
+        self.ring.lock().bytes_after(seq, u64::MAX)
     }
 
     /// The records from `next` on, about `max` bytes of them at most (at
@@ -359,6 +337,38 @@ impl Backlog {
 const OPEN_CHUNK: usize = 64 * 1024;
 
 impl Ring {
+    /// Bytes of the records after record `seq` (`None` when not all of
+    /// them are held), counted from the newest back; the count stops once
+    /// past `cap` (somewhere above it).
+    fn bytes_after(&self, seq: u64, cap: u64) -> Option<u64> {
+        if seq + 1 < self.first {
+            return None;
+        }
+        if seq >= self.last {
+            return Some(0);
+        }
+        // The part of `b` (records from `first` on) after `seq`.
+        let after = |b: &[u8], first: u64| (b.len() - skip(b, seq + 1 - first)) as u64;
+        let mut n = 0u64;
+        if !self.open.is_empty() {
+            if self.open_first <= seq {
+                return Some(after(&self.open, self.open_first));
+            }
+            n += self.open.len() as u64;
+        }
+        for c in self.chunks.iter().rev() {
+            if n > cap || c.last <= seq {
+                break;
+            }
+            n += if c.first > seq {
+                c.bytes.len() as u64
+            } else {
+                after(&c.bytes, c.first)
+            };
+        }
+        Some(n)
+    }
+
     /// Makes the appended records a chunk.
     fn seal(&mut self) {
         if self.open.is_empty() {
