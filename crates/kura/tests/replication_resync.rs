@@ -14,7 +14,8 @@ use common::relay::Relay;
 use common::{stat, Server};
 
 /// A primary of 40 MB behind a relay holding its bytes back, and a replica
-/// of it through the relay whose full resync has begun (its hold taken).
+/// of it through the relay whose full resync has begun (its hold taken),
+/// then about 550 KB of records written while the snapshot waits.
 fn resync_held(primary_args: &[&str]) -> (Server, Relay, Server) {
     let mut args = vec!["-m", "256"];
     args.extend_from_slice(primary_args);
@@ -28,17 +29,17 @@ fn resync_held(primary_args: &[&str]) -> (Server, Relay, Server) {
     wait_for("the full resync's hold", 30, || {
         stat(&mut p, "repl_resync_holds") == 1 || stat(&mut p, "repl_resync_holds_lost") > 0
     });
+    for round in 0..10 {
+        load(&primary, round, 1000);
+    }
     (primary, relay, replica)
 }
 
 #[test]
 fn what_is_written_while_a_large_store_is_sent_is_held_for_its_replica() {
-    let (primary, relay, replica) = resync_held(&["--repl-backlog-size", "64k"]);
-    // About 550 KB of records while the snapshot waits: far more than the
+    // The 550 KB written while the snapshot waits: far more than the
     // backlog's 64 KB.
-    for round in 0..10 {
-        load(&primary, round, 1000);
-    }
+    let (primary, relay, replica) = resync_held(&["--repl-backlog-size", "64k"]);
     let mut p = primary.connect();
     let held = stat(&mut p, "repl_backlog_bytes");
     assert!(held > 256 * 1024, "the backlog holds {held} bytes");
@@ -59,9 +60,6 @@ fn what_is_written_while_a_large_store_is_sent_is_held_for_its_replica() {
 fn a_resync_that_outgrows_the_resync_buffer_is_cut_off_and_tried_again() {
     let (primary, relay, replica) =
         resync_held(&["--repl-backlog-size", "64k", "--repl-resync-buffer", "128k"]);
-    for round in 0..10 {
-        load(&primary, round, 1000);
-    }
     // The hold is given up: the primary keeps no more than its backlog
     // (and one open chunk) for a replica that does not read.
     let mut p = primary.connect();
@@ -87,9 +85,6 @@ fn a_resync_that_outgrows_the_resync_buffer_is_cut_off_and_tried_again() {
 #[test]
 fn a_replica_killed_during_its_held_resync_leaves_nothing_held() {
     let (primary, relay, replica) = resync_held(&["--repl-backlog-size", "64k"]);
-    for round in 0..10 {
-        load(&primary, round, 1000);
-    }
     let mut p = primary.connect();
     assert!(stat(&mut p, "repl_backlog_bytes") > 256 * 1024);
     // SIGKILL, then the link passes bytes again: the primary's next write
