@@ -44,7 +44,13 @@ impl Client {
             return Ok(Some(v));
         }
         let epoch = near.map_or(0, |n| n.epoch());
-        let v = self.value(Cmd::Get { key, touch: None }).await?;
+        let v = self
+            .value(Cmd::Get {
+                key,
+                touch: None,
+                vivify: None,
+            })
+            .await?;
         if let (Some(near), Some(v)) = (near, &v) {
             near.put(key, v, epoch);
         }
@@ -60,6 +66,7 @@ impl Client {
         self.value(Cmd::Get {
             key,
             touch: Some(ttl),
+            vivify: None,
         })
         .await
     }
