@@ -147,6 +147,8 @@ impl RedisNear {
         let key = key.as_ref();
         if let Some(v) = self.state.near.get(key) {
             self.state.counts.hits.fetch_add(1, Ordering::Relaxed);
+            // See `Client::get`: a loop of hits yields now and then.
+            tokio::task::coop::consume_budget().await;
             return Ok(Some(v.data));
         }
         let epoch = self.state.near.epoch();
