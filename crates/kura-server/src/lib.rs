@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod output;
 pub mod port_file;
 pub mod prometheus;
+pub mod reload;
 pub mod replication;
 mod server;
 pub mod shared;

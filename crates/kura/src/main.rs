@@ -130,6 +130,7 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         process::daemonize()?;
     }
     init_logging(config.verbosity);
+    let signals = process::Signals::catch()?;
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -163,7 +164,7 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         );
     }
     let handle = server.start()?;
-    process::wait_for_stop(handle.shared());
+    signals.wait_for_stop(handle.shared());
     let durable = handle.shared().durable.clone();
     handle.shutdown();
     handle.join();

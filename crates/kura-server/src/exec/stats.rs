@@ -138,7 +138,7 @@ fn general(s: &mut Session<'_>) {
         reply::stat(
             o,
             "time_since_server_cert_refresh",
-            now.saturating_sub(tls.loaded_at),
+            now.saturating_sub(tls.loaded_at()),
         );
     }
     zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);

@@ -153,17 +153,21 @@ impl Server {
         let mut shared = Shared::new(config, store);
         shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
         if let Some(path) = &shared.config.replica_auth_file {
-            shared.replication.auth = Some(crate::auth::Credentials::load(path)?);
+            shared.replication.auth = Some(crate::reload::Reloadable::new(
+                crate::auth::Credentials::load(path)?,
+            ));
         }
         shared.replication.sasl = shared.config.replica_sasl;
         let rt = &shared.config.replica_tls;
         if let Some(ca) = &rt.ca {
             let cert_key = rt.cert.as_deref().zip(rt.key.as_deref());
-            shared.replication.tls = Some(crate::tls::replica_config(ca, cert_key)?);
+            shared.replication.tls = Some(crate::reload::Reloadable::new(
+                crate::tls::replica_config(ca, cert_key)?,
+            ));
             shared.replication.tls_name = rt.name.clone();
         }
         shared.tables = tables;
-        shared.credentials = credentials;
+        shared.credentials = credentials.map(crate::reload::Reloadable::new);
         shared.tls = tls;
         shared.durable = durable;
         let shared = Arc::new(shared);

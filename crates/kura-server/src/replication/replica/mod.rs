@@ -163,8 +163,8 @@ impl Cx<'_> {
     fn follow(&self, whole: &mut bool) -> anyhow::Result<Ended> {
         let (primary, state) = (self.primary, &self.shared.replication);
         let mut link = Link::connect(primary, state, CONNECT, SILENCE)?;
-        let creds = state.auth.as_ref().and_then(|c| c.first());
-        match creds {
+        let creds = state.auth.as_ref().map(|c| c.current());
+        match creds.as_deref().and_then(|c| c.first()) {
             Some((user, pass)) if state.sasl => link.sasl_auth(user, pass)?,
             Some((user, pass)) => link.ascii_auth(user, pass)?,
             None if state.sasl => bail!("--replica-sasl needs --replica-auth-file"),
