@@ -114,6 +114,9 @@ pub struct ServerArgs {
     /// -vvv internal state transitions
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
+    /// print version (memcached's line, then kura's) and exit
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
     /// save PID in <file>
     #[arg(short = 'P', long = "pidfile", value_name = "file")]
     pub pidfile: Option<PathBuf>,
@@ -177,7 +180,9 @@ pub struct ServerArgs {
     /// pins worker i to the i-th CPU of a list of CPUs and ranges, colon
     /// separated (0-3:8; not pinned by default); worker_loop=<direct|tasks>
     /// how workers serve plain connections (direct: from the sockets'
-    /// readiness, the default; tasks: a task each); ssl_chain_cert=<file> (PEM, leaf first),
+    /// readiness, the default; tasks: a task each); log_format=<text|json>
+    /// log lines as text (coloured only on a terminal) or one JSON object
+    /// each; ssl_chain_cert=<file> (PEM, leaf first),
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
     /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
     /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
@@ -567,6 +572,11 @@ impl ServerArgs {
                         "tasks" => crate::config::WorkerLoop::Tasks,
                         _ => return Err(CliError::BadSuboption(name.into(), value.into())),
                     };
+                }
+                "log_format" => {
+                    c.log_format = value
+                        .parse()
+                        .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
                 }
                 "worker_cpulist" => {
                     c.worker_cpulist = kura_sched::parse_cpulist(value)

@@ -72,6 +72,29 @@ pub enum WorkerLoop {
     Tasks,
 }
 
+/// How the process writes its log lines (`-o log_format`, or the `kura`
+/// binary's `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event, coloured only on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?}: text or json")),
+        }
+    }
+}
+
 impl WorkerLoop {
     /// The setting's name, as `stats settings` and `-o` spell it.
     pub fn name(self) -> &'static str {
@@ -161,6 +184,8 @@ pub struct ServerConfig {
     pub worker_cpulist: Vec<usize>,
     /// How workers serve plain connections (`-o worker_loop`).
     pub worker_loop: WorkerLoop,
+    /// How log lines are written (`-o log_format`).
+    pub log_format: LogFormat,
     /// Store shards; 0 picks four per thread.
     pub shards: usize,
     /// Eviction policy of the store.
@@ -290,6 +315,7 @@ impl Default for ServerConfig {
             worker_slice_us: 100,
             worker_cpulist: Vec::new(),
             worker_loop: WorkerLoop::Direct,
+            log_format: LogFormat::Text,
             shards: 0,
             eviction: defaults::EVICTION.to_string(),
             sasl: false,

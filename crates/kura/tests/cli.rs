@@ -426,6 +426,81 @@ fn version_flag_prints_kuras_version() {
     );
 }
 
+/// `memcached -V`'s line first (scripts read it), then kura's; every other
+/// subcommand answers `--version` too.
+#[test]
+fn every_subcommand_prints_its_version() {
+    let v = env!("CARGO_PKG_VERSION");
+    for flag in ["-V", "--version"] {
+        let out = kura().args(["server", flag]).output().unwrap();
+        assert!(out.status.success(), "server {flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("memcached 1.6.18\nkura {v}\n")
+        );
+    }
+    for sub in ["proxy", "http", "bench", "ring", "log"] {
+        let out = kura().args([sub, "--version"]).output().unwrap();
+        assert!(out.status.success(), "{sub} --version");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).ends_with(&format!(" {v}\n")),
+            "{sub}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// What a log shipper reads: no colour codes when standard error is a file
+/// or a pipe, and with `--log-format json` (or the server's `-o
+/// log_format=json`) one JSON object a line.
+#[test]
+fn logs_to_a_file_are_plain_or_json() {
+    let logged = |args: &[&str]| {
+        let port = free_port();
+        let mut child = kura()
+            .args(["server", "-p", &port.to_string(), "-v"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map(Running)
+            .unwrap();
+        let mut s = connect(port);
+        assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+        signal(&child, libc::SIGTERM);
+        assert!(wait_exit(&mut child).success());
+        let mut text = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    };
+    let text = logged(&[]);
+    assert!(text.contains("serving memcached"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a pipe: {text:?}");
+    for args in [&["--log-format", "json"][..], &["-o", "log_format=json"]] {
+        let text = logged(args);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() >= 2, "{text}");
+        for line in lines {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert!(
+                v["level"].is_string() && v["fields"]["message"].is_string(),
+                "{line}"
+            );
+        }
+    }
+    let out = kura()
+        .args(["server", "-o", "log_format=xml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("log_format"));
+}
+
 #[test]
 fn help_documents_memcached_flags() {
     let out = kura().args(["server", "--help"]).output().unwrap();
