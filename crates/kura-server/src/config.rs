@@ -138,8 +138,12 @@ pub struct ServerConfig {
     pub port: u16,
     /// Addresses to listen on (`-l`), each `host` or `host:port`.
     pub listen: Vec<String>,
-    /// UDP port (`-U`); 0 is off.
+    /// Listen on TCP (`-p 0` turns it off, as in memcached).
+    pub tcp: bool,
+    /// UDP port (`-U`); 0 is off, unless `udp_free`.
     pub udp_port: u16,
+    /// UDP on a free port the system picks (`-U -1`).
+    pub udp_free: bool,
     /// Unix socket path (`-s`); replaces the TCP listeners.
     pub unix_socket: Option<PathBuf>,
     /// Permissions of the Unix socket (`-a`), octal.
@@ -293,7 +297,9 @@ impl Default for ServerConfig {
         ServerConfig {
             port: defaults::PORT,
             listen: vec![defaults::LISTEN.to_string()],
+            tcp: true,
             udp_port: 0,
+            udp_free: false,
             unix_socket: None,
             unix_mask: defaults::UNIX_MASK,
             memory_limit: defaults::MEMORY_LIMIT_MB,
@@ -385,6 +391,8 @@ pub enum ConfigError {
     AsciiAuthWithBinary,
     #[error("SASL authentication (-S) needs a credentials file: -Y FILE or MEMCACHED_SASL_PWDB")]
     SaslWithoutCredentials,
+    #[error("nothing to listen on: -p 0 turns TCP off, and neither -U nor -s is given")]
+    NothingToListenOn,
     #[error("UDP (-U) cannot be used with authentication: its requests carry no credentials")]
     UdpWithAuth,
     #[error("TLS (-Z) needs a certificate chain and its key: -o ssl_chain_cert=FILE,ssl_key=FILE")]
@@ -453,7 +461,10 @@ impl ServerConfig {
         if self.sasl && self.credentials_file().is_none() {
             return Err(ConfigError::SaslWithoutCredentials);
         }
-        if self.udp_port != 0 && (self.sasl || self.auth_file.is_some()) {
+        if !self.tcp && !self.udp() && self.unix_socket.is_none() {
+            return Err(ConfigError::NothingToListenOn);
+        }
+        if self.udp() && (self.sasl || self.auth_file.is_some()) {
             return Err(ConfigError::UdpWithAuth);
         }
         let tls = &self.tls;
@@ -469,7 +480,7 @@ impl ServerConfig {
                 .map_err(|e| ConfigError::Eviction(format!("{e}, none")))?;
         }
         let fsync = self.fsync_policy()?;
-        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0 {
+        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp() {
             return Err(ConfigError::UdpWithFsyncAlways);
         }
         if self.log_file_size < 4096 {
@@ -541,6 +552,11 @@ impl ServerConfig {
         } else {
             self.protocol
         }
+    }
+
+    /// Whether UDP is on (`-U` with a port, or `-U -1`).
+    pub fn udp(&self) -> bool {
+        self.udp_port != 0 || self.udp_free
     }
 
     /// Where the credentials come from: `-Y FILE`, or for SASL memcached's
