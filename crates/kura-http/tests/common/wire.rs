@@ -58,6 +58,15 @@ impl Conn {
             .expect("the proxy answers or closes within the guard timeout")
     }
 
+    /// Reads whatever bytes come next: how many, `None` at the end of the stream.
+    pub async fn read_some(&mut self) -> Option<usize> {
+        let before = self.buf.len();
+        self.fill().await?;
+        let n = self.buf.len() - before;
+        self.buf.clear();
+        Some(n)
+    }
+
     /// Whether the proxy closes the connection (reading and dropping anything it sends).
     pub async fn closed(&mut self) -> bool {
         let mut chunk = [0u8; 4096];
