@@ -23,6 +23,7 @@
 //!
 //! docs/record.md is the guide; its example runs as a doc test.
 
+mod assoc;
 mod cache;
 mod db;
 mod de;
@@ -40,6 +41,7 @@ mod table;
 mod tx;
 mod value;
 
+pub use assoc::HasMany;
 pub use cache::{Cached, Config, Hooks, PoolConfig, Record, RecordCache, WriteBack};
 pub use db::{Conn, Db};
 pub use error::{Error, Result};
