@@ -3,7 +3,8 @@
 //!
 //! - A, cold, batched: `fetch_by_index(user_id)` on an empty namespace, the
 //!   misses written back with one quiet multi-add per server;
-//! - B, cold, one write per key: the same with an awaited `add` per key
+//! - B, cold, one write per key: the same with an awaited write per key
+//!   (a CAS over the read's placeholder, or an `add` without one)
 //!   (identity_cache's and second_level_cache's write-back);
 //! - C, the database alone: `SELECT ... WHERE user_id = ?`, rows decoded;
 //! - D, warm: `fetch_by_index` again on A's namespace.
@@ -172,7 +173,7 @@ async fn main() {
     let select = format!("SELECT id, user_id, item_id, count, name FROM {name} WHERE user_id = ?");
     let modes = [
         "cold, batched write-back",
-        "cold, one add per key",
+        "cold, one write per key",
         "database alone",
         "warm",
     ];
