@@ -43,12 +43,14 @@ pub fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync
         for addr in &server.https {
             tracing::info!("listening on https://{addr}");
         }
+        kura_service::ready();
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = terminate.recv() => {}
         }
+        kura_service::stopping();
         server.shutdown().await;
         Ok(())
     })

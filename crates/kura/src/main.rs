@@ -5,6 +5,7 @@
 //! caching reverse proxy (kura-http); `kura proxy` the memcached router
 //! (kura-proxy).
 
+mod generate;
 mod log;
 mod logging;
 mod process;
@@ -46,6 +47,9 @@ enum Command {
     /// Run the memcached router (text, meta and binary clients) in front of
     /// pools of memcached-protocol servers.
     Proxy(Box<ProxyCommand>),
+    /// Write kura's man pages or shell completions (for packages).
+    #[command(subcommand, hide = true)]
+    Generate(generate::GenerateCommand),
 }
 
 /// `kura proxy`'s flags, with the verbosity the other commands have.
@@ -77,6 +81,7 @@ fn main() {
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
         Command::Http(cmd) => run_http(*cmd, log_format.unwrap_or_default()),
         Command::Proxy(cmd) => run_proxy(*cmd, log_format.unwrap_or_default()),
+        Command::Generate(cmd) => generate::run::<Cli>(&cmd),
         Command::Ring(args) => ring::run(
             &args,
             std::io::stdin().lock(),
@@ -160,6 +165,7 @@ fn run_server(args: ServerArgs, log_format: Option<logging::LogFormat>) -> anyho
         );
     }
     let handle = server.start()?;
+    kura_service::ready();
     signals.wait_for_stop(handle.shared());
     let durable = handle.shared().durable.clone();
     handle.shutdown();
