@@ -64,7 +64,10 @@ fn respond<B>(ctx: &Ctx, req: &Request<B>) -> Response<Full<Bytes>> {
         // Ready: not stopping, and some backend to send requests to.
         (_, "/readyz") if read => match (ctx.is_stopping(), ctx.router().any_up()) {
             (true, _) => (StatusCode::SERVICE_UNAVAILABLE, "stopping\n".into()),
-            (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "every backend is down\n".into()),
+            (false, false) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every backend is down\n".into(),
+            ),
             (false, true) => (StatusCode::OK, "ready\n".to_string()),
         },
         // What SIGHUP does, for those who cannot send signals.

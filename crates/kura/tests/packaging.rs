@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 fn shipped(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/etc").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../packaging/etc")
+        .join(name)
 }
 
 /// The file with every `# key = value` line (a default shown) uncommented,
