@@ -251,6 +251,9 @@ impl<'a> Session<'a> {
             Request::MetaNoop => self.out.extend_from_slice(reply::MN),
             Request::Track { on } => track::run(self, *on),
             Request::ReplicaOf { host, port } => admin::replica_of(self, host, port),
+            Request::LruCrawler(_) | Request::Watch(_) => self
+                .out
+                .extend_from_slice(kura_proto::Error::UnknownCommand.as_bytes()),
             Request::Replicate { history, after } => {
                 let Some(after) = after else {
                     self.out
