@@ -153,10 +153,10 @@ pub struct ServerArgs {
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     pub disable_flush_all: bool,
-    /// disable stats cachedump and lru_crawler metadump (kura has neither)
+    /// disable stats cachedump and lru_crawler metadump
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
-    /// disable watch commands (kura has none)
+    /// disable watch commands (live logging)
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
     /// turn on SASL authentication (PLAIN, binary protocol; credentials
@@ -471,6 +471,8 @@ impl ServerArgs {
             c.item_size_max = parse_size(&s).ok_or(CliError::BadItemSize(s))?;
         }
         c.disable_flush_all |= self.disable_flush_all;
+        c.disable_dumping |= self.disable_dumping;
+        c.disable_watch |= self.disable_watch;
         if let Some(v) = self.shards {
             c.shards = v;
         }

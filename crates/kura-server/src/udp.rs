@@ -116,7 +116,7 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
             Next::Continue => pos + len,
             Next::Swallow(n) => pos.saturating_add(len).saturating_add(n),
             // A stream needs a connection: over UDP it ends the datagram.
-            Next::Close | Next::Replicate => break,
+            Next::Close | Next::Replicate | Next::Stream => break,
         };
     }
     flush(&mut held, &mut sent);

@@ -128,6 +128,18 @@ impl Store {
         true
     }
 
+    /// The size class an entry of a key of `key_len` bytes, client flags
+    /// `flags` and a value of `value_len` bytes goes to (the allocator may
+    /// round its block up by a few bytes, rarely into the next class).
+    pub fn size_class_of(&self, key_len: usize, flags: u32, value_len: usize) -> usize {
+        let bytes = crate::item::HEADER
+            + if self.config.eviction.links() { 8 } else { 0 }
+            + if flags != 0 { 4 } else { 0 }
+            + key_len
+            + value_len;
+        size_class(bytes.next_multiple_of(crate::arena::UNIT))
+    }
+
     /// What each size class holds and counted, summed over the shards;
     /// index `c` is class `c` (index 0 is always empty).
     pub fn class_stats(&self) -> [ClassStats; MAX_CLASS + 1] {
