@@ -79,8 +79,8 @@ fn crawler_and_dump_replies_match_memcached() {
                 c.send(format!("{line}\r\n").as_bytes());
                 let reply = String::from_utf8_lossy(&c.read_until(b"\r\n")).into_owned();
                 tries += 1;
-                let transient = reply.starts_with("BUSY")
-                    || reply == "ERROR an unknown error happened\r\n";
+                let transient =
+                    reply.starts_with("BUSY") || reply == "ERROR an unknown error happened\r\n";
                 if !transient || tries == 100 {
                     break reply;
                 }

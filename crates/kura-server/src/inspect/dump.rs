@@ -233,7 +233,9 @@ mod tests {
         store.insert(b"a b", b"12345", Expiry::Never);
         let (mut cas, mut size) = (0, 0);
         for shard in 0..store.shard_count() {
-            store.inspect(shard, &mut 0, usize::MAX, |e| (cas, size) = (e.cas, e.block_bytes));
+            store.inspect(shard, &mut 0, usize::MAX, |e| {
+                (cas, size) = (e.cas, e.block_bytes)
+            });
         }
         let meta = run(&store, Dump::new(Format::Meta, Classes::ALL));
         let la = store.now();
