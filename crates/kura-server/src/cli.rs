@@ -794,6 +794,8 @@ mod tests {
         assert!(c.enable_shutdown && c.disable_evictions && c.disable_cas);
         assert!(c.disable_flush_all);
         assert_eq!(c.verbosity, 2);
+        let c = parse(&["-X", "-W"]).unwrap();
+        assert!(c.disable_dumping && c.disable_watch);
     }
 
     #[test]
