@@ -40,7 +40,8 @@ say "install $deb"
 dpkg -i "$deb"
 for f in /usr/bin/kura /etc/kura/server.toml /etc/kura/proxy.toml /etc/kura/http.toml \
     /lib/systemd/system/kura-server.service /lib/systemd/system/kura-proxy.service \
-    /lib/systemd/system/kura-http.service /usr/share/man/man1/kura-server.1.gz \
+    /lib/systemd/system/kura-http.service /lib/systemd/system/kura-memcached.service \
+    /usr/share/man/man1/kura-server.1.gz \
     /usr/share/bash-completion/completions/kura /usr/share/zsh/vendor-completions/_kura \
     /usr/share/fish/vendor_completions.d/kura.fish; do
     [[ -e "$f" ]] || fail "$f was not installed"
@@ -52,7 +53,7 @@ getent passwd kura >/dev/null || fail "no kura user"
 kura --version
 
 say "units, man pages, completions"
-for unit in kura-server kura-proxy kura-http; do
+for unit in kura-server kura-proxy kura-http kura-memcached; do
     systemd-analyze verify "/lib/systemd/system/$unit.service"
 done
 for page in /usr/share/man/man1/kura*.1.gz; do
@@ -169,6 +170,17 @@ curl -fsS http://127.0.0.1:6081/index.html | grep -q "hello from the backend" ||
 stop_unit kura-http "$http"
 stop_unit kura-proxy "$proxy"
 stop_unit kura-server "$server"
+
+# kura in memcached's place, with Debian's /etc/memcached.conf as it is
+# (the memcached package's; its -P pid file goes to the unit's
+# RuntimeDirectory, made here as systemd would).
+if [[ -f /etc/memcached.conf ]]; then
+    install -d -o kura -g kura /run/memcached
+    start_unit kura-memcached
+    mc 11211 'set conf 0 0 2\r\nok\r\nget conf\r\n' | grep -q '^ok' || fail "kura-memcached does not serve"
+    [[ -f /run/memcached/memcached.pid ]] || fail "no pid file where memcached.conf says"
+    stop_unit kura-memcached "$started"
+fi
 
 say "dpkg -r keeps configuration and data"
 dpkg -r kura

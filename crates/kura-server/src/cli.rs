@@ -200,6 +200,10 @@ pub struct ServerArgs {
     /// read settings from a TOML file (flags given here win)
     #[arg(long = "config", value_name = "file")]
     pub config: Option<PathBuf>,
+    /// read memcached's flags from a Debian-style memcached.conf, one flag
+    /// per line (-d and logfile are ignored); flags after it win
+    #[arg(long = "memcached-conf", value_name = "file")]
+    pub memcached_conf: Option<PathBuf>,
     /// number of store shards, a power of two (default: 4 per thread)
     #[arg(long = "shards", value_name = "num")]
     pub shards: Option<usize>,
