@@ -239,5 +239,25 @@ async fn main() {
         med[0] / med[2],
         med[2] / med[3]
     );
+    // A missing id: its absence is cached after the first fetch.
+    let absent = cache_for(format!("b{}absent", std::process::id()), WriteBack::Batched);
+    let items = absent
+        .table::<UserItem>(table(&name))
+        .await
+        .expect("declaration");
+    let mut queries = Vec::new();
+    for _ in 0..3 {
+        let before = absent.stats().db_queries;
+        assert!(items
+            .fetch(10 * a.items + 7)
+            .await
+            .expect("fetch")
+            .is_none());
+        queries.push(absent.stats().db_queries - before);
+    }
+    println!(
+        "{}	missing id	database queries of three fetches in a row: {queries:?}",
+        a.label
+    );
     let _ = db.execute(&format!("DROP TABLE {name}"), &[]).await;
 }

@@ -40,10 +40,12 @@ pub enum WriteBack {
 pub struct Config {
     /// Put in every key, before the table's name and schema digest.
     pub namespace: String,
-    /// Folded into every key's schema digest. None (the default): the
-    /// database's name from the URL, so that two databases with one schema
-    /// (shards, a staging copy) never share entries in one cache. Set the
-    /// same scope on two databases to make them share.
+    /// Folded into every key's schema digest. None (the default): the kind
+    /// and name of the database (`mysql:app`), so that two databases with
+    /// one schema (shards, a staging copy) never share entries in one
+    /// cache. The host is not in it: databases of one name on two hosts
+    /// share unless given scopes of their own. Set one scope on two
+    /// databases to make them share.
     pub scope: Option<String>,
     /// TTL of records and index entries, seconds (a table may set its own:
     /// [`Table::ttl`]).
@@ -174,9 +176,18 @@ impl RecordCache {
     /// As [`RecordCache::new`], with [`Hooks`] (for crash and race tests).
     pub fn with_hooks(db: Db, client: Client, mut cfg: Config, hooks: Hooks) -> RecordCache {
         if cfg.scope.is_none() {
+            // Not the host: application servers that reach one database by
+            // different names must share its entries.
             cfg.scope = Some(match &db {
-                Db::MySql(p) => p.connect_options().get_database().unwrap_or("").to_string(),
-                Db::Postgres(p) => p.connect_options().get_database().unwrap_or("").to_string(),
+                Db::MySql(p) => {
+                    format!("mysql:{}", p.connect_options().get_database().unwrap_or(""))
+                }
+                Db::Postgres(p) => {
+                    format!(
+                        "postgres:{}",
+                        p.connect_options().get_database().unwrap_or("")
+                    )
+                }
             });
         }
         RecordCache {

@@ -23,6 +23,7 @@
 //!
 //! docs/record.md is the guide; its example runs as a doc test.
 
+mod assoc;
 mod cache;
 mod db;
 mod de;
@@ -40,12 +41,22 @@ mod table;
 mod tx;
 mod value;
 
+pub use assoc::HasMany;
 pub use cache::{Cached, Config, Hooks, PoolConfig, Record, RecordCache, WriteBack};
 pub use db::{Conn, Db};
 pub use error::{Error, Result};
 pub use json::Json;
 pub use sql::{translate, Backend};
 pub use value::Value;
+
+/// Builds a record from a row of values, by column name, as the cache
+/// builds every record it reads (for tools and benchmarks).
+///
+/// # Errors
+/// [`Error::Decode`] naming the column that did not fit.
+pub fn record_from_row<T: serde::de::DeserializeOwned>(names: &[&str], row: &[Value]) -> Result<T> {
+    de::from_row(names, row).map_err(|e| Error::decode("a row", e))
+}
 
 pub use stats::Stats;
 pub use table::{IndexValue, Kind, Table};

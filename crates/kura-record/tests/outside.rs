@@ -303,6 +303,59 @@ async fn drainer_leaves_commits_in_flight(url: &str) {
     }
 }
 
+/// An expire the cache does not take (its servers are down) goes into the
+/// outbox; a drain once they are back expires the keys.
+async fn expire_while_the_cache_is_down(url: &str) {
+    let Some(mut procs) = servers::servers(false, 2) else {
+        return;
+    };
+    let addrs = servers::addrs(&procs);
+    let rows: Vec<Item> = (1..=4).map(|id| item(id, 42)).collect();
+    let Some(s) = Setup::new(url, &addrs, &rows, Hooks::default()).await else {
+        return;
+    };
+    assert_eq!(
+        s.items.fetch(2).await.expect("fetch").map(|r| r.count),
+        Some(20)
+    );
+    let ports: Vec<u16> = procs.iter().map(|p| p.port).collect();
+    for p in &mut procs {
+        p.kill();
+    }
+    plain_sql(&s, "count = 5", 2).await;
+    let done = s.items.expire(&[2]).await.expect("expire");
+    assert!(!done.expired, "the cache is down");
+    let waiting: Vec<(i64,)> = sqlx::query_as(&format!(
+        "SELECT COUNT(*) FROM {}",
+        support::outbox_name(&s.cache)
+    ))
+    .fetch_all(&s.pool)
+    .await
+    .expect("count");
+    assert_eq!(waiting, vec![(1,)], "the keys wait in the outbox");
+    // The servers come back with what they had lost; the drain expires.
+    let _back: Vec<_> = ports
+        .iter()
+        .map(|&p| servers::kura_on(p).expect("restart"))
+        .collect();
+    let mut drained = 0;
+    for _ in 0..200 {
+        drained = s.cache.drain_outbox().await.expect("drain");
+        if drained > 0 {
+            break;
+        }
+        // The client marked the servers down; its probe brings them back.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(drained, 1);
+    assert_eq!(
+        s.items.fetch(2).await.expect("fetch").map(|r| r.count),
+        Some(5)
+    );
+    s.teardown().await;
+}
+
 per_database!(expire_after_plain_sql() => mysql_expire, postgres_expire);
+per_database!(expire_while_the_cache_is_down() => mysql_expire_cache_down, postgres_expire_cache_down);
 per_database!(stale_members_are_dropped() => mysql_stale_members, postgres_stale_members);
 per_database!(drainer_leaves_commits_in_flight() => mysql_drainer_grace, postgres_drainer_grace);
