@@ -3,6 +3,8 @@
 //! passed through. One enum rather than a boxed trait object: no allocation per response.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -31,6 +33,10 @@ pub enum Body {
     },
     /// A body received from the other side, passed through.
     Incoming(Incoming),
+    /// A client's request body on its way to the backend; the flag is set if it breaks (a
+    /// malformed chunk, cut short), which makes the failure the client's (400), not the
+    /// backend's.
+    Request(Incoming, Arc<AtomicBool>),
     /// A gzip body decoded on the fly, for a client that does not accept gzip.
     Gunzip(Box<Gunzip>),
 }
@@ -90,6 +96,13 @@ impl http_body::Body for Body {
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             },
             Body::Incoming(incoming) => Pin::new(incoming).poll_frame(cx).map_err(Into::into),
+            Body::Request(incoming, broken) => {
+                let frame = Pin::new(incoming).poll_frame(cx);
+                if let Poll::Ready(Some(Err(_))) = &frame {
+                    broken.store(true, Ordering::Relaxed);
+                }
+                frame.map_err(Into::into)
+            }
             Body::Gunzip(gunzip) => gunzip.poll_frame(cx),
         }
     }
@@ -100,7 +113,7 @@ impl http_body::Body for Body {
             Body::Full(bytes) => bytes.is_none(),
             Body::Flight(_) => false,
             Body::FlightRange { left, .. } => *left == 0,
-            Body::Incoming(incoming) => incoming.is_end_stream(),
+            Body::Incoming(incoming) | Body::Request(incoming, _) => incoming.is_end_stream(),
             Body::Gunzip(gunzip) => gunzip.is_end_stream(),
         }
     }
@@ -111,7 +124,7 @@ impl http_body::Body for Body {
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Flight(_) => SizeHint::default(),
             Body::FlightRange { left, .. } => SizeHint::with_exact(*left),
-            Body::Incoming(incoming) => incoming.size_hint(),
+            Body::Incoming(incoming) | Body::Request(incoming, _) => incoming.size_hint(),
             Body::Gunzip(gunzip) => gunzip.size_hint(),
         }
     }

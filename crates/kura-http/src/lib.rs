@@ -5,7 +5,8 @@
 //! proxy built on them: [`server`] (hyper, keep-alive, TLS with HTTP/2), [`cache`] (objects in
 //! kura-store), [`coalesce`] (one backend fetch feeding every waiting client, streamed),
 //! [`backend`] (pooled client, timeouts, health probes), [`config`] (flags and TOML),
-//! [`stats`] and [`access_log`]. docs/http.md describes what it does.
+//! [`stats`] and [`access_log`]; [`wire`] reads HTTP/1.1 request framing as hyper does, for the
+//! guard in front of it. docs/http.md describes what it does.
 
 pub mod access_log;
 pub mod backend;
@@ -19,6 +20,7 @@ pub mod keys;
 pub mod rules;
 pub mod server;
 pub mod stats;
+pub mod wire;
 
 pub use config::{Config, HttpArgs};
 pub use server::{Server, StartError};
@@ -41,12 +43,14 @@ pub fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync
         for addr in &server.https {
             tracing::info!("listening on https://{addr}");
         }
+        kura_service::ready();
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = terminate.recv() => {}
         }
+        kura_service::stopping();
         server.shutdown().await;
         Ok(())
     })

@@ -111,6 +111,7 @@ async fn rules_decide_whether_cookies_and_credentials_pass() {
     let a = named("a").await;
     let server = start(&format!(
         "backend = \"http://{}\"\nlisten = [\"127.0.0.1:0\"]\nthreads = 2\nmemory_mb = 16\n\
+         cookie = \"lookup\"\nheuristic_with_credentials = true\n\
          [[rule]]\npath_prefix = \"/app/\"\ncookie = \"pass\"\n\
          [[rule]]\npath_prefix = \"/shared/\"\nauthorization = \"lookup\"\n",
         a.addr
@@ -119,7 +120,8 @@ async fn rules_decide_whether_cookies_and_credentials_pass() {
     let (addr, c) = (server.http[0], client());
     let cookie = [("cookie", "session=1")];
     let credentials = [("authorization", "Basic YTpi")];
-    // Top level: cookies are looked up, credentials passed (as Varnish).
+    // Top level: cookies are looked up (set explicitly: since issue 37 they are passed by
+    // default) and stored for the default TTL, credentials passed (as Varnish).
     assert_eq!(send(&c, addr, "GET", "/x", &cookie).await.cache(), "miss");
     assert_eq!(send(&c, addr, "GET", "/x", &cookie).await.cache(), "hit");
     assert_eq!(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target of kura-proto for a bounded time and fails if
 # any of them finds a crash (a panic, a failed round trip, a timeout or an
-# out-of-memory). Installs cargo-fuzz first when it is missing.
+# out-of-memory). Installs cargo-fuzz first when it is missing. With
+# FUZZ_CRATE_DIR, the targets of that crate instead (kura-http's run.sh).
 #
 #   crates/kura-proto/fuzz/run.sh [TARGET...]     (default: every target)
 #
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$here/.."
+cd "${FUZZ_CRATE_DIR:-$here/..}"
 
 seconds="${FUZZ_SECONDS:-30}"
 sanitizer="${FUZZ_SANITIZER:-none}"
@@ -58,7 +59,7 @@ for target in "${targets[@]}"; do
 done
 
 if ((${#failed[@]})); then
-    echo "fuzzing found crashes in: ${failed[*]} (inputs in $here/artifacts/)" >&2
+    echo "fuzzing found crashes in: ${failed[*]} (inputs in $PWD/fuzz/artifacts/)" >&2
     exit 1
 fi
 echo "fuzzing found no crash in ${targets[*]}"

@@ -103,6 +103,10 @@ impl Request<'_> {
                 noreply(out, *q);
             }
             Request::Quit => out.extend_from_slice(b"quit"),
+            Request::RefreshCerts { noreply: q } => {
+                out.extend_from_slice(b"refresh_certs");
+                noreply(out, *q);
+            }
             Request::Shutdown(mode) => out.extend_from_slice(match mode {
                 ShutdownMode::Immediate => b"shutdown",
                 ShutdownMode::Graceful => b"shutdown graceful",
@@ -366,6 +370,8 @@ mod tests {
                 noreply: true,
             },
             Request::Shutdown(ShutdownMode::Graceful),
+            Request::RefreshCerts { noreply: false },
+            Request::RefreshCerts { noreply: true },
             Request::MetaSet(MetaSet {
                 key: MetaKey {
                     bytes: std::borrow::Cow::Borrowed(b" \x00\n"),

@@ -27,6 +27,9 @@ pub enum Request<'a> {
     Verbosity { level: Option<u32>, noreply: bool },
     /// `quit`.
     Quit,
+    /// `refresh_certs [noreply]`: load the TLS certificate, key and CA
+    /// files again (the connections made before keep what they have).
+    RefreshCerts { noreply: bool },
     /// `shutdown [graceful]`.
     Shutdown(ShutdownMode),
     /// `stats [group [args...]]`.
@@ -98,6 +101,7 @@ impl Request<'_> {
             Request::FlushAll(f) => f.noreply,
             Request::Verbosity { noreply, .. } => *noreply,
             Request::CacheMemlimit { noreply, .. } => *noreply,
+            Request::RefreshCerts { noreply } => *noreply,
             Request::MetaGet(m) => m.flags.quiet,
             Request::MetaSet(m) => m.flags.quiet,
             Request::MetaDelete(m) => m.flags.quiet,

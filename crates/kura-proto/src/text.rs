@@ -35,6 +35,9 @@ pub(crate) fn parse<'a>(
         b"flush_all" => flush_all(t),
         b"version" => Parsed::Line(Request::Version),
         b"quit" => Parsed::Line(Request::Quit),
+        b"refresh_certs" => Parsed::Line(Request::RefreshCerts {
+            noreply: t.noreply(),
+        }),
         b"verbosity" if n == 2 || n == 3 => Parsed::Line(Request::Verbosity {
             level: parse_u32(t.get(1)),
             noreply: t.noreply(),

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod output;
 pub mod port_file;
 pub mod prometheus;
+pub mod reload;
 pub mod replication;
 mod server;
 pub mod shared;
@@ -30,7 +31,7 @@ pub mod tracking;
 mod udp;
 
 pub use cli::{ProcessOptions, ServerArgs};
-pub use config::{Protocol, ServerConfig, WorkerLoop};
+pub use config::{LogFormat, Protocol, ServerConfig, WorkerLoop};
 pub use server::{Server, ServerHandle};
 pub use shared::{Shared, KURA_VERSION, VERSION};
 pub use tls::TlsConfig;

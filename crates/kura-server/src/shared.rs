@@ -87,7 +87,7 @@ pub struct Shared {
     pub started: u32,
     pub pid: u32,
     /// Who may connect, when authentication is on (`-S`, `-Y`).
-    pub credentials: Option<crate::auth::Credentials>,
+    pub credentials: Option<crate::reload::Reloadable<crate::auth::Credentials>>,
     /// The certificate and key TLS listeners use (`-Z`).
     pub tls: Option<crate::tls::TlsContext>,
     /// The update log and snapshots (`--data-dir`).

@@ -75,6 +75,7 @@ pub async fn run(backend: Arc<Backend>, probe: Probe) {
         let mut request = Request::new(Body::Empty);
         *request.method_mut() = Method::GET;
         *request.uri_mut() = backend.uri(path.as_ref());
+        super::frame(&mut request);
         let client = backend.client.clone();
         let ok = match tokio::time::timeout(probe.timeout, async move {
             let response = client.request(request).await.ok()?;

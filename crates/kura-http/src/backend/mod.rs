@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONNECTION, HOST, VIA};
+use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING, VIA};
 use http::uri::{PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
@@ -111,7 +111,8 @@ impl Backend {
         Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
     }
 
-    /// The header fields to forward for a client request with `headers` from `client`.
+    /// The header fields to forward for a client request with `headers` from `client`. The
+    /// framing fields are not among them: [`Backend::send`] writes its own from the body sent.
     pub fn forward_headers(
         &self,
         headers: &HeaderMap,
@@ -120,6 +121,9 @@ impl Backend {
     ) -> HeaderMap {
         let mut out = headers.clone();
         strip_hop_by_hop(&mut out);
+        // kura asks for no 100 Continue: hyper's client does not wait for one, and a 100 from
+        // the backend is not the client's (hyper's server sends its own).
+        out.remove(EXPECT);
         if let Some(host) = host {
             out.insert(HOST, host.clone());
         }
@@ -144,12 +148,16 @@ impl Backend {
         out
     }
 
-    /// Sends `request`, waiting at most the first-byte timeout for the response head.
+    /// Sends `request`, waiting at most the first-byte timeout for the response head. Its
+    /// framing is written here from its body, whatever its fields said ([`frame`]); a response
+    /// whose framing cannot be trusted is refused ([`response_framing`]).
     ///
     /// # Errors
     /// [`FetchError`] when the backend cannot be reached, times out or answers garbage.
     pub async fn send(&self, mut request: Request<Body>) -> Result<Response<Incoming>, FetchError> {
         request.headers_mut().remove(CONNECTION);
+        frame(&mut request);
+        let head = request.method() == http::Method::HEAD;
         let sent =
             tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
         let result = match sent {
@@ -159,9 +167,73 @@ impl Backend {
                 tracing::debug!("backend error: {error:?}");
                 Err(FetchError::Garbage)
             }
-            Ok(Ok(response)) => Ok(response),
+            Ok(Ok(mut response)) => {
+                let bodyless = head || matches!(response.status().as_u16(), 204 | 304);
+                response_framing(response.headers_mut(), bodyless).map(|()| response)
+            }
         };
         self.health.record(result.is_ok());
         result
     }
+}
+
+/// Writes the framing fields of a request to a backend from the body it carries (RFC 9112
+/// §6): none when it has no body (a GET or HEAD, or a `Content-Length: 0` for a method whose
+/// body has a meaning), `Content-Length` when its length is known, `Transfer-Encoding:
+/// chunked` otherwise. The client's own fields never reach the backend: a length that is not
+/// the body's would make the backend read the next request on the connection as this one's
+/// body (issue 37, finding 1).
+pub fn frame(request: &mut Request<Body>) {
+    use http_body::Body as _;
+    let body = request.body();
+    let length = if body.is_end_stream() {
+        Some(0)
+    } else {
+        body.size_hint().exact()
+    };
+    let sends_length = !matches!(
+        *request.method(),
+        http::Method::GET
+            | http::Method::HEAD
+            | http::Method::OPTIONS
+            | http::Method::DELETE
+            | http::Method::TRACE
+    );
+    let headers = request.headers_mut();
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(TRANSFER_ENCODING);
+    match length {
+        Some(0) if !sends_length => {}
+        Some(n) => {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        None => {
+            headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        }
+    }
+}
+
+/// Checks a backend response's framing (RFC 9112 §6.3): with `Transfer-Encoding`, a
+/// `Content-Length` beside it is removed (the body is framed by the coding, and a length kept
+/// beside a decoded body of another length truncates it for the client: issue 37, finding 5);
+/// a `Transfer-Encoding` that does not end in `chunked` on a response with a body (not
+/// `bodyless`: to HEAD, or 204 or 304) is refused (502), as nginx does: the body would reach
+/// the client still transfer-coded.
+///
+/// # Errors
+/// [`FetchError::Garbage`] for a transfer coding other than chunked.
+pub fn response_framing(headers: &mut HeaderMap, bodyless: bool) -> Result<(), FetchError> {
+    let Some(last) = headers.get_all(TRANSFER_ENCODING).iter().next_back() else {
+        return Ok(());
+    };
+    let chunked = last
+        .to_str()
+        .ok()
+        .and_then(|v| v.rsplit(',').next())
+        .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"));
+    if !chunked && !bodyless {
+        return Err(FetchError::Garbage);
+    }
+    headers.remove(CONTENT_LENGTH);
+    Ok(())
 }

@@ -9,6 +9,7 @@ mod file;
 mod keys;
 mod parse;
 pub mod route;
+mod security;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
+pub use security::{Unkeyed, DEFAULT_KEY_HEADERS, DEFAULT_STRIP_UNKEYED};
 
 /// Run `kura http`, a caching reverse proxy (RFC 9111) in front of one HTTP backend.
 #[derive(Args, Debug, Default, Clone)]
@@ -64,6 +66,10 @@ pub struct HttpArgs {
 /// Seconds an object with validators is kept past its last permitted use, to be revalidated
 /// with a conditional request rather than fetched whole.
 pub const DEFAULT_KEEP: u64 = 10;
+
+/// Most header fields in a client's request head: several hundred, far more than any browser
+/// or CDN sends (Varnish's default is 64, hyper's 100).
+pub const DEFAULT_MAX_HEADERS: usize = 512;
 
 /// A TLS listener: address, certificate chain and private key (PEM).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -124,6 +130,8 @@ pub struct Config {
     pub max_in_flight: usize,
     /// Largest request head (request line and header fields) from a client.
     pub max_header: usize,
+    /// Most header fields in a request head from a client (HTTP/1.x; 431 past it).
+    pub max_headers: usize,
     /// Longest request target.
     pub max_url: usize,
     /// Client connections served at once; more wait in the listen backlog.
@@ -278,7 +286,7 @@ impl Config {
             return Err(ConfigError::Invalid("memory must be at least 1 MiB".into()));
         }
         let memory = memory.saturating_mul(1 << 20);
-        let probe = probe(args, file.probe, src)?;
+        let probe = parse::probe(args, file.probe, src)?;
         let threads = args
             .threads
             .or(file.threads)
@@ -288,14 +296,26 @@ impl Config {
         let (normalize, key_settings) = keys::top(file.normalize, file.device, src)?;
         let purge = bans::purge(file.purge, src)?;
         let bans = bans::bans(file.bans, src)?;
-        let top = Route {
+        let mut top = Route {
             normalize,
             backend: 0,
-            policy: policy.clone(),
+            policy,
             pass: false,
-            pass_cookie: false,
+            pass_cookie: true,
             pass_authorization: true,
+            cookie_ignore: Vec::new(),
+            unkeyed: Unkeyed::default(),
         };
+        let safety = security::SafetyFile {
+            cookie: file.cookie.as_ref(),
+            authorization: file.authorization.as_ref(),
+            cookie_ignore: file.cookie_ignore.as_ref(),
+            heuristic_with_credentials: file.heuristic_with_credentials,
+            strip_unkeyed: file.strip_unkeyed.as_ref(),
+            key_headers: file.key_headers.as_ref(),
+        };
+        security::apply(&mut top, &safety, "", src)?;
+        let policy = top.policy.clone();
         let mut routes = vec![top];
         let mut rules = Vec::new();
         for rule in file.rule.unwrap_or_default() {
@@ -324,6 +344,7 @@ impl Config {
                 .max_header_kb
                 .map_or(32 << 10, |kb| kb << 10)
                 .max(8 << 10),
+            max_headers: file.max_headers.unwrap_or(DEFAULT_MAX_HEADERS).max(1),
             max_url: file.max_url_bytes.unwrap_or(8 << 10),
             max_connections: file.max_connections.unwrap_or(10_000).max(1),
             connect_timeout: secs_f(file.connect_timeout, 3.5, "connect_timeout", src)?,
@@ -341,31 +362,6 @@ impl Config {
             bans,
         })
     }
-}
-
-fn probe(
-    args: &HttpArgs,
-    file: Option<file::ProbeFile>,
-    src: Source<'_>,
-) -> Result<Option<Probe>, ConfigError> {
-    let file = file.unwrap_or_default();
-    let (path, at) = match (&args.probe, &file.path) {
-        (Some(path), _) => (path.clone(), None),
-        (None, Some(path)) => (path.get_ref().clone(), Some(path.span().start)),
-        (None, None) => return Ok(None),
-    };
-    if !path.starts_with('/') {
-        return Err(ConfigError::Invalid(format!(
-            "{}probe path {path:?} must start with /",
-            src.at(at)
-        )));
-    }
-    Ok(Some(Probe {
-        path,
-        interval: secs_f(file.interval, 5.0, "probe.interval", src)?,
-        timeout: secs_f(file.timeout, 2.0, "probe.timeout", src)?,
-        threshold: file.threshold.unwrap_or(3).max(1),
-    }))
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {

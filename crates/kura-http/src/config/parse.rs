@@ -10,22 +10,6 @@ use toml::Spanned;
 use super::file::{RuleFile, Source};
 use super::{parse_backend, BackendSpec, ConfigError, HostMatch, HttpArgs, PathMatch, Route, Rule};
 
-/// A value of a closed set: `pass` or `lookup`, true for `pass`.
-fn pass_or_lookup(
-    value: &Spanned<String>,
-    name: &str,
-    src: Source<'_>,
-) -> Result<bool, ConfigError> {
-    match value.get_ref().as_str() {
-        "pass" => Ok(true),
-        "lookup" => Ok(false),
-        other => Err(ConfigError::Invalid(format!(
-            "{}{name}: {other:?} is not pass or lookup",
-            src.at(Some(value.span().start))
-        ))),
-    }
-}
-
 /// The backends: the default first (`--backend`, else `backend`, else `[backends].default`),
 /// then the others of `[backends]` by name.
 pub(super) fn backends(
@@ -165,26 +149,52 @@ pub(super) fn parse_rule(
     if let Some(sie) = rule.stale_if_error {
         policy.stale_if_error = Duration::from_secs(sie);
     }
-    let pass_cookie = match &rule.cookie {
-        Some(value) => pass_or_lookup(value, "cookie", src)?,
-        None => top.pass_cookie,
-    };
-    let pass_authorization = match &rule.authorization {
-        Some(value) => pass_or_lookup(value, "authorization", src)?,
-        None => top.pass_authorization,
-    };
     let normalize = super::keys::rule(&rule, &top.normalize, src)?;
-    routes.push(Route {
+    let mut route = Route {
         normalize,
         backend,
         policy,
         pass: rule.pass.unwrap_or(false),
-        pass_cookie,
-        pass_authorization,
-    });
+        ..top.clone()
+    };
+    let safety = super::security::SafetyFile {
+        cookie: rule.cookie.as_ref(),
+        authorization: rule.authorization.as_ref(),
+        cookie_ignore: rule.cookie_ignore.as_ref(),
+        heuristic_with_credentials: rule.heuristic_with_credentials,
+        strip_unkeyed: rule.strip_unkeyed.as_ref(),
+        key_headers: rule.key_headers.as_ref(),
+    };
+    super::security::apply(&mut route, &safety, "rule: ", src)?;
+    routes.push(route);
     Ok(Rule {
         host,
         path,
         route: routes.len() - 1,
     })
+}
+
+pub(super) fn probe(
+    args: &HttpArgs,
+    file: Option<super::file::ProbeFile>,
+    src: Source<'_>,
+) -> Result<Option<super::Probe>, ConfigError> {
+    let file = file.unwrap_or_default();
+    let (path, at) = match (&args.probe, &file.path) {
+        (Some(path), _) => (path.clone(), None),
+        (None, Some(path)) => (path.get_ref().clone(), Some(path.span().start)),
+        (None, None) => return Ok(None),
+    };
+    if !path.starts_with('/') {
+        return Err(ConfigError::Invalid(format!(
+            "{}probe path {path:?} must start with /",
+            src.at(at)
+        )));
+    }
+    Ok(Some(super::Probe {
+        path,
+        interval: super::secs_f(file.interval, 5.0, "probe.interval", src)?,
+        timeout: super::secs_f(file.timeout, 2.0, "probe.timeout", src)?,
+        threshold: file.threshold.unwrap_or(3).max(1),
+    }))
 }

@@ -1,6 +1,6 @@
 //! Backends by name and the per-URL rules that choose among them: a request is matched against
 //! the rules in the file's order by host and path; the first that matches gives its backend and
-//! settings (TTL, grace, pass, cookies, authorization), and a request no rule matches goes to
+//! settings (TTL, grace, pass, cookies, authorization, unkeyed fields), and a request no rule matches goes to
 //! the default backend with the top-level settings.
 
 use std::path::PathBuf;
@@ -83,14 +83,18 @@ pub struct Route {
     pub policy: CachePolicy,
     /// Never looked up or stored: every request goes to the backend.
     pub pass: bool,
-    /// Requests carrying `Cookie` are passed (Varnish's built-in rule); by default they are
-    /// looked up like any other.
+    /// Requests carrying `Cookie` (after [`Route::cookie_ignore`]) are passed: the default,
+    /// as Varnish's built-in rule.
     pub pass_cookie: bool,
     /// Requests carrying `Authorization` are passed (the default, as Varnish); when false they
     /// are looked up, and responses are stored only as RFC 9111 §3.5 allows.
     pub pass_authorization: bool,
     /// How its URLs become cache keys (`[normalize]`, a rule's `normalize_*`).
     pub normalize: crate::keys::QueryRules,
+    /// Cookies removed from every request before anything else (analytics cookies).
+    pub cookie_ignore: Vec<crate::keys::query::ParamPattern>,
+    /// Unkeyed request fields: removed on the lookup path, or keyed.
+    pub unkeyed: super::Unkeyed,
 }
 
 /// A `[[rule]]`.

@@ -105,7 +105,8 @@ fn rules_route_by_host_and_path_in_order() {
     assert!(route.pass && route.pass_cookie);
     let (backend, route) = name(Some("api.example.com"), "/v2/");
     assert_eq!(backend, "default");
-    assert!(!route.pass && !route.pass_cookie);
+    // Issue 37: requests with cookies are passed by default (as Varnish's built-in rule).
+    assert!(!route.pass && route.pass_cookie);
 }
 
 #[test]
@@ -182,4 +183,64 @@ fn the_default_backend_may_be_named() {
         Config::from_toml("backend = \"http://a:1\"\n[backends]\ndefault = \"http://b:2\"\n")
             .is_err()
     );
+}
+
+#[test]
+fn safety_settings_at_the_top_and_in_rules() {
+    let config = Config::from_toml(
+        "backend = \"http://127.0.0.1:1\"\n\
+         max_headers = 50\n\
+         cookie_ignore = [\"_ga*\", \"_gid\"]\n\
+         strip_unkeyed = [\"x-forwarded-host\"]\n\
+         [[rule]]\n\
+         path_prefix = \"/blog/\"\n\
+         cookie = \"lookup\"\n\
+         heuristic_with_credentials = true\n\
+         key_headers = []\n",
+    )
+    .unwrap();
+    assert_eq!(config.max_headers, 50);
+    let top = &config.routes[0];
+    assert!(top.pass_cookie && top.pass_authorization);
+    assert!(!top.policy.heuristic_with_credentials);
+    assert_eq!(top.cookie_ignore.len(), 2);
+    assert_eq!(
+        top.unkeyed.strip,
+        [http::HeaderName::from_static("x-forwarded-host")]
+    );
+    assert_eq!(
+        top.unkeyed.key.len(),
+        crate::config::DEFAULT_KEY_HEADERS.len()
+    );
+    let blog = &config.routes[config.route_index(None, "/blog/x")];
+    assert!(!blog.pass_cookie && blog.policy.heuristic_with_credentials);
+    assert_eq!(blog.cookie_ignore.len(), 2, "inherited from the top level");
+    assert!(blog.unkeyed.key.is_empty());
+    let defaults = Config::from_toml("backend = \"http://127.0.0.1:1\"\n").unwrap();
+    assert_eq!(defaults.max_headers, crate::config::DEFAULT_MAX_HEADERS);
+    assert_eq!(
+        defaults.routes[0].unkeyed.strip.len(),
+        crate::config::DEFAULT_STRIP_UNKEYED.len()
+    );
+    for (text, line, what) in [
+        (
+            "backend = \"http://x\"\n\ncookie = \"maybe\"\n",
+            3,
+            "cookie",
+        ),
+        (
+            "backend = \"http://x\"\nstrip_unkeyed = [\"a b\"]\n",
+            2,
+            "not a header field name",
+        ),
+        (
+            "backend = \"http://x\"\n[[rule]]\ncookie_ignore = [\"a=b\"]\n",
+            3,
+            "cookie_ignore",
+        ),
+    ] {
+        let error = Config::from_toml(text).unwrap_err().to_string();
+        assert!(error.contains(&format!("line {line}")), "{error}");
+        assert!(error.contains(what), "{error}");
+    }
 }

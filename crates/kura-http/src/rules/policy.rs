@@ -77,6 +77,11 @@ pub struct CachePolicy {
     /// RFC 9213 target list: targeted cache-control fields (e.g. `cdn-cache-control`), in order
     /// of precedence. Empty (the default): only `Cache-Control` and `Expires` count.
     pub targeted_fields: Vec<HeaderName>,
+    /// Whether a response to a request with credentials (`Cookie`, `Authorization`) may be
+    /// stored with a heuristic or default lifetime. Off by default: such a response is stored
+    /// only with explicit freshness (`max-age`, `s-maxage`, `Expires`), as a page that says
+    /// nothing about caching may be that user's own.
+    pub heuristic_with_credentials: bool,
 }
 
 impl Default for CachePolicy {
@@ -90,6 +95,7 @@ impl Default for CachePolicy {
             client_directives: ClientDirectives::default(),
             set_cookie: SetCookie::default(),
             targeted_fields: Vec::new(),
+            heuristic_with_credentials: false,
         }
     }
 }

@@ -18,7 +18,7 @@
 //! 7. not `Vary: *` (it could be stored but would never match, §4.1);
 //! 8. no `Set-Cookie` left after stripping, unless the operator's [`SetCookie`] says otherwise.
 
-use http::header::{AUTHORIZATION, EXPIRES, SET_COOKIE};
+use http::header::{AUTHORIZATION, COOKIE, EXPIRES, SET_COOKIE};
 use http::{HeaderName, Method, StatusCode};
 
 use super::cache_control::{FieldScope, RequestDirectives};
@@ -51,6 +51,8 @@ pub enum NotStorable {
     Authorization,
     /// Neither explicit freshness, `public`, nor a heuristically cacheable status.
     NoFreshness,
+    /// A request with `Cookie` or `Authorization`, a response without explicit freshness.
+    Credentials,
     /// `Vary: *`.
     VaryStar,
     /// `Set-Cookie`, under [`SetCookie::Pass`].
@@ -129,6 +131,32 @@ pub fn storable(
         }
     }
     Ok(Storable { strip })
+}
+
+/// kura's rule beyond the RFC's, checked after [`storable`]: a response to a request with
+/// credentials (`Cookie` or `Authorization`) is stored only with explicit freshness
+/// (`max-age`, `s-maxage`, `Expires`), unless [`CachePolicy::heuristic_with_credentials`]: a
+/// page that says nothing about caching may be that user's own, and a heuristic or default
+/// lifetime would hand it to everyone.
+///
+/// # Errors
+/// [`NotStorable::Credentials`].
+pub fn credentials(
+    policy: &CachePolicy,
+    request: RequestHead<'_>,
+    response: ResponseHead<'_>,
+    control: &ResponseControl,
+) -> Result<(), NotStorable> {
+    let directives = &control.directives;
+    let explicit = directives.max_age.is_present()
+        || directives.s_maxage.is_present()
+        || (control.uses_expires() && response.headers.contains_key(EXPIRES));
+    let with_credentials =
+        request.headers.contains_key(AUTHORIZATION) || request.headers.contains_key(COOKIE);
+    if with_credentials && !explicit && !policy.heuristic_with_credentials {
+        return Err(NotStorable::Credentials);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,6 +26,19 @@ const LIST_FIELDS: [&str; 5] = [
 /// Fields whose values compare without case (RFC 9110 §12.5.2-§12.5.4 codings, charsets, tags).
 const CASELESS_FIELDS: [&str; 3] = ["accept-charset", "accept-encoding", "accept-language"];
 
+/// Adds `name` to `response`'s `Vary` unless it is listed there already (or `Vary: *`).
+pub fn add(response: &mut HeaderMap, name: &HeaderName) {
+    let listed = response.get_all(VARY).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .any(|f| f.trim() == "*" || f.trim().eq_ignore_ascii_case(name.as_str()))
+        })
+    });
+    if !listed {
+        response.append(VARY, http::HeaderValue::from(name.clone()));
+    }
+}
+
 /// A stored response's `Vary`: the request fields that select it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Vary {

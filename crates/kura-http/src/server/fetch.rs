@@ -10,6 +10,7 @@ use http::header::CONTENT_LENGTH;
 use http::request::Parts;
 use http::{HeaderMap, Method, Response, StatusCode};
 
+use super::interim;
 use super::proxy::{serve_stored, Peer, Proxy};
 use super::{fill, respond};
 use crate::body::Body;
@@ -31,7 +32,7 @@ pub async fn fetch(
     parts: &Parts,
     key: Vec<u8>,
     stale: Option<Object>,
-    peer: Peer,
+    peer: &Peer,
     route: usize,
     coalesce: bool,
 ) -> (Response<Body>, CacheOutcome) {
@@ -45,12 +46,22 @@ pub async fn fetch(
     };
     // Subscribe before the fetch can produce anything.
     let reader = flight.reader();
+    // The backend's 1xx responses go to the client that leads the flight.
+    let interim = peer.interim_for(parts).filter(|_| leader);
+    let (informational, hints) = match interim {
+        Some(_) => {
+            let (sender, receiver) = interim::channel();
+            (Some(sender), Some(receiver))
+        }
+        None => (None, None),
+    };
     if leader {
         let origin = fill::Origin {
             uri: parts.uri.clone(),
             headers: parts.headers.clone(),
-            peer,
+            client: peer.addr.map(|a| a.ip()),
             route,
+            interim: informational,
         };
         let producer = Producer::new(proxy.flights.clone(), flight);
         tokio::spawn(fill::run(
@@ -66,7 +77,7 @@ pub async fn fetch(
         return Box::pin(fetch(proxy, parts, key, stale, peer, route, false)).await;
     };
     let now = || SystemTime::now();
-    let head = match reader.head().await {
+    let head = match interim::while_forwarding(reader.head(), hints, interim.as_deref()).await {
         ReadHead::Failed(error) => {
             if let Some(served) = stale_on_error(proxy, parts, &stale, peer, route).await {
                 return served;
@@ -217,7 +228,7 @@ async fn stale_on_error(
     proxy: &Arc<Proxy>,
     parts: &Parts,
     stale: &Option<Object>,
-    peer: Peer,
+    peer: &Peer,
     route: usize,
 ) -> Option<(Response<Body>, CacheOutcome)> {
     let object = stale.as_ref()?;
@@ -257,11 +268,9 @@ pub fn refresh(proxy: &Arc<Proxy>, parts: &Parts, key: &[u8], object: &Object, r
         let origin = fill::Origin {
             uri: parts.uri.clone(),
             headers: parts.headers.clone(),
-            peer: Peer {
-                addr: None,
-                scheme: "http",
-            },
+            client: None,
             route,
+            interim: None,
         };
         let producer = Producer::new(proxy.flights.clone(), flight);
         tokio::spawn(fill::run(

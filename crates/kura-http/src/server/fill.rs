@@ -2,6 +2,7 @@
 //! the stored object, the response judged storable or not, its body streamed to the readers
 //! and stored once complete.
 
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,28 +13,33 @@ use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::BodyExt;
 
 use super::fetch::is_server_error;
-use super::proxy::{Peer, Proxy};
+use super::interim;
+use super::proxy::Proxy;
 use crate::backend::{strip_hop_by_hop, Backend};
+use crate::bans::Hold;
 use crate::body::Body;
 use crate::cache::object::Object;
-use crate::coalesce::{Head, Outcome, Producer};
+use crate::coalesce::{FetchError, Head, Outcome, Producer};
 use crate::compress::codec::Encoder;
 use crate::compress::{self, Compression};
 use crate::rules::freshness::Freshness;
-use crate::rules::storable::{storable, NotStorable};
+use crate::rules::storable::{credentials, storable, NotStorable};
 use crate::rules::targeted::ResponseControl;
 use crate::rules::validation::conditional::{has_validators, make_conditional};
 use crate::rules::validation::update::{select_for_update, update_headers};
-use crate::rules::{headers, RequestHead, ResponseHead};
+use crate::rules::{headers, vary, RequestHead, ResponseHead};
 
 /// What the fetch task needs of the request that started it.
 #[derive(Clone)]
 pub(super) struct Origin {
     pub(super) uri: Uri,
     pub(super) headers: HeaderMap,
-    pub(super) peer: Peer,
+    /// The client's address, for `X-Forwarded-For` (none for a background refresh).
+    pub(super) client: Option<IpAddr>,
     /// The request's route (backend and settings).
     pub(super) route: usize,
+    /// Where the backend's 1xx responses go: the client that leads the flight.
+    pub(super) interim: Option<interim::Hints>,
 }
 
 /// The fetch task.
@@ -48,73 +54,48 @@ pub(super) async fn run(
     // The bans added from now on are checked when the response is stored (and none of them
     // is completed before).
     let since = proxy.cache.bans().hold();
-    let mut headers =
-        backend.forward_headers(&origin.headers, origin.peer.addr.map(|a| a.ip()), None);
+    let mut headers = backend.forward_headers(&origin.headers, origin.client, None);
     let stored: Vec<&HeaderMap> = stale.iter().map(|o| &o.headers).collect();
-    let conditional = make_conditional(&mut headers, &stored);
-    headers.remove(http::header::RANGE);
-    let mut request = Request::new(Body::Empty);
-    *request.uri_mut() = backend.uri(origin.uri.path_and_query());
-    *request.headers_mut() = headers;
-    proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
-    let request_time = SystemTime::now();
-    let response = match backend.send(request).await {
-        Ok(response) => response,
-        Err(error) => {
-            producer.fail(error);
-            return;
-        }
-    };
-    let response_time = SystemTime::now();
-    let (mut parts, body) = response.into_parts();
-    if let Some(device) = &proxy.config.keys.device {
-        device.from_backend(&mut parts.headers);
-    }
-    parts.headers.remove(compress::MARKER);
+    let mut conditional = make_conditional(&mut headers, &stored);
     let policy = &proxy.route(origin.route).policy;
     let leader_vary = origin.headers.clone();
-    if parts.status == StatusCode::NOT_MODIFIED && conditional {
-        if let Some(object) = stale
-            .as_ref()
-            .filter(|o| !select_for_update(&parts.headers, &[&o.headers]).is_empty())
-            .cloned()
-        {
-            let mut merged = object.headers.clone();
-            update_headers(policy, &mut merged, &parts.headers, response_time);
-            let head = ResponseHead {
-                status: object.status,
-                headers: &merged,
-            };
-            let control = ResponseControl::from_headers(&policy.targeted_fields, &merged);
-            let freshness = Freshness::new(policy, head, &control, request_time, response_time);
-            let request = RequestHead {
-                method: &Method::GET,
-                uri: &origin.uri,
-                headers: &origin.headers,
-            };
-            if storable(policy, request, head, &control).is_ok()
-                && proxy.cache.insert_since(
-                    &since,
-                    policy,
-                    proxy.config.keep,
-                    &key,
-                    &origin.headers,
-                    object.status,
-                    &freshness,
-                    &merged,
-                    &[&object.body],
-                )
-            {
-                proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+    let (mut parts, body, request_time, response_time) = loop {
+        let request = backend_request(backend, &origin, headers.clone());
+        proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
+        let request_time = SystemTime::now();
+        let response = match backend.send(request).await {
+            Ok(response) => response,
+            Err(error) => {
+                producer.fail(error);
+                return;
             }
-            proxy.stats.revalidated.fetch_add(1, Ordering::Relaxed);
-            let updated = Object {
-                status: object.status,
-                freshness,
-                secondary: object.secondary,
-                headers: merged,
-                body: object.body,
+        };
+        let response_time = SystemTime::now();
+        let (mut parts, body) = response.into_parts();
+        if let Some(device) = &proxy.config.keys.device {
+            device.from_backend(&mut parts.headers);
+        }
+        parts.headers.remove(compress::MARKER);
+        if parts.status != StatusCode::NOT_MODIFIED {
+            break (parts, body, request_time, response_time);
+        }
+        // The 304 updates the response kura validated (its only one: `stale`) when its
+        // validators select it (RFC 9111 §4.3.4), or when it has none: it answers a request
+        // that named only that response's validators.
+        let updated = stale.as_ref().filter(|o| {
+            conditional
+                && (!has_validators(&parts.headers)
+                    || !select_for_update(&parts.headers, &[&o.headers]).is_empty())
+        });
+        if let Some(object) = updated {
+            let validation = Validation {
+                since: &since,
+                key: &key,
+                origin: &origin,
+                request_time,
+                response_time,
             };
+            let updated = revalidated(&proxy, object, &parts.headers, &validation);
             producer.head(Head {
                 status: updated.status,
                 headers: HeaderMap::new(),
@@ -124,7 +105,18 @@ pub(super) async fn run(
             producer.finish(true);
             return;
         }
-    }
+        if !conditional {
+            // A 304 to a request that asked for none: it must not reach a client that sent a
+            // plain GET (issue 37, finding 4).
+            tracing::debug!("backend answered 304 to an unconditional request");
+            producer.fail(FetchError::Garbage);
+            return;
+        }
+        // A 304 whose validators are not the stored response's: fetch the whole response
+        // instead (RFC 9111 §4.3.3).
+        make_conditional(&mut headers, &[]);
+        conditional = false;
+    };
     let request = RequestHead {
         method: &Method::GET,
         uri: &origin.uri,
@@ -137,7 +129,9 @@ pub(super) async fn run(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|len| len > proxy.config.max_object);
-    let plan = storable(policy, request, ResponseHead::from(&parts), &control);
+    let plan = storable(policy, request, ResponseHead::from(&parts), &control).and_then(|plan| {
+        credentials(policy, request, ResponseHead::from(&parts), &control).map(|()| plan)
+    });
     // An error answer never replaces a stored object: that object is what stale-if-error
     // serves while the backend fails.
     let keeps_stale = stale.is_some() && is_server_error(parts.status);
@@ -145,6 +139,14 @@ pub(super) async fn run(
     if let (Ok(plan), false, false) = (&plan, too_large, keeps_stale) {
         let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
         strip_hop_by_hop(&mut kept);
+        // Fields that vary the response without being in the key key it when the request
+        // carried any (`key_headers`).
+        let keyed = &proxy.route(origin.route).unkeyed.key;
+        if keyed.iter().any(|name| origin.headers.contains_key(name)) {
+            for name in keyed {
+                vary::add(&mut kept, name);
+            }
+        }
         let head = ResponseHead {
             status: parts.status,
             headers: &kept,
@@ -277,4 +279,68 @@ async fn stream_body(
             }
         }
     }
+}
+
+/// A validation's context: what the stored object is checked against and where it goes.
+struct Validation<'a> {
+    since: &'a Hold,
+    key: &'a [u8],
+    origin: &'a Origin,
+    request_time: SystemTime,
+    response_time: SystemTime,
+}
+
+/// The stored `object` updated by a 304 with `fields` (RFC 9111 §4.3.4), stored again when it
+/// may still be.
+fn revalidated(proxy: &Proxy, object: &Object, fields: &HeaderMap, at: &Validation<'_>) -> Object {
+    let policy = &proxy.route(at.origin.route).policy;
+    let mut merged = object.headers.clone();
+    update_headers(policy, &mut merged, fields, at.response_time);
+    let head = ResponseHead {
+        status: object.status,
+        headers: &merged,
+    };
+    let control = ResponseControl::from_headers(&policy.targeted_fields, &merged);
+    let freshness = Freshness::new(policy, head, &control, at.request_time, at.response_time);
+    let request = RequestHead {
+        method: &Method::GET,
+        uri: &at.origin.uri,
+        headers: &at.origin.headers,
+    };
+    let allowed = storable(policy, request, head, &control)
+        .and_then(|_| credentials(policy, request, head, &control));
+    if allowed.is_ok()
+        && proxy.cache.insert_since(
+            at.since,
+            policy,
+            proxy.config.keep,
+            at.key,
+            &at.origin.headers,
+            object.status,
+            &freshness,
+            &merged,
+            &[&object.body],
+        )
+    {
+        proxy.stats.stored.fetch_add(1, Ordering::Relaxed);
+    }
+    proxy.stats.revalidated.fetch_add(1, Ordering::Relaxed);
+    Object {
+        status: object.status,
+        freshness,
+        secondary: object.secondary.clone(),
+        headers: merged,
+        body: object.body.clone(),
+    }
+}
+
+/// The GET for `origin` to `backend` with `headers`; its 1xx responses go to `origin`'s client.
+fn backend_request(backend: &Backend, origin: &Origin, headers: HeaderMap) -> Request<Body> {
+    let mut request = Request::new(Body::Empty);
+    *request.uri_mut() = backend.uri(origin.uri.path_and_query());
+    *request.headers_mut() = headers;
+    if let Some(hints) = origin.interim.clone() {
+        interim::forward_to(&mut request, hints);
+    }
+    request
 }

@@ -1,64 +1,49 @@
-//! A guard in front of hyper on HTTP/1.x connections that refuses a request carrying both
-//! `Content-Length` and `Transfer-Encoding` with 400 and closes the connection.
+//! The guard in front of hyper on HTTP/1.x connections: it follows the client's bytes with
+//! `wire`'s parsers, which read heads and bodies exactly as hyper does, and hands hyper only
+//! what it could follow.
 //!
-//! hyper frames such a request by `Transfer-Encoding` and drops `Content-Length` before the
-//! proxy sees it (RFC 9112 §6.1 allows either), so the check has to see the bytes first. The
-//! guard reads the connection into a buffer of its own and hands hyper a request head only once
-//! it has seen all of it: a head with both fields is replaced by a line hyper rejects (400,
-//! connection closed) and nothing after it is read. To find the next head it follows each
-//! request's body as hyper will (`Content-Length` bytes, or chunked); whenever it cannot follow
-//! (a head it cannot parse, a malformed chunk, a head larger than the limit) it steps aside for
-//! the rest of the connection and hyper, the real parser, decides alone.
+//! It holds each request head until it has all of it (`httparse` decides where it ends, bare
+//! LF line ends included, as for hyper), judges its framing, and follows its body
+//! (`Content-Length` bytes, or chunked) to find the next head. A head with both
+//! `Content-Length` and `Transfer-Encoding` (which hyper would frame by `Transfer-Encoding`,
+//! dropping `Content-Length` before the proxy sees it), or any head hyper would refuse with
+//! 400, is replaced by a line hyper refuses (400, connection closed) and nothing after it is
+//! read. A head past the size or field-count limits (hyper's own, configured alike) goes to
+//! hyper as it is, for its 431, and nothing after it is read. A malformed chunked body goes to
+//! hyper up to its bad byte (the request's body fails: 400), then the connection ends. There
+//! is no case where the guard stops following and lets bytes through unjudged.
+//!
+//! Its write side also carries 1xx responses (`interim.rs`), which hyper's server cannot send.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::interim::Interim;
 use crate::stats::Stats;
+use crate::wire::{parse_head, BodyFraming, Chunked, HeadLimits, Parsed, Progress};
 
-/// What hyper is given instead of a head with both framing fields: not a request line.
+/// What hyper is given instead of a head it must refuse: not a request line (400).
 const REFUSED: &[u8] = b"\x01 / HTTP/1.1\r\n\r\n";
 const READ_SIZE: usize = 16 * 1024;
-const MAX_HEADERS: usize = 128;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Chunk {
-    /// Hex digits of a chunk size (`digits` seen so far), then maybe extensions.
-    Size {
-        size: u64,
-        digits: u8,
-        ext: bool,
-    },
-    /// The LF after a size line.
-    SizeLf {
-        size: u64,
-    },
-    Data(u64),
-    DataCr,
-    DataLf,
-    /// A trailer line, `empty` while nothing but its start has been seen.
-    Trailer {
-        empty: bool,
-    },
-    TrailerLf {
-        empty: bool,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    Head,
+    /// A request head; `scanned` bytes of it hold no line end yet.
+    Head {
+        scanned: usize,
+    },
     Fixed(u64),
-    Chunked(Chunk),
-    /// Not following the framing any more: everything goes to hyper as it comes.
-    Aside,
-    /// A request was refused: nothing more is read.
-    Refused,
+    Chunked(Chunked),
+    /// HTTP/2: frames carry their own lengths, everything goes to hyper as it comes.
+    Passthrough,
+    /// Refused, or the stream ended inside a head: nothing more is read.
+    Closed,
 }
 
 /// The guarded connection.
@@ -67,28 +52,30 @@ pub struct Guard<S> {
     input: BytesMut,
     ready: BytesMut,
     state: State,
-    max_head: usize,
+    limits: HeadLimits,
     eof: bool,
     stats: Arc<Stats>,
+    interim: Option<Arc<Interim>>,
 }
 
 impl<S> Guard<S> {
-    /// Guards `inner`; heads larger than `max_head` are left to hyper (which refuses them).
-    pub fn new(inner: S, max_head: usize, stats: Arc<Stats>) -> Guard<S> {
+    /// Guards `inner` under `limits` (hyper's limits too).
+    pub fn new(inner: S, limits: HeadLimits, stats: Arc<Stats>) -> Guard<S> {
         Guard {
             inner,
             input: BytesMut::new(),
             ready: BytesMut::new(),
-            state: State::Head,
-            max_head,
+            state: State::Head { scanned: 0 },
+            limits,
             eof: false,
             stats,
+            interim: None,
         }
     }
 
     /// Guards `inner`, of which `read` was already read (by the HTTP/2 sniffer).
-    pub fn with_input(inner: S, read: BytesMut, max_head: usize, stats: Arc<Stats>) -> Guard<S> {
-        let mut guard = Guard::new(inner, max_head, stats);
+    pub fn with_input(inner: S, read: BytesMut, limits: HeadLimits, stats: Arc<Stats>) -> Self {
+        let mut guard = Guard::new(inner, limits, stats);
         guard.input = read;
         guard.judge();
         guard
@@ -97,215 +84,112 @@ impl<S> Guard<S> {
     /// `inner`, of which `read` was already read, passed through untouched: HTTP/2, whose
     /// frames carry their own lengths.
     pub fn passthrough(inner: S, read: BytesMut, stats: Arc<Stats>) -> Guard<S> {
-        let mut guard = Guard::new(inner, 0, stats);
-        guard.state = State::Aside;
+        let limits = HeadLimits {
+            max_head: 0,
+            max_headers: 0,
+        };
+        let mut guard = Guard::new(inner, limits, stats);
+        guard.state = State::Passthrough;
         guard.input = read;
         guard.judge();
         guard
     }
 
+    /// The connection's channel for 1xx responses (HTTP/1.x only).
+    pub fn interim(&mut self) -> Arc<Interim> {
+        self.interim.get_or_insert_with(Arc::default).clone()
+    }
+
     /// Moves every byte of `input` whose place is known to `ready`.
     fn judge(&mut self) {
         while !self.input.is_empty() {
-            match self.state {
-                State::Aside => {
+            match &mut self.state {
+                State::Passthrough => {
                     let all = self.input.split();
                     self.ready.unsplit(all);
                 }
-                State::Refused => self.input.clear(),
-                State::Head => {
-                    let Some(end) = find_head_end(&self.input) else {
-                        if self.input.len() > self.max_head || self.eof {
-                            self.state = State::Aside;
-                            continue;
-                        }
+                State::Closed => self.input.clear(),
+                State::Head { scanned } => {
+                    // A head is parsed again only when a line may have ended since.
+                    let fresh = &self.input[*scanned..];
+                    let full = self.input.len() >= self.limits.max_head;
+                    if !full && !self.eof && !fresh.contains(&b'\n') {
+                        *scanned = self.input.len();
                         return;
-                    };
-                    self.state = match framing(&self.input[..end]) {
-                        Framing::Conflict => {
+                    }
+                    match parse_head(&self.input, &self.limits) {
+                        Parsed::Partial if self.eof => {
+                            // Cut short: hyper sees the same end of stream.
+                            self.pass_all_then_close();
+                        }
+                        Parsed::Partial => {
+                            *scanned = self.input.len();
+                            return;
+                        }
+                        Parsed::Complete { len, body } => {
+                            self.state = match body {
+                                BodyFraming::None => State::Head { scanned: 0 },
+                                BodyFraming::Length(n) => State::Fixed(n),
+                                BodyFraming::Chunked => State::Chunked(Chunked::new(
+                                    self.limits.max_head,
+                                    self.limits.max_headers,
+                                )),
+                            };
+                            let head = self.input.split_to(len);
+                            self.ready.unsplit(head);
+                        }
+                        Parsed::Refused(why) if why.is_too_large() => {
+                            // hyper answers 431 to the same bytes, and reads nothing after.
+                            self.pass_all_then_close();
+                        }
+                        Parsed::Refused(_) => {
                             self.stats.bad_requests.fetch_add(1, Ordering::Relaxed);
                             self.input.clear();
                             self.ready.extend_from_slice(REFUSED);
-                            self.state = State::Refused;
-                            return;
+                            self.state = State::Closed;
                         }
-                        Framing::Unknown => State::Aside,
-                        Framing::None => State::Head,
-                        Framing::Length(0) => State::Head,
-                        Framing::Length(n) => State::Fixed(n),
-                        Framing::Chunked => State::Chunked(Chunk::Size {
-                            size: 0,
-                            digits: 0,
-                            ext: false,
-                        }),
-                    };
-                    let head = self.input.split_to(end);
-                    self.ready.unsplit(head);
+                    }
                 }
                 State::Fixed(left) => {
-                    let take = usize::try_from(left)
+                    let take = usize::try_from(*left)
                         .unwrap_or(usize::MAX)
                         .min(self.input.len());
+                    *left -= take as u64;
+                    self.state = if *left == 0 {
+                        State::Head { scanned: 0 }
+                    } else {
+                        State::Fixed(*left)
+                    };
                     let body = self.input.split_to(take);
                     self.ready.unsplit(body);
-                    let left = left - take as u64;
-                    self.state = if left == 0 {
-                        State::Head
-                    } else {
-                        State::Fixed(left)
-                    };
                 }
-                State::Chunked(chunk) => {
-                    if let Chunk::Data(left) = chunk {
-                        let take = usize::try_from(left)
-                            .unwrap_or(usize::MAX)
-                            .min(self.input.len());
-                        let data = self.input.split_to(take);
-                        self.ready.unsplit(data);
-                        let left = left - take as u64;
-                        self.state = State::Chunked(if left == 0 {
-                            Chunk::DataCr
-                        } else {
-                            Chunk::Data(left)
-                        });
-                        continue;
+                State::Chunked(chunked) => {
+                    let (used, progress) = chunked.feed(&self.input);
+                    match progress {
+                        Progress::More => {}
+                        Progress::Done => self.state = State::Head { scanned: 0 },
+                        Progress::Malformed => {
+                            // hyper gets the body up to its bad byte and fails the request
+                            // (400); nothing after it is read.
+                            let upto = (used + 1).min(self.input.len());
+                            let body = self.input.split_to(upto);
+                            self.ready.unsplit(body);
+                            self.input.clear();
+                            self.state = State::Closed;
+                            return;
+                        }
                     }
-                    let byte = self.input[0];
-                    self.state = match step(chunk, byte) {
-                        Some(Step::Next(next)) => State::Chunked(next),
-                        Some(Step::Done) => State::Head,
-                        None => State::Aside,
-                    };
-                    let one = self.input.split_to(1);
-                    self.ready.unsplit(one);
+                    let body = self.input.split_to(used);
+                    self.ready.unsplit(body);
                 }
             }
         }
     }
-}
 
-enum Step {
-    Next(Chunk),
-    Done,
-}
-
-/// One byte of a chunked body outside chunk data (RFC 9112 §7.1); `None`: malformed.
-fn step(chunk: Chunk, byte: u8) -> Option<Step> {
-    use Chunk::*;
-    Some(Step::Next(match (chunk, byte) {
-        (
-            Size {
-                ext: false,
-                size,
-                digits,
-            },
-            b,
-        ) if b.is_ascii_hexdigit() => {
-            if digits >= 15 {
-                return None;
-            }
-            let digit = u64::from(char::from(b).to_digit(16)?);
-            Size {
-                size: size * 16 + digit,
-                digits: digits + 1,
-                ext: false,
-            }
-        }
-        (Size { size, digits, .. }, b'\r') if digits > 0 => SizeLf { size },
-        (Size { size, digits, .. }, b';' | b' ' | b'\t') if digits > 0 => Size {
-            size,
-            digits,
-            ext: true,
-        },
-        (
-            Size {
-                ext: true,
-                size,
-                digits,
-            },
-            b,
-        ) if b != b'\n' => Size {
-            size,
-            digits,
-            ext: true,
-        },
-        (SizeLf { size: 0 }, b'\n') => Trailer { empty: true },
-        (SizeLf { size }, b'\n') => Data(size),
-        (DataCr, b'\r') => DataLf,
-        (DataLf, b'\n') => Size {
-            size: 0,
-            digits: 0,
-            ext: false,
-        },
-        (Trailer { empty }, b'\r') => TrailerLf { empty },
-        (Trailer { .. }, b'\n') => return None,
-        (Trailer { .. }, _) => Trailer { empty: false },
-        (TrailerLf { empty: true }, b'\n') => return Some(Step::Done),
-        (TrailerLf { empty: false }, b'\n') => Trailer { empty: true },
-        _ => return None,
-    }))
-}
-
-/// The end of the head (after its empty line) at the start of `input`.
-fn find_head_end(input: &[u8]) -> Option<usize> {
-    input
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| at + 4)
-}
-
-enum Framing {
-    None,
-    Length(u64),
-    Chunked,
-    /// Both `Content-Length` and `Transfer-Encoding`.
-    Conflict,
-    /// Anything this guard does not follow: hyper alone decides.
-    Unknown,
-}
-
-fn framing(head: &[u8]) -> Framing {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    let Ok(httparse::Status::Complete(_)) = request.parse(head) else {
-        return Framing::Unknown;
-    };
-    let mut length: Option<u64> = None;
-    let mut lengths = 0;
-    let mut codings: Option<Vec<u8>> = None;
-    for header in request.headers.iter() {
-        if header.name.eq_ignore_ascii_case("content-length") {
-            lengths += 1;
-            let Some(value) = std::str::from_utf8(header.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-            else {
-                return Framing::Unknown;
-            };
-            if length.is_some_and(|l| l != value) {
-                return Framing::Unknown;
-            }
-            length = Some(value);
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            let all = codings.get_or_insert_with(Vec::new);
-            if !all.is_empty() {
-                all.push(b',');
-            }
-            all.extend_from_slice(header.value);
-        }
-    }
-    match (lengths, codings) {
-        (0, None) => Framing::None,
-        (_, None) => length.map_or(Framing::Unknown, Framing::Length),
-        (0, Some(codings)) => {
-            let last = codings.rsplit(|&b| b == b',').next().unwrap_or_default();
-            if last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-                Framing::Chunked
-            } else {
-                Framing::Unknown
-            }
-        }
-        (_, Some(_)) => Framing::Conflict,
+    fn pass_all_then_close(&mut self) {
+        let all = self.input.split();
+        self.ready.unsplit(all);
+        self.state = State::Closed;
     }
 }
 
@@ -328,7 +212,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
                 }
                 return Poll::Ready(Ok(()));
             }
-            if this.state == State::Refused || this.eof {
+            if this.state == State::Closed || this.eof {
                 return Poll::Ready(Ok(()));
             }
             this.input.reserve(READ_SIZE);
@@ -343,13 +227,37 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Guard<S> {
+    /// Writes the queued 1xx responses first: they go before anything hyper writes next.
+    fn poll_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.interim {
+            Some(interim) => interim.poll_drain(Pin::new(&mut self.inner), cx),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Notes whether hyper's write of `offered` bytes was all taken (`interim.rs`).
+    fn note(&self, offered: usize, result: &Poll<io::Result<usize>>) {
+        if let Some(interim) = &self.interim {
+            interim.note_write(offered, result);
+        }
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Guard<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
+        let this = &mut *self;
+        if this.poll_interim(cx)?.is_pending() {
+            this.note(data.len(), &Poll::Pending);
+            return Poll::Pending;
+        }
+        let result = Pin::new(&mut this.inner).poll_write(cx, data);
+        this.note(data.len(), &result);
+        result
     }
 
     fn poll_write_vectored(
@@ -357,7 +265,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guard<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let offered = bufs.iter().map(|b| b.len()).sum();
+        if this.poll_interim(cx)?.is_pending() {
+            this.note(offered, &Poll::Pending);
+            return Poll::Pending;
+        }
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.note(offered, &result);
+        result
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -365,7 +281,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guard<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        ready!(this.poll_interim(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -9,10 +9,13 @@ mod fetch;
 mod fill;
 mod framing;
 mod h2c;
+pub mod interim;
 mod pass;
 pub mod proxy;
 mod purge;
+mod request;
 mod respond;
+mod target;
 mod tls;
 
 use std::net::SocketAddr;
@@ -33,6 +36,7 @@ use crate::cache::Cache;
 use crate::coalesce::Flights;
 use crate::config::Config;
 use crate::stats::Stats;
+use crate::wire::HeadLimits;
 use framing::Guard;
 use proxy::{Peer, Proxy};
 
@@ -213,6 +217,7 @@ async fn accept(
                     let peer = Peer {
                         addr: Some(addr),
                         scheme: "http",
+                        interim: None,
                     };
                     serve_plain(proxy, stream, peer, stopped).await;
                 }
@@ -223,15 +228,17 @@ async fn accept(
                         return;
                     };
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let peer = Peer {
+                    let mut peer = Peer {
                         addr: Some(addr),
                         scheme: "https",
+                        interim: None,
                     };
                     if h2 {
                         serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
                     } else {
-                        let guarded =
-                            Guard::new(stream, proxy.config.max_header, proxy.stats.clone());
+                        let limits = head_limits(&proxy.config);
+                        let mut guarded = Guard::new(stream, limits, proxy.stats.clone());
+                        peer.interim = Some(guarded.interim());
                         serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
                     }
                 }
@@ -281,6 +288,7 @@ async fn accept_unix(
         let peer = Peer {
             addr: None,
             scheme: "http",
+            interim: None,
         };
         let serving = serve_plain(proxy.clone(), stream, peer, stopped.clone());
         connections.spawn(async move {
@@ -299,7 +307,7 @@ async fn accept_unix(
 async fn serve_plain<S>(
     proxy: Arc<Proxy>,
     mut stream: S,
-    peer: Peer,
+    mut peer: Peer,
     mut stopped: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -316,9 +324,18 @@ async fn serve_plain<S>(
         let stream = Guard::passthrough(stream, read, proxy.stats.clone());
         serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
     } else {
-        let max_header = proxy.config.max_header;
-        let guarded = Guard::with_input(stream, read, max_header, proxy.stats.clone());
+        let limits = head_limits(&proxy.config);
+        let mut guarded = Guard::with_input(stream, read, limits, proxy.stats.clone());
+        peer.interim = Some(guarded.interim());
         serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+    }
+}
+
+/// The request head limits of the guard and of hyper's HTTP/1 server alike.
+fn head_limits(config: &Config) -> HeadLimits {
+    HeadLimits {
+        max_head: config.max_header,
+        max_headers: config.max_headers,
     }
 }
 
@@ -332,8 +349,10 @@ async fn serve<I>(
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let max_header = proxy.config.max_header;
+    let max_headers = proxy.config.max_headers;
     let service = service_fn(move |request| {
         let proxy = proxy.clone();
+        let peer = peer.clone();
         async move { Ok::<_, std::convert::Infallible>(proxy::handle(proxy, request, peer).await) }
     });
     // The request head is bounded by max_header_size (431 past it); the write buffer is left
@@ -368,6 +387,7 @@ async fn serve<I>(
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT)
             .max_header_size(max_header)
+            .max_headers(max_headers)
             .writev(true)
             .keep_alive(true)
             .serve_connection(io, service));

@@ -4,14 +4,14 @@
 //! After an unsafe method that succeeded, the target URI and the `Location` and
 //! `Content-Location` URIs on the same host are invalidated (RFC 9111 §4.4).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 
 use super::proxy::{Peer, Proxy};
-use super::respond;
+use super::{interim, respond};
 use crate::backend::strip_hop_by_hop;
 use crate::body::Body;
 use crate::compress::ClientCoding;
@@ -24,18 +24,38 @@ pub async fn pass(
     proxy: &Arc<Proxy>,
     parts: &Parts,
     body: Body,
-    peer: Peer,
+    peer: &Peer,
     route: usize,
 ) -> (Response<Body>, CacheOutcome) {
     let backend = proxy.backend(route);
+    // A client body that breaks (a malformed chunk, cut short) is the client's fault: 400.
+    let broken = Arc::new(AtomicBool::new(false));
+    let body = match body {
+        Body::Incoming(incoming) => Body::Request(incoming, broken.clone()),
+        other => other,
+    };
     let mut request = Request::new(body);
     *request.method_mut() = parts.method.clone();
     *request.uri_mut() = backend.uri(parts.uri.path_and_query());
     *request.headers_mut() =
         backend.forward_headers(&parts.headers, peer.addr.map(|a| a.ip()), None);
+    let to = peer.interim_for(parts);
+    let hints = to.as_ref().map(|_| {
+        let (sender, receiver) = interim::channel();
+        interim::forward_to(&mut request, sender);
+        receiver
+    });
     proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
-    let response = match backend.send(request).await {
+    let sent = interim::while_forwarding(backend.send(request), hints, to.as_deref()).await;
+    let response = match sent {
         Ok(response) => response,
+        Err(_) if broken.load(Ordering::Relaxed) => {
+            proxy.stats.bad_requests.fetch_add(1, Ordering::Relaxed);
+            return (
+                respond::synth(StatusCode::BAD_REQUEST, true),
+                CacheOutcome::Synth,
+            );
+        }
         Err(error) => return (respond::synth(error.status(), false), CacheOutcome::Synth),
     };
     let (mut head, body) = response.into_parts();
@@ -53,7 +73,7 @@ pub async fn pass(
     )
 }
 
-fn invalidate(proxy: &Proxy, parts: &Parts, peer: Peer, response: &http::response::Parts) {
+fn invalidate(proxy: &Proxy, parts: &Parts, peer: &Peer, response: &http::response::Parts) {
     let Some(target) = invalidation::target_uri(RequestHead::from(parts), peer.scheme) else {
         return;
     };

@@ -11,7 +11,8 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 
-use super::{fetch, pass, purge, respond};
+use super::interim::Interim;
+use super::{fetch, pass, purge, request, respond, target};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
@@ -78,12 +79,24 @@ impl Proxy {
 }
 
 /// The connection a request came on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Peer {
     /// Client address (none on a Unix socket).
     pub addr: Option<SocketAddr>,
     /// `"http"` or `"https"`.
     pub scheme: &'static str,
+    /// Where 1xx responses for it go (HTTP/1.x connections).
+    pub interim: Option<Arc<Interim>>,
+}
+
+impl Peer {
+    /// The channel for 1xx responses to `parts`' client: none for HTTP/1.0 (RFC 9110 §15.2)
+    /// and HTTP/2.
+    pub fn interim_for(&self, parts: &Parts) -> Option<Arc<Interim>> {
+        self.interim
+            .clone()
+            .filter(|_| parts.version == Version::HTTP_11)
+    }
 }
 
 /// Handles one request: the hyper service of every client connection.
@@ -99,7 +112,7 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
     if let Some(device) = device {
         device.classify(&mut parts.headers);
     }
-    let (mut response, outcome) = route(&proxy, &mut parts, body, peer).await;
+    let (mut response, outcome) = route(&proxy, &mut parts, body, &peer).await;
     if let Some(device) = device {
         device.to_client(response.headers_mut());
     }
@@ -147,6 +160,15 @@ fn malformed(config: &Config, parts: &Parts) -> Option<StatusCode> {
     None
 }
 
+/// Refuses a request with 400 before anything else reads it (counted as a bad request).
+fn refuse(proxy: &Proxy, status: StatusCode) -> (Response<Body>, CacheOutcome) {
+    proxy
+        .stats
+        .bad_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (respond::synth(status, true), CacheOutcome::Synth)
+}
+
 /// The primary cache key of a request whose route normalises queries by `rules`: its
 /// absolute URI, normalised (`keys::query`).
 pub fn primary_key(parts: &Parts, scheme: &str, rules: &QueryRules) -> Option<Vec<u8>> {
@@ -158,7 +180,7 @@ async fn route(
     proxy: &Arc<Proxy>,
     parts: &mut Parts,
     body: Incoming,
-    peer: Peer,
+    peer: &Peer,
 ) -> (Response<Body>, CacheOutcome) {
     if parts.method == Method::CONNECT {
         // A reverse proxy opens no tunnels.
@@ -168,17 +190,19 @@ async fn route(
         );
     }
     if let Some(status) = malformed(&proxy.config, parts) {
-        proxy
-            .stats
-            .bad_requests
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return (respond::synth(status, true), CacheOutcome::Synth);
+        return refuse(proxy, status);
+    }
+    if target::settle(parts).is_err() {
+        return refuse(proxy, StatusCode::BAD_REQUEST);
     }
     if purge::is_purge(parts) {
         return purge::purge(proxy, parts, peer);
     }
     let route = proxy.route_of(parts);
     let settings = proxy.route(route);
+    if !settings.cookie_ignore.is_empty() {
+        request::drop_ignored_cookies(&mut parts.headers, &settings.cookie_ignore);
+    }
     let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
     let passed = settings.pass
         || !cacheable_method
@@ -188,12 +212,17 @@ async fn route(
         Some(key) if !passed && key.len() <= PRIMARY_MAX => key,
         _ => return pass::pass(proxy, parts, Body::Incoming(body), peer, route).await,
     };
+    // Looked up: the fields that would change the response without being in its key go.
+    request::strip_unkeyed(&mut parts.headers, &settings.unkeyed.strip);
     if !settings.normalize.forward_removed {
         // The backend gets the key's form of the target: removed parameters stripped.
         if let Some(uri) = stripped(&parts.uri, &settings.normalize) {
             parts.uri = uri;
         }
     }
+    // A GET or HEAD body has no meaning (RFC 9110 §9.3.1): it is read and dropped (hyper
+    // reads it to find the next request), never sent to the backend, as Varnish does on a
+    // lookup. The backend request's framing is kura's own (`backend::frame`).
     drop(body);
     proxy.config.compression.normalise_request(parts);
     let parts = &*parts;
@@ -220,7 +249,7 @@ async fn on_hit(
     parts: &Parts,
     key: Vec<u8>,
     object: crate::cache::object::Object,
-    peer: Peer,
+    peer: &Peer,
     route: usize,
     now: SystemTime,
 ) -> (Response<Body>, CacheOutcome) {
@@ -278,7 +307,7 @@ pub async fn serve_stored(
     proxy: &Arc<Proxy>,
     parts: &Parts,
     object: crate::cache::object::Object,
-    peer: Peer,
+    peer: &Peer,
     route: usize,
     outcome: CacheOutcome,
     now: SystemTime,

@@ -22,7 +22,7 @@ pub fn is_purge(parts: &Parts) -> bool {
 }
 
 /// Answers a PURGE.
-pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: Peer) -> (Response<Body>, CacheOutcome) {
+pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>, CacheOutcome) {
     let settings = &proxy.config.purge;
     if !settings.enabled() {
         return reply(

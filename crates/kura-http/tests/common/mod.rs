@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod lenient;
+pub mod wire;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

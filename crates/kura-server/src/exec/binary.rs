@@ -475,6 +475,7 @@ fn sasl_auth(s: &mut Session<'_>, r: &BinRequest<'_>, mechanism: &[u8], data: &[
         .credentials
         .as_ref()
         .filter(|_| s.shared.config.sasl)
+        .map(|c| c.current())
     else {
         fail(s, r, Status::UnknownCommand);
         return Next::Continue;

@@ -262,6 +262,7 @@ impl<'a> Session<'a> {
             Request::Version => admin::version(self),
             Request::Verbosity { level, noreply } => admin::verbosity(self, *level, *noreply),
             Request::Quit => return Next::Close,
+            Request::RefreshCerts { noreply } => admin::refresh_certs(self, *noreply),
             Request::Shutdown(mode) => return admin::shutdown(self, *mode),
             Request::Stats(s) if s.group() == Some(b"cachedump") => {
                 return inspect::cachedump(self, s)

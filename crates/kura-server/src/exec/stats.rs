@@ -76,7 +76,7 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "get_hits", t.get_hits);
     reply::stat(o, "get_misses", t.get_misses);
     reply::stat(o, "get_expired", st.get_expired);
-    reply::stat(o, "get_flushed", 0);
+    reply::stat(o, "get_flushed", st.get_flushed);
     reply::stat(o, "delete_misses", t.delete_misses);
     reply::stat(o, "delete_hits", t.delete_hits);
     reply::stat(o, "incr_misses", t.incr_misses);
@@ -139,7 +139,7 @@ fn general(s: &mut Session<'_>) {
         reply::stat(
             o,
             "time_since_server_cert_refresh",
-            now.saturating_sub(tls.loaded_at),
+            now.saturating_sub(tls.loaded_at()),
         );
     }
     zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);

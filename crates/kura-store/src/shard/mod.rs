@@ -44,6 +44,8 @@ pub(crate) struct ShardStats {
     pub expired_unfetched: u64,
     pub crawler_reclaimed: u64,
     pub get_expired: u64,
+    /// Lookups that met an entry a flush had dropped (`get_flushed`).
+    pub get_flushed: u64,
     pub out_of_memory: u64,
 }
 
@@ -253,6 +255,18 @@ impl Shard {
     pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         let arena = &self.arena;
         self.index.find(hash, |off| meta(arena, off).key() == key)
+    }
+
+    /// Finds a live entry for a command that reads, changes or deletes it;
+    /// an expired one found on the way is unlinked, a flushed one not
+    /// reclaimed yet let go ([`Shard::take_flushed`]; memcached's storage
+    /// commands do not count those, and use [`Shard::find_live`]).
+    pub(crate) fn look_up(&mut self, hash: u64, key: &[u8], now: u32) -> Option<u32> {
+        let found = self.find_live(hash, key, now);
+        if found.is_none() {
+            self.take_flushed(hash, key);
+        }
+        found
     }
 
     /// Finds a live entry; an expired one found on the way is unlinked.

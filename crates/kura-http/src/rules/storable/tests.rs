@@ -284,3 +284,61 @@ fn non_utf8_cache_control_is_read_bytewise() {
     let control = ResponseControl::from_headers(&[], &headers);
     assert!(control.directives.max_age.is_present());
 }
+
+// kura's rule (issue 37, finding 3): credentials and no explicit freshness, not stored.
+#[test]
+fn credentials_need_explicit_freshness() {
+    let check = |policy: &CachePolicy, request: &[(&str, &str)], response: &[(&str, &str)]| {
+        let mut builder = Request::builder().uri("/account/profile.css");
+        for (name, value) in request {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(()).unwrap();
+        let mut fields = HeaderMap::new();
+        for (name, value) in response {
+            fields.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        let head = ResponseHead {
+            status: StatusCode::OK,
+            headers: &fields,
+        };
+        let control = ResponseControl::from_headers(&policy.targeted_fields, &fields);
+        credentials(policy, RequestHead::from(&request), head, &control)
+    };
+    let default = CachePolicy::default();
+    let cookie = [("cookie", "session=1")];
+    let auth = [("authorization", "Bearer x")];
+    for request in [&cookie[..], &auth[..]] {
+        for heuristic in [
+            &[][..],
+            &[("cache-control", "public")],
+            &[("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT")],
+        ] {
+            assert_eq!(
+                check(&default, request, heuristic),
+                Err(NotStorable::Credentials),
+                "{request:?} {heuristic:?}"
+            );
+        }
+        for explicit in [
+            ("cache-control", "max-age=60"),
+            ("cache-control", "public, s-maxage=60"),
+            ("expires", "Mon, 01 Jan 2035 00:00:00 GMT"),
+        ] {
+            assert_eq!(
+                check(&default, request, &[explicit]),
+                Ok(()),
+                "{explicit:?}"
+            );
+        }
+    }
+    assert_eq!(check(&default, &[], &[]), Ok(()));
+    let lenient = CachePolicy {
+        heuristic_with_credentials: true,
+        ..CachePolicy::default()
+    };
+    assert_eq!(check(&lenient, &cookie, &[]), Ok(()));
+}
