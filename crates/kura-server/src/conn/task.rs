@@ -154,7 +154,8 @@ where
             }
         }
         conn.info.set_state(ConnState::ParseCmd);
-        conn.info.set_last_cmd(shared.store.now());
+        session.now = shared.store.now();
+        conn.info.set_last_cmd(session.now);
         let mut pos = 0;
         let mut served = 0;
         let mut end = None;

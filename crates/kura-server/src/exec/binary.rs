@@ -225,7 +225,7 @@ fn get(
     };
     let hit = s.store().get_with(key, &opts);
     super::get::count(s.stats, touch.is_some(), hit.is_some());
-    super::inspect::fetched(s, key, hit.as_ref().map(super::get::class_and_len));
+    super::inspect::fetched(s, key, hit.as_ref());
     match hit {
         Some(hit) => {
             let flags = hit.item.flags().to_be_bytes();

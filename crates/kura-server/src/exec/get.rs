@@ -35,21 +35,13 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
     s.out.extend_from_slice(reply::END);
 }
 
-/// A hit's size class and value length, for watchers.
-pub(super) fn class_and_len(hit: &kura_store::Hit) -> (usize, usize) {
-    (
-        kura_store::size_class(hit.item.heap_size()),
-        hit.item.value().len(),
-    )
-}
-
 /// One key of a retrieval: its `VALUE` block on a hit.
 pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) {
     let fresh = super::track::before_read(s, key);
     let hit = s.store().get_with(key, opts);
     super::track::after_read(s, key, fresh, hit.is_some());
     count(s.stats, opts.touch.is_some(), hit.is_some());
-    super::inspect::fetched(s, key, hit.as_ref().map(class_and_len));
+    super::inspect::fetched(s, key, hit.as_ref());
     if let Some(hit) = hit {
         let cas = with_cas.then_some(hit.cas);
         reply::value_header(

@@ -179,21 +179,33 @@ fn topkeys_listing(s: &mut Session<'_>) {
     o.extend_from_slice(reply::END);
 }
 
-/// After a read of `key` (`found`: the item's class and value length):
-/// the `fetchers` line and the hot-key count, when either is on.
+/// After a read of `key` (`hit`: what it found): the `fetchers` line and
+/// the hot-key count, when either is on.
 #[inline]
-pub(super) fn fetched(s: &Session<'_>, key: &[u8], found: Option<(usize, usize)>) {
+pub(super) fn fetched(s: &Session<'_>, key: &[u8], hit: Option<&kura_store::Hit>) {
     let sh = s.shared;
     if sh.inspect.watchers.wants(WatchKinds::FETCHERS) {
-        let cfd = s.cfd;
-        sh.inspect.watchers.log(WatchKinds::FETCHERS, |o| {
-            watch::item_get(o, key, found, cfd)
-        });
+        log_fetch(s, key, hit);
     }
     let window = sh.inspect.topkeys.window();
     if window > 0 {
-        s.stats.hot_keys.note(key, sh.store.now(), window);
+        s.stats.hot_keys.note(key, s.now, window);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn log_fetch(s: &Session<'_>, key: &[u8], hit: Option<&kura_store::Hit>) {
+    let found = hit.map(|h| {
+        (
+            kura_store::size_class(h.item.heap_size()),
+            h.item.value().len(),
+        )
+    });
+    let cfd = s.cfd;
+    s.shared.inspect.watchers.log(WatchKinds::FETCHERS, |o| {
+        watch::item_get(o, key, found, cfd)
+    });
 }
 
 /// After a store of `key`: the `mutations` line, when it is on.

@@ -85,6 +85,10 @@ pub struct Session<'a> {
     /// The connection's file descriptor, as watchers' lines show it (-1:
     /// none).
     pub cfd: i64,
+    /// The store's clock when the connection's loop began the batch of
+    /// requests under way (what the hot-key sketch counts by, without a
+    /// clock read a request).
+    pub now: u32,
 }
 
 /// A [`Session`]'s own state, detached from the server it ran on.
@@ -113,6 +117,7 @@ impl Detached {
             tracking: self.tracking,
             stream: self.stream,
             cfd: self.cfd,
+            now: shared.store.now(),
         }
     }
 }
@@ -130,6 +135,7 @@ impl<'a> Session<'a> {
             tracking: None,
             stream: None,
             cfd: -1,
+            now: shared.store.now(),
         }
     }
 

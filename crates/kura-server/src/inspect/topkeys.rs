@@ -1,6 +1,7 @@
 //! `stats topkeys` (kura's): the most requested keys over a window of
 //! seconds, from a bounded sketch per thread. While on, each read's key
-//! goes into its thread's count-min sketch ([`ROWS`] x [`WIDTH`] counters)
+//! goes into its thread's count-min sketch ([`ROWS`] x [`WIDTH`] counters,
+//! by the time its connection's batch of requests began)
 //! and, when its estimate reaches the smallest of them, into the thread's
 //! [`CANDIDATES`] most requested keys. At each window's end a thread's
 //! candidates become its last window's; `stats topkeys` sums the threads'
@@ -12,9 +13,9 @@ use foldhash::fast::FixedState;
 use std::hash::BuildHasher;
 
 /// Counters per row of a thread's sketch.
-const WIDTH: usize = 4096;
+const WIDTH: usize = 8192;
 /// Rows (independent hashes) of the sketch.
-const ROWS: usize = 4;
+const ROWS: usize = 2;
 /// Keys each thread keeps as candidates.
 pub const CANDIDATES: usize = 32;
 /// Keys `stats topkeys` lists per window.
@@ -92,7 +93,7 @@ impl Sketch {
         let h = hasher().hash_one(key);
         let mut est = u32::MAX;
         for (row, cells) in c.cells.iter_mut().enumerate() {
-            let cell = &mut cells[(h >> (row * 16)) as usize % WIDTH];
+            let cell = &mut cells[(h >> (row * 32)) as usize % WIDTH];
             *cell = cell.saturating_add(1);
             est = est.min(*cell);
         }

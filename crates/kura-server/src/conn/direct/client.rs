@@ -280,7 +280,8 @@ impl<'a> Client<'a> {
         let stats = self.session.stats;
         let info = &self.guard.info;
         info.set_state(ConnState::ParseCmd);
-        info.set_last_cmd(w.shared.store.now());
+        self.session.now = w.shared.store.now();
+        info.set_last_cmd(self.session.now);
         let mut pos = 0;
         let mut served = 0;
         let mut shrink = false;
