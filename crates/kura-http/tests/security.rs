@@ -193,15 +193,20 @@ async fn ignored_cookies_are_removed_and_the_rest_decide() {
 }
 
 // Finding 4: a 304 kura cannot match to a stored response is never passed to a client that
-// sent a plain GET: the response is fetched again, unconditionally.
+// sent a plain GET: the response is fetched again, unconditionally. A 304 without validators
+// answers the one response kura named, and updates it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_304_kura_cannot_use_never_reaches_a_plain_get() {
     let version = Arc::new(AtomicUsize::new(0));
     let counter = version.clone();
     let backend = Lenient::start(move |r| {
         if r.field("if-none-match").is_some() {
-            // No validator: it updates nothing kura stored.
-            return Reply::Bytes(b"HTTP/1.1 304 Not Modified\r\n\r\n".to_vec());
+            return Reply::Bytes(if r.target() == "/other" {
+                // Another representation's validator: it updates nothing kura stored.
+                b"HTTP/1.1 304 Not Modified\r\nETag: \"w\"\r\n\r\n".to_vec()
+            } else {
+                b"HTTP/1.1 304 Not Modified\r\n\r\n".to_vec()
+            });
         }
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
         ok(
@@ -212,8 +217,8 @@ async fn a_304_kura_cannot_use_never_reaches_a_plain_get() {
     .await;
     let server = proxy(backend.addr, "").await;
     let (c, addr) = (client(), server.http[0]);
-    assert_eq!(&get(&c, addr, "/r").await.body[..], b"v1");
-    let again = get(&c, addr, "/r").await;
+    assert_eq!(&get(&c, addr, "/other").await.body[..], b"v1");
+    let again = get(&c, addr, "/other").await;
     assert_eq!((again.status.as_u16(), &again.body[..]), (200, &b"v2"[..]));
     let asked: Vec<bool> = backend
         .requests()
@@ -221,6 +226,17 @@ async fn a_304_kura_cannot_use_never_reaches_a_plain_get() {
         .map(|r| r.field("if-none-match").is_some())
         .collect();
     assert_eq!(asked, [false, true, false]);
+    assert_eq!(&get(&c, addr, "/same").await.body[..], b"v3");
+    let validated = get(&c, addr, "/same").await;
+    assert_eq!(
+        (validated.status.as_u16(), &validated.body[..]),
+        (200, &b"v3"[..])
+    );
+    assert_eq!(
+        backend.requests().len(),
+        5,
+        "one validation, no second fetch"
+    );
     server.shutdown().await;
     // A 304 to a request that asked for none is the backend's error: 502.
     let rude =

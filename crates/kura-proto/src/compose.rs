@@ -49,6 +49,8 @@ impl Request<'_> {
     /// - Numbers the parser could not read (`level: None`,
     ///   [`FlushDelay::Invalid`], [`ShutdownMode::Invalid`]) are written as
     ///   the word `invalid`, which reads back the same way.
+    /// - An empty [`WatchKinds`] (which the parser never makes) is written
+    ///   as `watch`, which reads back as `watch fetchers`.
     pub fn compose(&self, out: &mut Vec<u8>) {
         match self {
             // Storage commands return early: they end with their data block.
@@ -146,6 +148,16 @@ impl Request<'_> {
                     None => out.extend_from_slice(NOT_A_NUMBER),
                 }
             }
+            Request::LruCrawler(c) => lru_crawler(out, c),
+            Request::Watch(kinds) => {
+                out.extend_from_slice(b"watch");
+                for (k, name) in WatchKinds::NAMES {
+                    if kinds.has(k) {
+                        out.push(b' ');
+                        out.extend_from_slice(name);
+                    }
+                }
+            }
             Request::ReplicaOf { host, port } => {
                 out.extend_from_slice(b"replicaof ");
                 out.extend_from_slice(host);
@@ -154,6 +166,30 @@ impl Request<'_> {
             }
         }
         out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn lru_crawler(out: &mut Vec<u8>, c: &LruCrawler<'_>) {
+    out.extend_from_slice(b"lru_crawler ");
+    let (name, arg): (&[u8], Option<&[u8]>) = match c {
+        LruCrawler::Enable => (b"enable", None),
+        LruCrawler::Disable => (b"disable", None),
+        LruCrawler::Crawl(a) => (b"crawl", Some(a)),
+        LruCrawler::Metadump(a) => (b"metadump", Some(a)),
+        LruCrawler::Mgdump(a) => (b"mgdump", Some(a)),
+        LruCrawler::Tocrawl(n) | LruCrawler::Sleep(n) => {
+            out.extend_from_slice(match c {
+                LruCrawler::Tocrawl(_) => b"tocrawl ",
+                _ => b"sleep ",
+            });
+            put_u64(out, u64::from(*n));
+            return;
+        }
+    };
+    out.extend_from_slice(name);
+    if let Some(a) = arg {
+        out.push(b' ');
+        out.extend_from_slice(a);
     }
 }
 
@@ -346,6 +382,10 @@ mod tests {
                 flags: meta_flags,
             }),
             Request::MetaNoop,
+            Request::LruCrawler(LruCrawler::Metadump(b"1,2")),
+            Request::LruCrawler(LruCrawler::Sleep(0)),
+            Request::LruCrawler(LruCrawler::Disable),
+            Request::Watch(WatchKinds::EVICTIONS.with(WatchKinds::PROXYUSER)),
         ];
         for request in requests {
             let mut wire = Vec::new();

@@ -51,6 +51,8 @@ pub(crate) fn parse<'a>(
             (2, b"graceful") => ShutdownMode::Graceful,
             _ => ShutdownMode::Invalid,
         })),
+        b"lru_crawler" => crate::inspect::lru_crawler(t),
+        b"watch" => crate::inspect::watch(t),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
         b"replicaof" if n == 3 => Parsed::Line(Request::ReplicaOf {
             host: t.get(1),

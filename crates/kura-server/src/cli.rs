@@ -163,10 +163,10 @@ pub struct ServerArgs {
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     pub disable_flush_all: bool,
-    /// disable stats cachedump and lru_crawler metadump (kura has neither)
+    /// disable stats cachedump and lru_crawler metadump
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
-    /// disable watch commands (kura has none)
+    /// disable watch commands (live logging)
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
     /// turn on SASL authentication (PLAIN, binary protocol; credentials
@@ -200,6 +200,10 @@ pub struct ServerArgs {
     /// read settings from a TOML file (flags given here win)
     #[arg(long = "config", value_name = "file")]
     pub config: Option<PathBuf>,
+    /// read memcached's flags from a Debian-style memcached.conf, one flag
+    /// per line (-d and logfile are ignored); flags after it win
+    #[arg(long = "memcached-conf", value_name = "file")]
+    pub memcached_conf: Option<PathBuf>,
     /// number of store shards, a power of two (default: 4 per thread)
     #[arg(long = "shards", value_name = "num")]
     pub shards: Option<usize>,
@@ -507,6 +511,8 @@ impl ServerArgs {
             c.item_size_max = parse_size(&s).ok_or(CliError::BadItemSize(s))?;
         }
         c.disable_flush_all |= self.disable_flush_all;
+        c.disable_dumping |= self.disable_dumping;
+        c.disable_watch |= self.disable_watch;
         if let Some(v) = self.shards {
             c.shards = v;
         }
@@ -833,6 +839,8 @@ mod tests {
         assert!(c.enable_shutdown && c.disable_evictions && c.disable_cas);
         assert!(c.disable_flush_all);
         assert_eq!(c.verbosity, 2);
+        let c = parse(&["-X", "-W"]).unwrap();
+        assert!(c.disable_dumping && c.disable_watch);
     }
 
     #[test]

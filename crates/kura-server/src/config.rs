@@ -162,6 +162,10 @@ pub struct ServerConfig {
     pub enable_shutdown: bool,
     /// Refuse `flush_all` (`-F`).
     pub disable_flush_all: bool,
+    /// Refuse `stats cachedump` and `lru_crawler metadump`/`mgdump` (`-X`).
+    pub disable_dumping: bool,
+    /// Refuse `watch` (`-W`).
+    pub disable_watch: bool,
     /// No CAS uniques (`-C`).
     pub disable_cas: bool,
     /// Fail stores with out-of-memory instead of evicting (`-M`).
@@ -309,6 +313,8 @@ impl Default for ServerConfig {
             verbosity: 0,
             enable_shutdown: false,
             disable_flush_all: false,
+            disable_dumping: false,
+            disable_watch: false,
             disable_cas: false,
             disable_evictions: false,
             large_pages: false,

@@ -14,6 +14,7 @@ pub mod config;
 mod conn;
 pub mod durable;
 pub mod exec;
+pub mod inspect;
 pub mod latency;
 pub mod metrics;
 pub mod output;

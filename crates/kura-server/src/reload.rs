@@ -100,6 +100,21 @@ pub fn reload(shared: &Shared) -> Vec<Reloaded> {
     done
 }
 
+/// One line saying what a reload did (for the service manager's status).
+pub fn summary(done: &[Reloaded]) -> String {
+    if done.is_empty() {
+        return "reloaded: no files to read".into();
+    }
+    let parts: Vec<String> = done
+        .iter()
+        .map(|r| match &r.outcome {
+            Ok(()) => format!("{} read", r.what),
+            Err(_) => format!("{} kept (see the log)", r.what),
+        })
+        .collect();
+    format!("reloaded: {}", parts.join(", "))
+}
+
 /// Loads the listeners' TLS files again (`refresh_certs`, and SIGHUP).
 ///
 /// # Errors

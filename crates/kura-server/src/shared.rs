@@ -104,6 +104,8 @@ pub struct Shared {
     /// first one on.
     pub tracking: Arc<crate::tracking::Registry>,
     pub tracking_observed: std::sync::Once,
+    /// Dumps, watchers, hot keys and the crawler's settings (`inspect/`).
+    pub inspect: crate::inspect::Inspection,
     state: watch::Sender<RunState>,
 }
 
@@ -127,6 +129,7 @@ impl Shared {
             replication: crate::replication::ReplicationState::new(config.replica_of.clone()),
             tracking: Arc::default(),
             tracking_observed: std::sync::Once::new(),
+            inspect: Default::default(),
             store,
             config,
             state,

@@ -5,8 +5,10 @@
 //! caching reverse proxy (kura-http); `kura proxy` the memcached router
 //! (kura-proxy).
 
+mod generate;
 mod log;
 mod logging;
+mod memcached_conf;
 mod process;
 mod ring;
 
@@ -46,6 +48,9 @@ enum Command {
     /// Run the memcached router (text, meta and binary clients) in front of
     /// pools of memcached-protocol servers.
     Proxy(Box<ProxyCommand>),
+    /// Write kura's man pages or shell completions (for packages).
+    #[command(subcommand, hide = true)]
+    Generate(generate::GenerateCommand),
 }
 
 /// `kura proxy`'s flags, with the verbosity the other commands have.
@@ -69,14 +74,23 @@ struct HttpCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // Debian's /etc/memcached.conf, read as memcached's flags.
+    let (args, conf_warnings) = match memcached_conf::expand(std::env::args_os().collect()) {
+        Ok(expanded) => expanded,
+        Err(e) => {
+            eprintln!("kura: {e:#}");
+            std::process::exit(64);
+        }
+    };
+    let cli = Cli::parse_from(args);
     let log_format = cli.log_format;
     let result = match cli.command {
-        Command::Server(args) => run_server(*args, log_format),
+        Command::Server(args) => run_server(*args, log_format, conf_warnings),
         Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
         Command::Http(cmd) => run_http(*cmd, log_format.unwrap_or_default()),
         Command::Proxy(cmd) => run_proxy(*cmd, log_format.unwrap_or_default()),
+        Command::Generate(cmd) => generate::run::<Cli>(&cmd),
         Command::Ring(args) => ring::run(
             &args,
             std::io::stdin().lock(),
@@ -113,7 +127,11 @@ fn run_proxy(cmd: ProxyCommand, log_format: logging::LogFormat) -> anyhow::Resul
     Ok(kura_proxy::run(config)?)
 }
 
-fn run_server(args: ServerArgs, log_format: Option<logging::LogFormat>) -> anyhow::Result<()> {
+fn run_server(
+    args: ServerArgs,
+    log_format: Option<logging::LogFormat>,
+    conf_warnings: Vec<String>,
+) -> anyhow::Result<()> {
     if args.version {
         // What `memcached -V` prints, which scripts read, then kura's own.
         println!("memcached {}", kura_server::VERSION);
@@ -127,7 +145,7 @@ fn run_server(args: ServerArgs, log_format: Option<logging::LogFormat>) -> anyho
     }
     logging::init(config.verbosity, log_format.unwrap_or(config.log_format));
     let signals = process::Signals::catch()?;
-    for w in warnings {
+    for w in conf_warnings.into_iter().chain(warnings) {
         tracing::warn!("{w}");
     }
     process::raise_fd_limit(config.max_connections);
@@ -160,6 +178,7 @@ fn run_server(args: ServerArgs, log_format: Option<logging::LogFormat>) -> anyho
         );
     }
     let handle = server.start()?;
+    kura_service::ready();
     signals.wait_for_stop(handle.shared());
     let durable = handle.shared().durable.clone();
     handle.shutdown();

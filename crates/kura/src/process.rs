@@ -167,7 +167,9 @@ impl Signals {
                     _ = recv(&mut self.usr1) => tracing::info!("SIGUSR1: graceful shutdown"),
                     _ = recv(&mut self.hup) => {
                         tracing::info!("SIGHUP: reading the auth and TLS files again");
-                        kura_server::reload::reload(shared);
+                        kura_service::reloading();
+                        let done = kura_server::reload::reload(shared);
+                        kura_service::reloaded(&kura_server::reload::summary(&done));
                         continue;
                     }
                     _ = rx.wait_for(|s| *s == RunState::Stopping) => {}
@@ -175,5 +177,6 @@ impl Signals {
                 break;
             }
         });
+        kura_service::stopping();
     }
 }

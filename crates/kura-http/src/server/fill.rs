@@ -79,8 +79,13 @@ pub(super) async fn run(
         if parts.status != StatusCode::NOT_MODIFIED {
             break (parts, body, request_time, response_time);
         }
+        // The 304 updates the response kura validated (its only one: `stale`) when its
+        // validators select it (RFC 9111 §4.3.4), or when it has none: it answers a request
+        // that named only that response's validators.
         let updated = stale.as_ref().filter(|o| {
-            conditional && !select_for_update(&parts.headers, &[&o.headers]).is_empty()
+            conditional
+                && (!has_validators(&parts.headers)
+                    || !select_for_update(&parts.headers, &[&o.headers]).is_empty())
         });
         if let Some(object) = updated {
             let validation = Validation {
@@ -107,8 +112,8 @@ pub(super) async fn run(
             producer.fail(FetchError::Garbage);
             return;
         }
-        // A 304 that updates none of the stored responses (no validator, or not theirs):
-        // fetch the whole response instead (RFC 9111 §4.3.3).
+        // A 304 whose validators are not the stored response's: fetch the whole response
+        // instead (RFC 9111 §4.3.3).
         make_conditional(&mut headers, &[]);
         conditional = false;
     };

@@ -144,9 +144,12 @@ impl Shard {
     /// item its background threads reclaim.
     fn reclaim(&mut self, off: u32) {
         let m = meta(&self.arena, off);
+        let class = self.classes.of(self.arena.units(off));
         self.stats.reclaimed += 1;
+        class.reclaimed += 1;
         if m.marks() & FETCHED == 0 {
             self.stats.expired_unfetched += 1;
+            class.expired_unfetched += 1;
         }
         self.used -= self.charge(self.arena.units(off));
         self.retire(off);

@@ -101,6 +101,7 @@ impl Entries for Blocks<'_> {
     }
 }
 
+pub(crate) mod classes;
 mod flushed;
 mod link;
 mod room;
@@ -154,6 +155,10 @@ pub(crate) struct Shard {
     /// Hears entries arriving and leaving by flags, once one is attached
     /// (`census.rs`).
     pub(crate) census: Option<std::sync::Arc<dyn crate::census::FlagsCensus>>,
+    /// What is held and counted per size class (`classes.rs`).
+    pub(crate) classes: classes::Classes,
+    /// Hears of entries evicted, once one is attached (`inspect.rs`).
+    pub(crate) eviction_watch: Option<std::sync::Arc<dyn crate::EvictionWatch>>,
 }
 
 impl Shard {
@@ -190,6 +195,8 @@ impl Shard {
             stats: ShardStats::default(),
             evicted: None,
             census: None,
+            classes: Default::default(),
+            eviction_watch: None,
         }
     }
 
@@ -270,6 +277,7 @@ impl Shard {
             self.stats.get_expired += 1;
             if m.marks() & FETCHED == 0 {
                 self.stats.expired_unfetched += 1;
+                self.classes.of(self.arena.units(off)).expired_unfetched += 1;
             }
             self.unlink(hash, off);
             return None;

@@ -70,7 +70,9 @@ impl Store {
     /// Zeroes the counters (`stats reset`); items and bytes are kept.
     pub fn reset_stats(&self) {
         for cell in self.shards.iter() {
-            cell.0.write().stats = ShardStats::default();
+            let mut shard = cell.0.write();
+            shard.stats = ShardStats::default();
+            shard.classes.reset();
         }
     }
 }
