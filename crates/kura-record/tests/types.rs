@@ -96,6 +96,27 @@ async fn mysql_types() {
         "the application's own query builds the same rows"
     );
 
+    // A zero date reads as NULL, as sqlx's driver reads it.
+    db.execute(
+        &format!("INSERT INTO {t} (id, day, dt) VALUES (3, '0000-00-00', '0000-00-00 00:00:00')"),
+        &[],
+    )
+    .await
+    .expect("insert");
+    let rows = cache
+        .table::<MyRow>(declaration(&t, MY_COLUMNS))
+        .await
+        .expect("declared");
+    let zero = rows.fetch(3).await.expect("a zero date").expect("row 3");
+    assert_eq!((zero.day, zero.dt), (None, None));
+    let direct = sqlx::query_as::<_, (Option<chrono::NaiveDate>,)>(&format!(
+        "SELECT day FROM {t} WHERE id = 3"
+    ))
+    .fetch_one(db.mysql().expect("MariaDB"))
+    .await
+    .expect("direct");
+    assert_eq!(direct.0, None);
+
     // Columns kura-record cannot represent, refused at declaration.
     let bad = support::unique("badtypes");
     db.execute(
@@ -207,6 +228,27 @@ async fn postgres_types() {
         apps, direct,
         "the application's own query builds the same rows"
     );
+
+    // A value the type cannot hold (infinity) is a decode error, not a panic
+    // and not the database down.
+    db.execute(
+        &format!(
+            "INSERT INTO {t} (id, day, ts, tz) VALUES (3, 'infinity', 'infinity', '-infinity')"
+        ),
+        &[],
+    )
+    .await
+    .expect("insert");
+    let rows = cache
+        .table::<PgRow>(declaration(&t, &columns))
+        .await
+        .expect("declared");
+    let e = rows.fetch(3).await.expect_err("infinity");
+    assert!(
+        matches!(&e, Error::Decode { message, .. } if message.contains("day")),
+        "{e}"
+    );
+    assert_eq!(cache.stats().db_errors, 0);
 
     let bad = support::unique("badtypes");
     db.execute(

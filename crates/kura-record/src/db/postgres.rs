@@ -113,10 +113,48 @@ fn value(row: &PgRow, i: usize, class: Class) -> Result<Value, BoxDynError> {
         Class::Text => Value::Text(row.try_get_unchecked::<String, _>(i)?),
         Class::Json => Value::Json(row.try_get::<serde_json::Value, _>(i)?.to_string()),
         Class::Bytes => Value::Bytes(row.try_get::<Vec<u8>, _>(i)?),
-        Class::Date => Value::Date(row.try_get::<NaiveDate, _>(i)?),
+        // Dates and timestamps from their binary form here: sqlx adds them
+        // to its epoch unchecked, and `infinity` (the largest number)
+        // overflows (a panic in chrono).
+        Class::Date => Value::Date(match raw.format() {
+            PgValueFormat::Binary => date(raw.as_bytes()?)?,
+            PgValueFormat::Text => row.try_get::<NaiveDate, _>(i)?,
+        }),
         Class::Time => Value::Time(row.try_get::<NaiveTime, _>(i)?),
-        Class::DateTime => Value::DateTime(row.try_get::<NaiveDateTime, _>(i)?),
-        Class::Timestamp => Value::Timestamp(row.try_get::<DateTime<Utc>, _>(i)?),
+        Class::DateTime => Value::DateTime(match raw.format() {
+            PgValueFormat::Binary => timestamp(raw.as_bytes()?)?,
+            PgValueFormat::Text => row.try_get::<NaiveDateTime, _>(i)?,
+        }),
+        Class::Timestamp => Value::Timestamp(match raw.format() {
+            PgValueFormat::Binary => timestamp(raw.as_bytes()?)?.and_utc(),
+            PgValueFormat::Text => row.try_get::<DateTime<Utc>, _>(i)?,
+        }),
         Class::Uuid => Value::Uuid(row.try_get::<uuid::Uuid, _>(i)?),
     })
+}
+
+/// PostgreSQL's epoch, 2000-01-01.
+fn epoch() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2000, 1, 1).unwrap_or_default()
+}
+
+/// A binary `DATE`: days from 2000-01-01.
+fn date(b: &[u8]) -> Result<NaiveDate, BoxDynError> {
+    let days = i32::from_be_bytes(b.try_into().map_err(|_| "DATE: not 4 bytes")?);
+    chrono::TimeDelta::try_days(i64::from(days))
+        .and_then(|d| epoch().checked_add_signed(d))
+        .ok_or_else(|| {
+            format!("DATE {days} days from 2000-01-01 is out of range (infinity?)").into()
+        })
+}
+
+/// A binary `TIMESTAMP`/`TIMESTAMPTZ`: microseconds from 2000-01-01 00:00.
+fn timestamp(b: &[u8]) -> Result<NaiveDateTime, BoxDynError> {
+    let us = i64::from_be_bytes(b.try_into().map_err(|_| "TIMESTAMP: not 8 bytes")?);
+    epoch()
+        .and_hms_opt(0, 0, 0)
+        .and_then(|t| t.checked_add_signed(chrono::TimeDelta::microseconds(us)))
+        .ok_or_else(|| {
+            format!("TIMESTAMP {us} µs from 2000-01-01 is out of range (infinity?)").into()
+        })
 }
