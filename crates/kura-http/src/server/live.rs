@@ -11,8 +11,9 @@
 //! threads, max_connections) changes only on restart: a reload that changes it says so and
 //! applies the rest. A file that cannot be read or is not valid leaves everything as it was.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::proxy::Proxy;
@@ -23,7 +24,8 @@ use crate::config::{Config, TlsListener};
 
 /// The proxy in place, and what a reload replaces.
 pub struct Live {
-    proxy: RwLock<Arc<Proxy>>,
+    /// Read by every request: an `ArcSwap`, whose loads share no lock.
+    proxy: ArcSwap<Proxy>,
     /// Tells the health probes of the backends in use to stop.
     probes: Mutex<watch::Sender<bool>>,
     /// The server's stop, which ends the probes too.
@@ -38,7 +40,7 @@ impl Live {
         let proxy = Arc::new(proxy);
         let probes = start_probes(&proxy, stopped.clone());
         Live {
-            proxy: RwLock::new(proxy),
+            proxy: ArcSwap::new(proxy),
             probes: Mutex::new(probes),
             stopped,
             reloading: Mutex::new(()),
@@ -47,7 +49,7 @@ impl Live {
 
     /// The proxy in place (a request keeps the one it began with).
     pub fn current(&self) -> Arc<Proxy> {
-        self.proxy.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.proxy.load_full()
     }
 
     /// Reads the configuration again and puts it in place; on an error the one in use
@@ -67,7 +69,7 @@ impl Live {
             probes,
         );
         let _ = old_probes.send(true);
-        *self.proxy.write().unwrap_or_else(|e| e.into_inner()) = next;
+        self.proxy.store(next);
         for what in &unchanged {
             tracing::warn!("reload: {what} changes only on restart; the one in use stays");
         }
