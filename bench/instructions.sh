@@ -11,6 +11,7 @@
 #   KEEP=dir bench/instructions.sh     keeps callgrind's files for callgrind_annotate
 #   KURA_ARGS="-o worker_loop=tasks" bench/instructions.sh   more flags for kura server
 #   RATIO=0:1 bench/instructions.sh    sets only (--ratio GETS:SETS of kura bench; default 9:1)
+#   SETUP="stats topkeys on 60" bench/instructions.sh   a text command sent before the prefill
 #
 # memcached sets its open-files limit to exactly -c, which valgrind accepts
 # only when it equals the hard limit valgrind leaves the program: the soft
@@ -47,6 +48,9 @@ total_instructions() {
   esac
   pid=$!
   wait_port "$port" >/dev/null
+  if [ -n "${SETUP:-}" ]; then
+    python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.sendall(sys.argv[2].encode()+b"\r\n"); s.recv(100)' "$port" "$SETUP"
+  fi
   "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --prefill -n 0 >/dev/null
   "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --ratio "${RATIO:-9:1}" -n "$n" >/dev/null
   kill -TERM "$pid"

@@ -138,6 +138,26 @@ def cas(c, args):
     assert c.cas("cas:k", b"nope", t1) is False
 
 
+
+@test
+def multi_get_of_thousands_of_values(c, args):
+    # Replies of thousands of values, small and large (9-20 KB, sent by
+    # handle): kura once closed the connection on these, and the client
+    # then returned nothing at all.
+    for prefix, count, size in (("mgs", 20000, lambda i: 1 + i % 100),
+                                ("mgl", 2000, lambda i: 9000 + (i * 37) % 11000)):
+        data = {}
+        for i in range(count):
+            tag = ("%s%d-" % (prefix, i)).encode()
+            n = size(i)
+            data["%s:%d" % (prefix, i)] = (tag * (n // len(tag) + 1))[:n]
+        failed = c.set_many(data)
+        assert not failed, (prefix, len(failed))
+        got = c.get_many(list(data))
+        assert len(got) == count, (prefix, len(got), count)
+        assert got == data, prefix
+
+
 @test
 def incr_decr(c, args):
     assert c.set("n:k", b"10") is True

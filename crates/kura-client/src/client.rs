@@ -261,9 +261,10 @@ impl Client {
                 key,
                 ttl: capped(ttl),
             },
-            Cmd::Get { key, touch } => Cmd::Get {
+            Cmd::Get { key, touch, vivify } => Cmd::Get {
                 key,
                 touch: touch.map(capped),
+                vivify: vivify.map(capped),
             },
             other => other,
         }

@@ -47,10 +47,12 @@ pub(crate) enum Mode {
 /// One command on one key.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cmd<'a> {
-    /// get, or gat with `touch`.
+    /// get, or gat with `touch`; with `vivify` (meta only), a miss
+    /// creates an empty placeholder of that TTL and returns it (`N`).
     Get {
         key: &'a [u8],
         touch: Option<u32>,
+        vivify: Option<u32>,
     },
     Touch {
         key: &'a [u8],
@@ -103,12 +105,16 @@ impl Cmd<'_> {
     pub fn meta(&self, buf: &mut BytesMut, opaque: u32, quiet: bool) {
         let key = self.key();
         match *self {
-            Cmd::Get { touch, .. } => {
+            Cmd::Get { touch, vivify, .. } => {
                 buf.put_slice(b"mg ");
                 buf.put_slice(key);
                 buf.put_slice(b" v f c");
                 if let Some(t) = touch {
                     buf.put_slice(b" T");
+                    num(buf, t);
+                }
+                if let Some(t) = vivify {
+                    buf.put_slice(b" N");
                     num(buf, t);
                 }
             }
@@ -367,11 +373,19 @@ mod tests {
         let get = Cmd::Get {
             key: b"k",
             touch: None,
+            vivify: None,
         };
         assert_eq!(meta(get, true), "mg k v f c O7 q\r\n");
+        let vivify = Cmd::Get {
+            key: b"k",
+            touch: None,
+            vivify: Some(30),
+        };
+        assert_eq!(meta(vivify, true), "mg k v f c N30 O7 q\r\n");
         let gat = Cmd::Get {
             key: b"k",
             touch: Some(9),
+            vivify: None,
         };
         assert_eq!(meta(gat, false), "mg k v f c T9 O7\r\n");
         let cas = Cmd::Store {
@@ -415,7 +429,8 @@ mod tests {
         assert_eq!(
             text(Cmd::Get {
                 key: b"k",
-                touch: Some(3)
+                touch: Some(3),
+                vivify: None,
             }),
             "gats 3 k\r\n"
         );

@@ -55,6 +55,11 @@ pub enum Error {
     /// The operation needs the meta protocol (leases, for example).
     #[error("{0} needs the meta protocol")]
     NeedsMeta(&'static str),
+    /// A fenced write ([`crate::Fence`]) would have gone out on a
+    /// connection made after the fence: the server may have restarted
+    /// since the read the write depends on. Nothing was sent.
+    #[error("{0}: connection newer than the fence; not sent")]
+    Fenced(String),
     /// The client's configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),

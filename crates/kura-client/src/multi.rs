@@ -37,11 +37,16 @@ impl Client {
             .collect();
         let epoch = near.map_or(0, |n| n.epoch());
         let missing: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        if missing.is_empty() && near.is_some() {
+            // All near hits: yield now and then (see `Client::get`).
+            tokio::task::coop::consume_budget().await;
+        }
         let cmds = missing
             .iter()
             .map(|&i| Cmd::Get {
                 key: keys[i].as_ref(),
                 touch: None,
+                vivify: None,
             })
             .collect();
         for (i, r) in missing.into_iter().zip(self.run_multi(cmds).await) {
@@ -151,6 +156,18 @@ impl Client {
 
     /// Runs commands grouped per server, every server at once.
     pub(crate) async fn run_multi(&self, cmds: Vec<Cmd<'_>>) -> Vec<Result<Outcome>> {
+        self.run_multi_fenced(cmds, None).await.0
+    }
+
+    /// [`Client::run_multi`], each server's batch sent only on a
+    /// connection the fence allows; also returns the fence of the
+    /// connections the batches went on.
+    pub(crate) async fn run_multi_fenced(
+        &self,
+        cmds: Vec<Cmd<'_>>,
+        fence: Option<&crate::Fence>,
+    ) -> (Vec<Result<Outcome>>, crate::Fence) {
+        let mut used = crate::Fence::default();
         let mut out: Vec<Option<Result<Outcome>>> = vec![None; cmds.len()];
         let mut groups: BTreeMap<Route, Vec<usize>> = BTreeMap::new();
         for (i, cmd) in cmds.iter().enumerate() {
@@ -167,17 +184,20 @@ impl Client {
                     .iter()
                     .map(|&i| (i, self.for_route(cmds[i], *route)))
                     .collect();
-                self.batch(*route, part)
+                self.batch(*route, part, fence.map(|f| f.of(*route)))
             })
         });
-        for results in join_all(batches).await {
+        for (results, route, number) in join_all(batches).await {
+            used.note(route, number);
             for (i, r) in results {
                 out[i] = Some(r.or_else(|e| self.down_read(&cmds[i], e)));
             }
         }
-        out.into_iter()
+        let out = out
+            .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Server("no result".into()))))
-            .collect()
+            .collect();
+        (out, used)
     }
 
     /// One chunk to one server: one write, one round trip.
@@ -185,7 +205,8 @@ impl Client {
         &self,
         route: Route,
         part: Vec<(usize, Cmd<'_>)>,
-    ) -> Vec<(usize, Result<Outcome>)> {
+        fence: Option<u64>,
+    ) -> (Vec<(usize, Result<Outcome>)>, Route, u64) {
         let pool = self.pool(route);
         let size: usize = part.iter().map(|(_, c)| 48 + cmd_len(c)).sum();
         let mut buf = BytesMut::with_capacity(size + 8);
@@ -207,16 +228,20 @@ impl Client {
                 Expect::MetaBatch(part.len() as u32)
             }
         };
-        let replies = match pool.call(buf.freeze(), expect).await {
+        let (replies, number) = match pool.call_fenced(buf.freeze(), expect, fence).await {
             Ok(r) => r,
-            Err(e) => return part.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect(),
+            Err(e) => {
+                let failed = part.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect();
+                return (failed, route, 0);
+            }
         };
         let outcomes = if protocol.is_text() {
             read_text(&part, &replies, pool.addr())
         } else {
             read_quiet(protocol, &part, &replies, pool.addr())
         };
-        part.iter().map(|(i, _)| *i).zip(outcomes).collect()
+        let results = part.iter().map(|(i, _)| *i).zip(outcomes).collect();
+        (results, route, number)
     }
 }
 

@@ -96,17 +96,21 @@ impl NearCache {
     }
 
     /// A server said `key` changed (`None`: everything may have).
+    ///
+    /// The entry is dropped before the count rises (Release, read with
+    /// Acquire): a caller that saw [`crate::Client::near_invalidations`]
+    /// rise no longer reads the old value.
     pub fn invalidated(&self, key: Option<&[u8]>) {
-        self.invalidations.fetch_add(1, Ordering::Relaxed);
         match key {
             Some(k) => self.remove(k),
             None => self.clear(),
         }
+        self.invalidations.fetch_add(1, Ordering::Release);
     }
 
     /// Invalidations heard so far.
     pub fn invalidations(&self) -> u64 {
-        self.invalidations.load(Ordering::Relaxed)
+        self.invalidations.load(Ordering::Acquire)
     }
 
     /// Drops every entry (a lost invalidation stream, a flush).

@@ -41,10 +41,21 @@ impl Client {
         let key = key.as_ref();
         let near = self.inner.near.as_ref();
         if let Some(v) = near.and_then(|n| n.get(key)) {
+            // A hit awaits nothing: spend tokio's cooperative budget so that
+            // a loop of hits yields now and then, and the connection task
+            // that applies the server's invalidations runs (on a
+            // current-thread runtime it would never run otherwise).
+            tokio::task::coop::consume_budget().await;
             return Ok(Some(v));
         }
         let epoch = near.map_or(0, |n| n.epoch());
-        let v = self.value(Cmd::Get { key, touch: None }).await?;
+        let v = self
+            .value(Cmd::Get {
+                key,
+                touch: None,
+                vivify: None,
+            })
+            .await?;
         if let (Some(near), Some(v)) = (near, &v) {
             near.put(key, v, epoch);
         }
@@ -60,6 +71,7 @@ impl Client {
         self.value(Cmd::Get {
             key,
             touch: Some(ttl),
+            vivify: None,
         })
         .await
     }

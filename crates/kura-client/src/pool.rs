@@ -21,10 +21,19 @@ use crate::error::{Error, Result};
 use crate::near::NearCache;
 use crate::reply::{Reply, Status};
 
+/// A lane's connection and its number.
+type NumberedSlot = Mutex<Option<(Arc<Conn>, u64)>>;
+
 /// A server and its connections.
 pub(crate) struct ServerPool {
     addr: String,
-    slots: Vec<Mutex<Option<Arc<Conn>>>>,
+    /// Each slot's connection and its number (the value of `connects`
+    /// when it was made).
+    slots: Vec<NumberedSlot>,
+    /// Connections made so far: a connection numbered at or below a
+    /// [`crate::Fence`]'s count for this server existed when the fence
+    /// was taken.
+    connects: AtomicU64,
     next: AtomicUsize,
     failures: AtomicU32,
     down: AtomicBool,
@@ -43,6 +52,7 @@ impl ServerPool {
             addr,
             slots: (0..n).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
+            connects: AtomicU64::new(0),
             failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
             downs: AtomicU64::new(0),
@@ -58,6 +68,17 @@ impl ServerPool {
     /// Whether the server is marked down.
     pub fn is_down(&self) -> bool {
         self.down.load(Ordering::Acquire)
+    }
+
+    /// Connections made so far (see [`crate::Fence`]).
+    pub fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Acquire)
+    }
+
+    /// A new connection and its number, counted once it is up.
+    async fn connect_numbered(&self) -> Result<(Conn, u64)> {
+        let conn = self.connect().await?;
+        Ok((conn, self.connects.fetch_add(1, Ordering::AcqRel) + 1))
     }
 
     async fn connect(&self) -> Result<Conn> {
@@ -85,8 +106,8 @@ impl ServerPool {
 
     /// A connection of the pool, connecting when its slot is empty or
     /// its connection closed.
-    async fn conn(&self) -> Result<Arc<Conn>> {
-        self.conn_in(self.next.fetch_add(1, Ordering::Relaxed))
+    async fn conn(&self) -> Result<(Arc<Conn>, u64)> {
+        self.conn_numbered(self.next.fetch_add(1, Ordering::Relaxed))
             .await
     }
 
@@ -94,14 +115,32 @@ impl ServerPool {
     /// when it is empty or closed: one caller that always asks for the
     /// same lane has its requests answered in the order it queued them.
     pub async fn conn_in(&self, lane: usize) -> Result<Arc<Conn>> {
+        Ok(self.conn_numbered(lane).await?.0)
+    }
+
+    /// An open connection numbered at most `fence`, starting from the next
+    /// lane; none makes [`Error::Fenced`] (a new connection would be newer).
+    async fn conn_at_most(&self, fence: u64) -> Result<(Arc<Conn>, u64)> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for k in 0..self.slots.len() {
+            let slot = self.slots[(start + k) % self.slots.len()].lock().await;
+            if let Some((c, n)) = slot.as_ref().filter(|(c, n)| !c.is_closed() && *n <= fence) {
+                return Ok((c.clone(), *n));
+            }
+        }
+        Err(Error::Fenced(self.addr.clone()))
+    }
+
+    async fn conn_numbered(&self, lane: usize) -> Result<(Arc<Conn>, u64)> {
         let i = lane % self.slots.len();
         let mut slot = self.slots[i].lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
+        if let Some((c, n)) = slot.as_ref().filter(|(c, _)| !c.is_closed()) {
+            return Ok((c.clone(), *n));
         }
-        let c = Arc::new(self.connect().await?);
-        *slot = Some(c.clone());
-        Ok(c)
+        let (c, n) = self.connect_numbered().await?;
+        let c = Arc::new(c);
+        *slot = Some((c.clone(), n));
+        Ok((c, n))
     }
 
     /// Sends one request (a single command or a whole batch) and waits for
@@ -112,11 +151,29 @@ impl ServerPool {
     /// otherwise a connect, timeout, I/O or protocol error (each counts
     /// towards marking the server down).
     pub async fn call(self: &Arc<Self>, bytes: Bytes, expect: Expect) -> Result<Vec<Reply>> {
+        Ok(self.call_fenced(bytes, expect, None).await?.0)
+    }
+
+    /// [`ServerPool::call`], sent only on a connection numbered at or
+    /// below `fence` ([`Error::Fenced`] otherwise, nothing sent); also
+    /// returns the number of the connection it went on.
+    pub async fn call_fenced(
+        self: &Arc<Self>,
+        bytes: Bytes,
+        expect: Expect,
+        fence: Option<u64>,
+    ) -> Result<(Vec<Reply>, u64)> {
         if self.is_down() {
             return Err(Error::ServerDown(self.addr.clone()));
         }
-        let result = match self.conn().await {
-            Ok(conn) => {
+        let mut number = 0;
+        let conn = match fence {
+            Some(f) => self.conn_at_most(f).await,
+            None => self.conn().await,
+        };
+        let result = match conn {
+            Ok((conn, n)) => {
+                number = n;
                 let after = self.cfg.request_timeout;
                 match tokio::time::timeout(after, conn.call(bytes, expect)).await {
                     Ok(r) => r,
@@ -134,7 +191,7 @@ impl ServerPool {
             Err(e) => Err(e),
         };
         self.settle(&result);
-        result
+        result.map(|r| (r, number))
     }
 
     /// Counts a request's outcome towards the server's health: a success
@@ -167,9 +224,9 @@ impl ServerPool {
     }
 
     /// Marks the server up after a probe answered.
-    fn revive(&self, conn: Conn) {
+    fn revive(&self, conn: (Conn, u64)) {
         if let Ok(mut slot) = self.slots[0].try_lock() {
-            *slot = Some(Arc::new(conn));
+            *slot = Some((Arc::new(conn.0), conn.1));
         }
         self.failures.store(0, Ordering::Relaxed);
         self.down.store(false, Ordering::Release);
@@ -177,8 +234,8 @@ impl ServerPool {
     }
 
     /// One probe: connect and ask for a no-op.
-    async fn probe_once(&self) -> Result<Conn> {
-        let conn = self.connect().await?;
+    async fn probe_once(&self) -> Result<(Conn, u64)> {
+        let (conn, n) = self.connect_numbered().await?;
         let mut req = BytesMut::new();
         let (expect, want) = match conn.protocol() {
             Protocol::Text => {
@@ -203,7 +260,7 @@ impl ServerPool {
             })??;
         // A batch of nothing collects no replies; `version` collects one.
         if replies.iter().all(|r| r.status == want) {
-            Ok(conn)
+            Ok((conn, n))
         } else {
             Err(Error::protocol(&self.addr, "unexpected probe reply"))
         }

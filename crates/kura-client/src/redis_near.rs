@@ -37,7 +37,6 @@ impl State {
     fn on_push(&self, info: PushInfo) {
         match info.kind {
             PushKind::Invalidate => {
-                self.counts.invalidations.fetch_add(1, Ordering::Relaxed);
                 match info.data.first() {
                     Some(RedisValue::Array(keys)) => {
                         for k in keys {
@@ -49,6 +48,9 @@ impl State {
                     // A flush (or anything else): drop everything.
                     _ => self.near.clear(),
                 }
+                // Counted once the entries are gone: a caller that saw the
+                // count rise no longer reads them.
+                self.counts.invalidations.fetch_add(1, Ordering::Release);
             }
             PushKind::Disconnection => {
                 self.coherent.store(false, Ordering::Release);
@@ -133,7 +135,7 @@ impl RedisNear {
 
     /// Invalidation messages received so far.
     pub fn invalidations(&self) -> u64 {
-        self.state.counts.invalidations.load(Ordering::Relaxed)
+        self.state.counts.invalidations.load(Ordering::Acquire)
     }
 
     /// `GET`, from the near cache when it holds the key.
@@ -145,6 +147,8 @@ impl RedisNear {
         let key = key.as_ref();
         if let Some(v) = self.state.near.get(key) {
             self.state.counts.hits.fetch_add(1, Ordering::Relaxed);
+            // See `Client::get`: a loop of hits yields now and then.
+            tokio::task::coop::consume_budget().await;
             return Ok(Some(v.data));
         }
         let epoch = self.state.near.epoch();

@@ -160,3 +160,95 @@ async fn in_front_of_memcached_the_near_cache_is_ttl_bounded() {
         "a failed delete still drops the entry"
     );
 }
+
+/// Once `near_invalidations()` has risen, the entry is gone: a reader that
+/// polls the count and then reads gets the new value, never the old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_invalidation_count_rises_after_the_entry_is_dropped() {
+    let server = kura();
+    let near = Client::builder([server.addr()])
+        .near_cache(NearConfig::new(8 << 20, Duration::from_secs(3600)))
+        .build()
+        .unwrap();
+    let other = Client::builder([server.addr()]).build().unwrap();
+    for round in 0..50u32 {
+        let old = format!("old{round}");
+        let new = format!("new{round}");
+        assert!(other.set("k", &old, 0).await.unwrap());
+        assert!(becomes(Some(old.as_bytes()), || near.get("k")).await);
+        let seen = near.near_invalidations();
+        assert!(other.set("k", &new, 0).await.unwrap());
+        // Spin on the count alone (no sleep between it and the read).
+        let mut spins = 0u64;
+        while near.near_invalidations() == seen {
+            spins += 1;
+            assert!(spins < 2_000_000_000, "no invalidation heard");
+            std::hint::spin_loop();
+        }
+        let got = near.get("k").await.unwrap().unwrap();
+        assert_ne!(
+            &got.data[..],
+            old.as_bytes(),
+            "round {round}: old value after the count rose"
+        );
+    }
+}
+
+/// A loop of near-cache hits on a current-thread runtime, which never
+/// awaits the network: the connection task that applies invalidations
+/// still runs (the hits spend tokio's cooperative budget), so another
+/// client's write, made from another thread while the loop runs, is seen.
+#[test]
+fn a_hit_loop_on_a_current_thread_runtime_still_hears_invalidations() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = kura();
+    let addr = server.addr();
+    let looping = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let looping = looping.clone();
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            while !looping.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            rt.block_on(async {
+                let other = Client::builder([addr]).build().unwrap();
+                assert!(other.set("k", "v2", 0).await.unwrap());
+            });
+        })
+    };
+    rt.block_on(async {
+        let near = Client::builder([addr.clone()])
+            .near_cache(NearConfig::new(8 << 20, Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        let other = Client::builder([addr]).build().unwrap();
+        assert!(other.set("k", "v1", 0).await.unwrap());
+        assert_eq!(&near.get("k").await.unwrap().unwrap().data[..], b"v1");
+        // Bounded by a count, not a clock: without the budget this loop
+        // spins through all of it on v1.
+        let mut hits = 0u64;
+        loop {
+            let v = near.get("k").await.unwrap().unwrap();
+            if &v.data[..] == b"v2" {
+                break;
+            }
+            hits += 1;
+            if hits == 1000 {
+                looping.store(true, Ordering::Release);
+            }
+            assert!(hits < 20_000_000, "the invalidation was never applied");
+        }
+        println!("v2 seen after {hits} near hits");
+    });
+    writer.join().unwrap();
+}

@@ -25,7 +25,8 @@ pub mod wire;
 pub use config::{Config, HttpArgs};
 pub use server::{Server, StartError};
 
-/// Runs `kura http` with `config` until SIGINT or SIGTERM.
+/// Runs `kura http` with `config` until SIGINT or SIGTERM; SIGHUP reloads the configuration
+/// ([`server::live`]).
 ///
 /// # Errors
 /// The server cannot start.
@@ -43,12 +44,29 @@ pub fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync
         for addr in &server.https {
             tracing::info!("listening on https://{addr}");
         }
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
+        kura_service::ready();
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut hangup = signal(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = terminate.recv() => break,
+                _ = hangup.recv() => {
+                    // SIGHUP: the configuration read again, the cache kept; a bad file keeps
+                    // the one in use.
+                    kura_service::reloading();
+                    match server.live.reload() {
+                        Ok(_) => kura_service::reloaded("configuration reloaded"),
+                        Err(why) => {
+                            tracing::error!("reload: {why}; the configuration in use stays");
+                            kura_service::reloaded("reload failed; the configuration in use stays");
+                        }
+                    }
+                }
+            }
         }
+        kura_service::stopping();
         server.shutdown().await;
         Ok(())
     })

@@ -229,7 +229,7 @@ async fn head_is_served_from_a_stored_get() {
     assert!(head.body.is_empty());
     assert_eq!(backend.last().method, "GET");
     // The HEAD client's response ends at the head, before the GET's body is stored.
-    let proxy = server.proxy.clone();
+    let proxy = server.proxy();
     eventually("the GET stored", || {
         proxy
             .stats

@@ -49,6 +49,8 @@ impl Request<'_> {
     /// - Numbers the parser could not read (`level: None`,
     ///   [`FlushDelay::Invalid`], [`ShutdownMode::Invalid`]) are written as
     ///   the word `invalid`, which reads back the same way.
+    /// - An empty [`WatchKinds`] (which the parser never makes) is written
+    ///   as `watch`, which reads back as `watch fetchers`.
     pub fn compose(&self, out: &mut Vec<u8>) {
         match self {
             // Storage commands return early: they end with their data block.
@@ -101,6 +103,10 @@ impl Request<'_> {
                 noreply(out, *q);
             }
             Request::Quit => out.extend_from_slice(b"quit"),
+            Request::RefreshCerts { noreply: q } => {
+                out.extend_from_slice(b"refresh_certs");
+                noreply(out, *q);
+            }
             Request::Shutdown(mode) => out.extend_from_slice(match mode {
                 ShutdownMode::Immediate => b"shutdown",
                 ShutdownMode::Graceful => b"shutdown graceful",
@@ -142,6 +148,16 @@ impl Request<'_> {
                     None => out.extend_from_slice(NOT_A_NUMBER),
                 }
             }
+            Request::LruCrawler(c) => lru_crawler(out, c),
+            Request::Watch(kinds) => {
+                out.extend_from_slice(b"watch");
+                for (k, name) in WatchKinds::NAMES {
+                    if kinds.has(k) {
+                        out.push(b' ');
+                        out.extend_from_slice(name);
+                    }
+                }
+            }
             Request::ReplicaOf { host, port } => {
                 out.extend_from_slice(b"replicaof ");
                 out.extend_from_slice(host);
@@ -150,6 +166,30 @@ impl Request<'_> {
             }
         }
         out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn lru_crawler(out: &mut Vec<u8>, c: &LruCrawler<'_>) {
+    out.extend_from_slice(b"lru_crawler ");
+    let (name, arg): (&[u8], Option<&[u8]>) = match c {
+        LruCrawler::Enable => (b"enable", None),
+        LruCrawler::Disable => (b"disable", None),
+        LruCrawler::Crawl(a) => (b"crawl", Some(a)),
+        LruCrawler::Metadump(a) => (b"metadump", Some(a)),
+        LruCrawler::Mgdump(a) => (b"mgdump", Some(a)),
+        LruCrawler::Tocrawl(n) | LruCrawler::Sleep(n) => {
+            out.extend_from_slice(match c {
+                LruCrawler::Tocrawl(_) => b"tocrawl ",
+                _ => b"sleep ",
+            });
+            put_u64(out, u64::from(*n));
+            return;
+        }
+    };
+    out.extend_from_slice(name);
+    if let Some(a) = arg {
+        out.push(b' ');
+        out.extend_from_slice(a);
     }
 }
 
@@ -330,6 +370,8 @@ mod tests {
                 noreply: true,
             },
             Request::Shutdown(ShutdownMode::Graceful),
+            Request::RefreshCerts { noreply: false },
+            Request::RefreshCerts { noreply: true },
             Request::MetaSet(MetaSet {
                 key: MetaKey {
                     bytes: std::borrow::Cow::Borrowed(b" \x00\n"),
@@ -340,6 +382,10 @@ mod tests {
                 flags: meta_flags,
             }),
             Request::MetaNoop,
+            Request::LruCrawler(LruCrawler::Metadump(b"1,2")),
+            Request::LruCrawler(LruCrawler::Sleep(0)),
+            Request::LruCrawler(LruCrawler::Disable),
+            Request::Watch(WatchKinds::EVICTIONS.with(WatchKinds::PROXYUSER)),
         ];
         for request in requests {
             let mut wire = Vec::new();

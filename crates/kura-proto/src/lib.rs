@@ -20,6 +20,7 @@ pub mod binary;
 mod compose;
 mod error;
 mod frame;
+mod inspect;
 mod meta;
 pub mod number;
 pub mod reply;

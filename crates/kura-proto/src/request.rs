@@ -27,6 +27,9 @@ pub enum Request<'a> {
     Verbosity { level: Option<u32>, noreply: bool },
     /// `quit`.
     Quit,
+    /// `refresh_certs [noreply]`: load the TLS certificate, key and CA
+    /// files again (the connections made before keep what they have).
+    RefreshCerts { noreply: bool },
     /// `shutdown [graceful]`.
     Shutdown(ShutdownMode),
     /// `stats [group [args...]]`.
@@ -61,6 +64,10 @@ pub enum Request<'a> {
     /// `replicaof <host> <port>` / `replicaof no one`: kura's own (Redis's
     /// name), follow another server or stop following and take writes.
     ReplicaOf { host: &'a [u8], port: &'a [u8] },
+    /// `lru_crawler <subcommand> ...`.
+    LruCrawler(LruCrawler<'a>),
+    /// `watch [kind...]`: the connection becomes a log stream.
+    Watch(WatchKinds),
 }
 
 impl Request<'_> {
@@ -94,6 +101,7 @@ impl Request<'_> {
             Request::FlushAll(f) => f.noreply,
             Request::Verbosity { noreply, .. } => *noreply,
             Request::CacheMemlimit { noreply, .. } => *noreply,
+            Request::RefreshCerts { noreply } => *noreply,
             Request::MetaGet(m) => m.flags.quiet,
             Request::MetaSet(m) => m.flags.quiet,
             Request::MetaDelete(m) => m.flags.quiet,
@@ -346,4 +354,84 @@ pub struct MetaArith<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaDebug<'a> {
     pub key: MetaKey<'a>,
+}
+
+/// `lru_crawler`'s subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LruCrawler<'a> {
+    Enable,
+    Disable,
+    /// `crawl <classes|all>`: reclaim expired items of those classes.
+    Crawl(&'a [u8]),
+    /// `metadump <classes|all|hash>`: a line of metadata per item.
+    Metadump(&'a [u8]),
+    /// `mgdump <classes|all|hash>`: an `mg <key>` line per item (newer
+    /// memcached's).
+    Mgdump(&'a [u8]),
+    /// `tocrawl <n>`.
+    Tocrawl(u32),
+    /// `sleep <microseconds>` (memcached refuses more than a second).
+    Sleep(u32),
+}
+
+/// The log streams a `watch` asks for, as a set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchKinds(u16);
+
+impl WatchKinds {
+    pub const FETCHERS: WatchKinds = WatchKinds(1);
+    pub const MUTATIONS: WatchKinds = WatchKinds(2);
+    pub const EVICTIONS: WatchKinds = WatchKinds(4);
+    pub const CONNEVENTS: WatchKinds = WatchKinds(8);
+    pub const RAWCMDS: WatchKinds = WatchKinds(16);
+    pub const SYSEVENTS: WatchKinds = WatchKinds(32);
+    pub const PROXYREQS: WatchKinds = WatchKinds(64);
+    pub const PROXYEVENTS: WatchKinds = WatchKinds(128);
+    pub const PROXYUSER: WatchKinds = WatchKinds(256);
+
+    /// Every kind with its name, in the order they are composed.
+    pub const NAMES: [(WatchKinds, &'static [u8]); 9] = [
+        (WatchKinds::FETCHERS, b"fetchers"),
+        (WatchKinds::MUTATIONS, b"mutations"),
+        (WatchKinds::EVICTIONS, b"evictions"),
+        (WatchKinds::CONNEVENTS, b"connevents"),
+        (WatchKinds::RAWCMDS, b"rawcmds"),
+        (WatchKinds::SYSEVENTS, b"sysevents"),
+        (WatchKinds::PROXYREQS, b"proxyreqs"),
+        (WatchKinds::PROXYEVENTS, b"proxyevents"),
+        (WatchKinds::PROXYUSER, b"proxyuser"),
+    ];
+
+    /// The kind called `name`.
+    pub fn named(name: &[u8]) -> Option<WatchKinds> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(k, _)| *k)
+    }
+
+    /// This set with `other`'s kinds too.
+    pub fn with(self, other: WatchKinds) -> WatchKinds {
+        WatchKinds(self.0 | other.0)
+    }
+
+    /// Whether every kind of `other` is in the set.
+    pub fn has(self, other: WatchKinds) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the set shares a kind with `other`.
+    pub fn meets(self, other: WatchKinds) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The set as bits (for an atomic).
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// The set of `bits`.
+    pub fn from_bits(bits: u16) -> WatchKinds {
+        WatchKinds(bits)
+    }
 }

@@ -35,6 +35,9 @@ pub(crate) fn parse<'a>(
         b"flush_all" => flush_all(t),
         b"version" => Parsed::Line(Request::Version),
         b"quit" => Parsed::Line(Request::Quit),
+        b"refresh_certs" => Parsed::Line(Request::RefreshCerts {
+            noreply: t.noreply(),
+        }),
         b"verbosity" if n == 2 || n == 3 => Parsed::Line(Request::Verbosity {
             level: parse_u32(t.get(1)),
             noreply: t.noreply(),
@@ -48,6 +51,8 @@ pub(crate) fn parse<'a>(
             (2, b"graceful") => ShutdownMode::Graceful,
             _ => ShutdownMode::Invalid,
         })),
+        b"lru_crawler" => crate::inspect::lru_crawler(t),
+        b"watch" => crate::inspect::watch(t),
         b"stats" => Parsed::Line(Request::Stats(Stats::new(after_token(line, t, 0)))),
         b"replicaof" if n == 3 => Parsed::Line(Request::ReplicaOf {
             host: t.get(1),

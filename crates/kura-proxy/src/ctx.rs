@@ -1,27 +1,65 @@
-//! What every connection shares: the current router (replaced whole on
-//! SIGHUP; a request keeps the one it started with) and the counters.
+//! What every connection shares: the current router (replaced whole by a
+//! reload, on SIGHUP or `POST /reload`; a request keeps the one it started
+//! with), the configuration it was built from, and the counters.
 
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+use crate::config::Config;
 use crate::router::Router;
 use crate::stats::Stats;
 
 pub struct Ctx {
     router: RwLock<Arc<Router>>,
+    /// The configuration in use, read again by [`Ctx::reload`].
+    config: Mutex<Config>,
+    /// Set once a stop begins (`/readyz` answers 503 from then on).
+    stopping: AtomicBool,
     pub stats: Arc<Stats>,
     pub started: Instant,
     pub threads: usize,
 }
 
 impl Ctx {
-    pub fn new(router: Router, threads: usize) -> Ctx {
+    pub fn new(router: Router, config: Config) -> Ctx {
         Ctx {
             router: RwLock::new(Arc::new(router)),
+            threads: config.threads,
+            config: Mutex::new(config),
+            stopping: AtomicBool::new(false),
             stats: Arc::new(Stats::default()),
             started: Instant::now(),
-            threads,
         }
+    }
+
+    /// Reads the configuration again (its file and the same flags) and
+    /// puts the router built from it in place; on any error the one in use
+    /// stays, and the error says why.
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a valid configuration.
+    pub fn reload(&self) -> Result<(), String> {
+        let mut config = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let new = config.reload().map_err(|e| e.to_string())?;
+        if new.listen != config.listen {
+            tracing::warn!("reload: the listen address changes only on restart");
+        }
+        let router = Router::build(&new, Some(&self.router())).map_err(|e| e.to_string())?;
+        router.start();
+        self.set_router(router);
+        *config = new;
+        tracing::info!("configuration reloaded");
+        Ok(())
+    }
+
+    /// A stop has begun.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     pub fn router(&self) -> Arc<Router> {

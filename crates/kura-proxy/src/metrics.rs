@@ -56,9 +56,28 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
 }
 
 fn respond<B>(ctx: &Ctx, req: &Request<B>) -> Response<Full<Bytes>> {
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
     let (status, body) = match (req.method(), req.uri().path()) {
-        (&Method::GET | &Method::HEAD, "/metrics") => (StatusCode::OK, render(ctx)),
-        (_, "/metrics") => (StatusCode::METHOD_NOT_ALLOWED, String::new()),
+        (_, "/metrics") if read => (StatusCode::OK, render(ctx)),
+        // Live: the process answers.
+        (_, "/healthz") if read => (StatusCode::OK, "ok\n".to_string()),
+        // Ready: not stopping, and some backend to send requests to.
+        (_, "/readyz") if read => match (ctx.is_stopping(), ctx.router().any_up()) {
+            (true, _) => (StatusCode::SERVICE_UNAVAILABLE, "stopping\n".into()),
+            (false, false) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every backend is down\n".into(),
+            ),
+            (false, true) => (StatusCode::OK, "ready\n".to_string()),
+        },
+        // What SIGHUP does, for those who cannot send signals.
+        (&Method::POST, "/reload") => match ctx.reload() {
+            Ok(()) => (StatusCode::OK, "reloaded\n".to_string()),
+            Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, format!("{e}\n")),
+        },
+        (_, "/metrics" | "/healthz" | "/readyz" | "/reload") => {
+            (StatusCode::METHOD_NOT_ALLOWED, String::new())
+        }
         _ => (StatusCode::NOT_FOUND, "see /metrics\n".to_string()),
     };
     let mut reply = Response::new(Full::new(Bytes::from(body)));

@@ -461,6 +461,11 @@ impl Router {
         })
     }
 
+    /// Whether some backend may take requests now (`/readyz`).
+    pub fn any_up(&self) -> bool {
+        self.nodes.iter().any(|n| n.available())
+    }
+
     /// Starts the replay of journals loaded from disk, and the watch of
     /// the backends of `rejoin = "caught-up"` pools.
     pub fn start(&self) {

@@ -103,12 +103,15 @@ fn workers(
     Ok(senders)
 }
 
-async fn serve(mut config: Config) -> std::io::Result<()> {
+async fn serve(config: Config) -> std::io::Result<()> {
     let router = Router::build(&config, None)?;
     router.start();
-    let ctx = Arc::new(Ctx::new(router, config.threads));
-    let listener = TcpListener::bind(&config.listen).await?;
-    if let Some(addr) = &config.metrics_listen {
+    let listen = config.listen.clone();
+    let metrics_listen = config.metrics_listen.clone();
+    let threads = config.threads.max(1);
+    let ctx = Arc::new(Ctx::new(router, config));
+    let listener = TcpListener::bind(&listen).await?;
+    if let Some(addr) = &metrics_listen {
         let m = TcpListener::bind(addr).await?;
         tracing::info!(listen = %m.local_addr()?, "metrics endpoint");
         tokio::spawn(crate::metrics::serve(m, ctx.clone()));
@@ -117,7 +120,8 @@ async fn serve(mut config: Config) -> std::io::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let senders = workers(&ctx, config.threads.max(1))?;
+    let senders = workers(&ctx, threads)?;
+    kura_service::ready();
     let mut accepted_n = 0usize;
     loop {
         tokio::select! {
@@ -137,26 +141,25 @@ async fn serve(mut config: Config) -> std::io::Result<()> {
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
             },
-            _ = hup.recv() => match reload(&ctx, &config) {
-                Ok(c) => config = c,
-                Err(e) => tracing::error!(%e, "reload failed; the configuration in use stays"),
-            },
+            _ = hup.recv() => reload(&ctx),
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
     }
+    ctx.stop();
+    kura_service::stopping();
     tracing::info!("kura proxy stopping");
     Ok(())
 }
 
-fn reload(ctx: &Ctx, config: &Config) -> Result<Config, String> {
-    let new = config.reload().map_err(|e| e.to_string())?;
-    if new.listen != config.listen {
-        tracing::warn!("reload: the listen address changes only on restart");
+/// SIGHUP: the configuration read again, or kept if the new one is bad.
+fn reload(ctx: &Ctx) {
+    kura_service::reloading();
+    match ctx.reload() {
+        Ok(()) => kura_service::reloaded("configuration reloaded"),
+        Err(e) => {
+            tracing::error!(%e, "reload failed; the configuration in use stays");
+            kura_service::reloaded("reload failed; the configuration in use stays");
+        }
     }
-    let router = Router::build(&new, Some(&ctx.router())).map_err(|e| e.to_string())?;
-    router.start();
-    ctx.set_router(router);
-    tracing::info!("configuration reloaded");
-    Ok(new)
 }

@@ -1,6 +1,8 @@
-//! The value format, measured: postcard (what the crate writes), bincode 2
-//! (serde, standard configuration) and JSON, on seed 000's rows (a user
-//! item of five columns) and on an index entry of 1,000 primary keys.
+//! The value format, measured: postcard of the row's values (what the
+//! crate writes: a tag byte a column, the record built from them with
+//! serde), postcard of the struct, bincode 2 (serde, standard
+//! configuration) and JSON, on seed 000's rows (a user item of five
+//! columns) and on an index entry of 1,000 primary keys.
 //! Prints bytes and nanoseconds to encode and to decode, medians of
 //! ROUNDS (default 7) rounds of 10,000 rows each.
 //!
@@ -9,7 +11,20 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use kura_record::Value;
 use serde::{Deserialize, Serialize};
+
+const NAMES: [&str; 5] = ["id", "user_id", "item_id", "count", "name"];
+
+fn row_of(r: &UserItem) -> Vec<Value> {
+    vec![
+        Value::Int(r.id),
+        Value::Int(r.user_id),
+        Value::Int(r.item_id),
+        Value::Int(r.count),
+        Value::Text(r.name.clone()),
+    ]
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct UserItem {
@@ -42,7 +57,15 @@ fn main() {
             name: format!("item number {i} of the game"),
         })
         .collect();
-    let formats: [(&str, Enc, Dec); 3] = [
+    let formats: [(&str, Enc, Dec); 4] = [
+        (
+            "postcard-row",
+            |r| postcard::to_stdvec(&row_of(r)).expect("encode"),
+            |b| {
+                let row: Vec<Value> = postcard::from_bytes(b).expect("decode");
+                kura_record::record_from_row(&NAMES, &row).expect("record")
+            },
+        ),
         (
             "postcard",
             |r| postcard::to_stdvec(r).expect("encode"),
@@ -91,7 +114,7 @@ fn main() {
             }
         }
         let index = match name {
-            "postcard" => postcard::to_stdvec(&ids).expect("encode").len(),
+            "postcard" | "postcard-row" => postcard::to_stdvec(&ids).expect("encode").len(),
             "bincode2" => bincode::serde::encode_to_vec(&ids, bincode::config::standard())
                 .expect("encode")
                 .len(),

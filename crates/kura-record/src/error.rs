@@ -25,6 +25,12 @@ pub enum Error {
         what: &'static str,
         after: std::time::Duration,
     },
+    /// A row did not fit the record type, or a column held a value its
+    /// type cannot (a zero date, a `TIME` past 24 hours): the data or the
+    /// declaration is wrong, the database is not down. Not counted as a
+    /// database error.
+    #[error("decode ({what}): {message}")]
+    Decode { what: String, message: String },
     /// The application's write failed; the transaction was rolled back.
     #[error("write: {0}")]
     Write(Box<dyn std::error::Error + Send + Sync>),
@@ -37,6 +43,13 @@ pub enum Error {
 }
 
 impl Error {
+    pub(crate) fn decode(what: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Decode {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn db(what: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
         move |source| Error::Database { what, source }
     }

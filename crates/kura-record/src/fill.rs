@@ -15,11 +15,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::future::join;
-use kura_client::{SetOptions, StoreStatus};
+use kura_client::{Fence, SetOptions, StoreStatus};
 
 use crate::cache::{RecordCache, WriteBack};
 
-/// Client flags of a record.
+/// Client flags of a record (an empty record: the id has no row).
 pub(crate) const FLAG_RECORD: u32 = 0x4b52_0001;
 /// Client flags of an index entry.
 pub(crate) const FLAG_INDEX: u32 = 0x4b52_0002;
@@ -33,9 +33,10 @@ pub(crate) const FLAG_LOCK: u32 = 0x4b52_0004;
 pub(crate) enum Slot {
     /// An entry of the expected kind.
     Hit(Bytes, u64),
-    /// Nothing: fill with ADD.
-    Absent,
-    /// A tombstone (or an entry that does not decode): fill with CAS.
+    /// Nothing (a server that does not create placeholders): fill with ADD.
+    Empty,
+    /// A tombstone, a reader's placeholder, or an entry that does not
+    /// decode: fill with CAS.
     Tomb(u64),
     /// Another reader's fill lock: do not fill.
     Locked,
@@ -44,29 +45,69 @@ pub(crate) enum Slot {
 }
 
 impl Slot {
-    /// How to write this key back, if at all.
+    /// How to write this key back, if at all: ADD (None) or CAS.
     pub(crate) fn fill(&self) -> Option<Option<u64>> {
         match self {
-            Slot::Absent => Some(None),
+            Slot::Empty => Some(None),
             Slot::Tomb(cas) => Some(Some(*cas)),
             _ => None,
         }
     }
 }
 
+/// A fill: key, value, ADD (None) or CAS.
+pub(crate) type Fill = (String, Vec<u8>, Option<u64>);
+
 impl RecordCache {
-    /// Reads `keys` in one multi-get (one round trip per server) within
-    /// the cache timeout.
-    pub(crate) async fn read_slots(&self, keys: &[String], kind: u32) -> Vec<Slot> {
-        let s = &self.inner.stats;
-        s.add(&s.cache_calls, 1);
-        s.add(&s.cache_round_trips, self.servers_of(keys));
+    /// Reads `keys` for a fetch in one multi-get (one round trip per
+    /// server) within the cache timeout. Over the meta protocol a miss
+    /// leaves a placeholder (meta `N`) whose CAS the fill then needs, so
+    /// every fill is a CAS: refused if anything changed or removed the key
+    /// since (an invalidation, an eviction, a `flush_all`, a restart). The
+    /// fence of the connections the read went on keeps the fills off
+    /// connections made after them (to a restarted server, whose CAS
+    /// uniques start again).
+    pub(crate) async fn read_slots(&self, keys: &[String], kind: u32) -> (Vec<Slot>, Fence) {
+        let ttl = self.inner.cfg.tombstone_ttl;
+        let mut fence = Fence::default();
+        let got = tokio::time::timeout(
+            self.inner.cfg.cache_timeout,
+            self.inner.client.get_multi_vivify(keys, ttl),
+        );
+        let got = async {
+            got.await.map(|(values, f)| {
+                fence = f;
+                values
+            })
+        };
+        let slots = self.slots(keys, kind, got).await;
+        (slots, fence)
+    }
+
+    /// Reads `keys` as they are, creating nothing (peeks).
+    pub(crate) async fn peek_slots(&self, keys: &[String], kind: u32) -> Vec<Slot> {
         let got = tokio::time::timeout(
             self.inner.cfg.cache_timeout,
             self.inner.client.get_multi(keys),
-        )
-        .await;
-        let Ok(got) = got else {
+        );
+        self.slots(keys, kind, got).await
+    }
+
+    async fn slots(
+        &self,
+        keys: &[String],
+        kind: u32,
+        got: impl std::future::Future<
+            Output = Result<
+                Vec<kura_client::Result<Option<kura_client::Value>>>,
+                tokio::time::error::Elapsed,
+            >,
+        >,
+    ) -> Vec<Slot> {
+        let s = &self.inner.stats;
+        s.add(&s.cache_calls, 1);
+        s.add(&s.cache_round_trips, self.servers_of(keys));
+        let Ok(got) = got.await else {
             s.add(&s.cache_errors, 1);
             return vec![Slot::Unknown; keys.len()];
         };
@@ -74,11 +115,11 @@ impl RecordCache {
         let out = got
             .into_iter()
             .map(|r| match r {
-                Ok(None) => Slot::Absent,
+                Ok(None) => Slot::Empty,
                 Ok(Some(v)) if v.flags == kind => Slot::Hit(v.data, v.cas),
                 Ok(Some(v)) if v.flags == FLAG_LOCK => Slot::Locked,
-                // A tombstone, or a value this code did not write: replace
-                // it under its CAS.
+                // A tombstone, a placeholder, or a value this code did not
+                // write: replace it under its CAS.
                 Ok(Some(v)) => Slot::Tomb(v.cas),
                 Err(_) => {
                     failed = true;
@@ -101,14 +142,18 @@ impl RecordCache {
         seen.len() as u64
     }
 
-    /// Writes back entries read from the database: `(key, value, how)`
-    /// with `how` from [`Slot::fill`]. Skipped when the read began more
-    /// than half a tombstone's life ago (its tombstone may have expired).
+    /// Writes back entries read from the database, with `how` from
+    /// [`Slot::fill`], behind `fence`. An ADD (a server without
+    /// placeholders) is skipped when the read began more than half a
+    /// tombstone's life ago: the tombstone that would refuse it may have
+    /// expired. A CAS needs no such bound.
     pub(crate) async fn write_back(
         &self,
         started: Instant,
-        entries: Vec<(String, Vec<u8>, Option<u64>)>,
+        fence: Fence,
+        mut entries: Vec<Fill>,
         flags: u32,
+        ttl: u32,
     ) {
         let s = &self.inner.stats;
         if entries.is_empty() {
@@ -119,10 +164,11 @@ impl RecordCache {
         }
         let half_life = std::time::Duration::from_secs(u64::from(self.inner.cfg.tombstone_ttl)) / 2;
         if started.elapsed() > half_life {
-            s.add(&s.fills_skipped, entries.len() as u64);
-            return;
+            let before = entries.len();
+            entries.retain(|(_, _, how)| how.is_some());
+            s.add(&s.fills_skipped, (before - entries.len()) as u64);
         }
-        let opts = SetOptions::new(self.inner.cfg.ttl, flags);
+        let opts = SetOptions::new(ttl, flags);
         let mut adds = Vec::new();
         let mut cases = Vec::new();
         for (k, v, how) in entries {
@@ -132,14 +178,15 @@ impl RecordCache {
             }
         }
         let t0 = Instant::now();
-        let (stored, refused, errors) = match self.inner.cfg.write_back {
-            WriteBack::Batched => self.write_batched(&adds, &cases, opts).await,
-            WriteBack::PerKey => self.write_per_key(&adds, &cases, opts).await,
+        let tally = match self.inner.cfg.write_back {
+            WriteBack::Batched => self.write_batched(&adds, &cases, opts, &fence).await,
+            WriteBack::PerKey => self.write_per_key(&adds, &cases, opts, &fence).await,
         };
         s.add(&s.write_back_micros, t0.elapsed().as_micros() as u64);
-        s.add(&s.fills_stored, stored);
-        s.add(&s.fills_refused, refused);
-        s.add(&s.cache_errors, errors);
+        s.add(&s.fills_stored, tally.stored);
+        s.add(&s.fills_refused, tally.refused);
+        s.add(&s.fills_fenced, tally.fenced);
+        s.add(&s.cache_errors, tally.errors);
     }
 
     async fn write_batched(
@@ -147,7 +194,8 @@ impl RecordCache {
         adds: &[(String, Vec<u8>)],
         cases: &[(String, Vec<u8>, u64)],
         opts: SetOptions,
-    ) -> (u64, u64, u64) {
+        fence: &Fence,
+    ) -> Tally {
         let s = &self.inner.stats;
         let client = &self.inner.client;
         let add_keys: Vec<&str> = adds.iter().map(|(k, _)| k.as_str()).collect();
@@ -164,7 +212,7 @@ impl RecordCache {
                 if adds.is_empty() {
                     return Some(Vec::new());
                 }
-                tokio::time::timeout(timeout, client.add_multi(adds, opts))
+                tokio::time::timeout(timeout, client.add_multi_fenced(adds, opts, fence))
                     .await
                     .ok()
             },
@@ -172,24 +220,22 @@ impl RecordCache {
                 if cases.is_empty() {
                     return Some(Vec::new());
                 }
-                tokio::time::timeout(timeout, client.cas_multi(cases, opts))
+                tokio::time::timeout(timeout, client.cas_multi_fenced(cases, opts, fence))
                     .await
                     .ok()
             },
         );
         let (added, cased) = both.await;
-        let mut tally = (0, 0, 0);
+        let mut tally = Tally::default();
         match added {
-            Some(rs) => rs
-                .iter()
-                .for_each(|r| count(&mut tally, r.as_ref().map(|b| *b))),
-            None => tally.2 += 1,
+            Some(rs) => rs.iter().for_each(|r| tally.count(r.as_ref().map(|b| *b))),
+            None => tally.errors += 1,
         }
         match cased {
             Some(rs) => rs
                 .iter()
-                .for_each(|r| count(&mut tally, r.as_ref().map(|st| *st == StoreStatus::Stored))),
-            None => tally.2 += 1,
+                .for_each(|r| tally.count(r.as_ref().map(|st| *st == StoreStatus::Stored))),
+            None => tally.errors += 1,
         }
         tally
     }
@@ -199,21 +245,22 @@ impl RecordCache {
         adds: &[(String, Vec<u8>)],
         cases: &[(String, Vec<u8>, u64)],
         opts: SetOptions,
-    ) -> (u64, u64, u64) {
+        fence: &Fence,
+    ) -> Tally {
         let s = &self.inner.stats;
         let client = &self.inner.client;
-        let mut tally = (0, 0, 0);
+        let mut tally = Tally::default();
         for (k, v) in adds {
             s.add(&s.cache_calls, 1);
             s.add(&s.cache_round_trips, 1);
-            let r = client.add(k, v, opts).await;
-            count(&mut tally, r.as_ref().map(|b| *b));
+            let r = client.add_multi_fenced(&[(k, v)], opts, fence).await.pop();
+            tally.count(r.unwrap_or(Ok(false)).as_ref().map(|b| *b));
         }
         for (k, v, cas) in cases {
             s.add(&s.cache_calls, 1);
             s.add(&s.cache_round_trips, 1);
-            let r = client.cas(k, v, *cas, opts).await;
-            count(&mut tally, r.as_ref().map(|st| *st == StoreStatus::Stored));
+            let r = client.cas_fenced(k, v, *cas, opts, fence).await;
+            tally.count(r.as_ref().map(|st| *st == StoreStatus::Stored));
         }
         tally
     }
@@ -244,10 +291,22 @@ impl RecordCache {
     }
 }
 
-fn count(tally: &mut (u64, u64, u64), r: Result<bool, &kura_client::Error>) {
-    match r {
-        Ok(true) => tally.0 += 1,
-        Ok(false) => tally.1 += 1,
-        Err(_) => tally.2 += 1,
+/// What a write-back did, key by key.
+#[derive(Default)]
+struct Tally {
+    stored: u64,
+    refused: u64,
+    fenced: u64,
+    errors: u64,
+}
+
+impl Tally {
+    fn count(&mut self, r: Result<bool, &kura_client::Error>) {
+        match r {
+            Ok(true) => self.stored += 1,
+            Ok(false) => self.refused += 1,
+            Err(kura_client::Error::Fenced(_)) => self.fenced += 1,
+            Err(_) => self.errors += 1,
+        }
     }
 }

@@ -23,24 +23,48 @@
 //!
 //! docs/record.md is the guide; its example runs as a doc test.
 
+mod assoc;
 mod cache;
+mod db;
+mod de;
 mod error;
+mod expire;
 mod fetch;
 mod fill;
 mod index;
+mod json;
 mod lock;
 mod outbox;
 mod sql;
 mod stats;
 mod table;
 mod tx;
+mod value;
 
-pub use cache::{Cached, Config, Hooks, Record, RecordCache, WriteBack};
+pub use assoc::HasMany;
+pub use cache::{Cached, Config, Hooks, PoolConfig, Record, RecordCache, WriteBack};
+pub use db::{Conn, Db};
 pub use error::{Error, Result};
-pub use sql::Backend;
+pub use json::Json;
+pub use sql::{translate, Backend};
+pub use value::Value;
+
+/// Builds a record from a row of values, by column name, as the cache
+/// builds every record it reads (for tools and benchmarks).
+///
+/// # Errors
+/// [`Error::Decode`] naming the column that did not fit.
+pub fn record_from_row<T: serde::de::DeserializeOwned>(names: &[&str], row: &[Value]) -> Result<T> {
+    de::from_row(names, row).map_err(|e| Error::decode("a row", e))
+}
+
 pub use stats::Stats;
 pub use table::{IndexValue, Kind, Table};
 pub use tx::{Committed, RecordTx, TxFuture};
+/// The crates whose types the API takes, at the versions it was built
+/// with: the database drivers (sqlx), the cache client (kura-client), and
+/// the date and time types of [`Value`] (chrono) and its UUIDs (uuid).
+pub use {chrono, kura_client, sqlx, uuid};
 
 /// The guide (docs/record.md); its example runs as a doc test against
 /// MariaDB (`$KURA_RECORD_MYSQL`) and a kura server in the process.

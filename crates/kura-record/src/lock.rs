@@ -38,20 +38,30 @@ impl<T: Record> Cached<T> {
         let mut delay = Duration::from_millis(2);
         let mut waited = false;
         loop {
-            let started = Instant::now();
-            let slot = cache.read_slots(&keys, FLAG_RECORD).await.remove(0);
+            let (mut slots, fence) = cache.read_slots(&keys, FLAG_RECORD).await;
+            let slot = slots.pop().unwrap_or(Slot::Unknown);
             let lock_opts = SetOptions::new(cfg.fill_lock_ttl, FLAG_LOCK);
             let token = rand::random::<u64>().to_be_bytes();
             let took = match &slot {
-                Slot::Hit(data, _) => {
-                    if let Ok(r) = postcard::from_bytes::<T>(data) {
+                Slot::Hit(data, cas) => {
+                    if data.is_empty() {
                         s.add(&s.record_hits, 1);
-                        return Ok(Some(r));
+                        return Ok(None);
                     }
-                    false
+                    if let Ok(row) = postcard::from_bytes::<Vec<crate::value::Value>>(data) {
+                        if row.len() == self.info.names.len() {
+                            s.add(&s.record_hits, 1);
+                            return self.record(&row).map(Some);
+                        }
+                    }
+                    // Not a row of this declaration: lock over it.
+                    matches!(
+                        client.cas(&key, token, *cas, lock_opts).await,
+                        Ok(StoreStatus::Stored)
+                    )
                 }
                 Slot::Unknown => false,
-                Slot::Absent => matches!(client.add(&key, token, lock_opts).await, Ok(true)),
+                Slot::Empty => matches!(client.add(&key, token, lock_opts).await, Ok(true)),
                 Slot::Tomb(cas) => matches!(
                     client.cas(&key, token, *cas, lock_opts).await,
                     Ok(StoreStatus::Stored)
@@ -68,12 +78,12 @@ impl<T: Record> Cached<T> {
                 Slot::Locked => false,
             };
             if !took {
-                if matches!(slot, Slot::Absent | Slot::Tomb(_)) && Instant::now() < deadline {
+                if matches!(slot, Slot::Empty | Slot::Tomb(_)) && Instant::now() < deadline {
                     // Another reader locked it or filled it first.
                     continue;
                 }
                 s.add(&s.record_misses, 1);
-                return Ok(self.load(&[id]).await?.pop());
+                return self.load_one(id).await;
             }
             s.add(&s.record_misses, 1);
             // The lock's CAS, to store over it: only ours if the token is.
@@ -81,30 +91,44 @@ impl<T: Record> Cached<T> {
                 Ok(Some(v)) if v.flags == FLAG_LOCK && v.data[..] == token[..] => Some(v.cas),
                 _ => None,
             };
-            let row = self.load(&[id]).await?.pop();
-            let Some(cas) = lock_cas else { return Ok(row) };
-            if started.elapsed() * 2 > Duration::from_secs(u64::from(cfg.tombstone_ttl)) {
-                s.add(&s.fills_skipped, 1);
-                return Ok(row);
-            }
-            // Over the lock: the record, or a tombstone when there is no
-            // row, so waiting readers stop waiting.
+            let row = self.load(&[id]).await?.pop().map(|(_, r)| r);
+            let record = row.as_deref().map(|r| self.record(r)).transpose()?;
+            let Some(cas) = lock_cas else {
+                return Ok(record);
+            };
+            // Over the lock (fenced, as fills are): the row, or its
+            // absence (a tombstone when absence is not cached), so waiting
+            // readers stop waiting.
             let (value, opts) = match &row {
-                Some(r) => (
-                    postcard::to_stdvec(r).unwrap_or_default(),
-                    SetOptions::new(cfg.ttl, FLAG_RECORD),
-                ),
+                Some(r) => match postcard::to_stdvec(r) {
+                    Ok(v) => (v, SetOptions::new(self.info.ttl, FLAG_RECORD)),
+                    Err(_) => return Ok(record),
+                },
+                None if cfg.cache_absence => {
+                    (Vec::new(), SetOptions::new(self.info.ttl, FLAG_RECORD))
+                }
                 None => (
                     Vec::new(),
                     SetOptions::new(cfg.tombstone_ttl, FLAG_TOMBSTONE),
                 ),
             };
-            match client.cas(&key, value, cas, opts).await {
+            match client.cas_fenced(&key, value, cas, opts, &fence).await {
                 Ok(StoreStatus::Stored) => s.add(&s.fills_stored, 1),
                 Ok(_) => s.add(&s.fills_refused, 1),
+                Err(kura_client::Error::Fenced(_)) => s.add(&s.fills_fenced, 1),
                 Err(_) => s.add(&s.cache_errors, 1),
             }
-            return Ok(row);
+            return Ok(record);
+        }
+    }
+}
+
+impl<T: Record> Cached<T> {
+    /// One record from the database, not stored.
+    async fn load_one(&self, id: i64) -> Result<Option<T>> {
+        match self.load(&[id]).await?.pop() {
+            Some((_, r)) => self.record(&r).map(Some),
+            None => Ok(None),
         }
     }
 }

@@ -2,18 +2,38 @@
 //! that transaction, removed once the cache took the tombstones. Whatever
 //! is left (the process died after the commit, or the cache was down) is
 //! expired by [`RecordCache::drain_outbox`], which start-up runs.
+//!
+//! An outbox row's id starts with the time it was written (milliseconds
+//! since the Unix epoch, shifted left 20 bits, then 20 random bits), so
+//! the periodic drainer can leave alone the rows of commits still in
+//! flight: those whose committer is about to tombstone their keys and
+//! delete them itself.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sqlx::any::AnyRow;
-use sqlx::Row;
 use tokio::task::JoinHandle;
 
 use crate::cache::RecordCache;
 use crate::error::{Error, Result};
+use crate::value::Value;
 
 /// Outbox rows read per round of a drain.
 const DRAIN_BATCH: usize = 500;
+
+/// Bits of randomness below an outbox id's time.
+const ID_RANDOM_BITS: u32 = 20;
+
+fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| {
+        i64::try_from(d.as_millis()).unwrap_or(i64::MAX >> ID_RANDOM_BITS)
+    })
+}
+
+/// A new outbox row's id: its time, then random bits.
+pub(crate) fn outbox_id() -> i64 {
+    let r = rand::random::<i64>() & ((1 << ID_RANDOM_BITS) - 1);
+    ((millis(SystemTime::now()) << ID_RANDOM_BITS) | r) & i64::MAX
+}
 
 impl RecordCache {
     /// Expires the keys of every outbox row and removes the rows the cache
@@ -23,34 +43,50 @@ impl RecordCache {
     /// # Errors
     /// The database's error.
     pub async fn drain_outbox(&self) -> Result<usize> {
+        self.drain_before(i64::MAX).await
+    }
+
+    /// [`RecordCache::drain_outbox`] of the rows written more than `grace`
+    /// ago: a commit still in flight (committed, its own tombstones not
+    /// yet sent) is left to its committer.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn drain_outbox_older_than(&self, grace: Duration) -> Result<usize> {
+        let before = millis(SystemTime::now() - grace).max(0) << ID_RANDOM_BITS;
+        self.drain_before(before).await
+    }
+
+    async fn drain_before(&self, before: i64) -> Result<usize> {
         let table = &self.inner.cfg.outbox_table;
         let mut drained = 0;
         let mut after = -1i64;
+        let p = |i| self.backend().params(i, 1);
         loop {
             let text = format!(
-                "SELECT id, cache_keys FROM {table} WHERE id > {} ORDER BY id LIMIT {DRAIN_BATCH}",
-                self.backend().params(0, 1)
+                "SELECT id, cache_keys FROM {table} WHERE id > {} AND id < {} ORDER BY id LIMIT {DRAIN_BATCH}",
+                p(0),
+                p(1)
             );
-            let rows: Vec<AnyRow> = sqlx::query(&text)
-                .bind(after)
-                .fetch_all(self.pool())
+            let rows = self
+                .inner
+                .db
+                .rows(&text, &[Value::Int(after), Value::Int(before)])
                 .await
                 .map_err(Error::db("read the outbox"))?;
+            let rows = rows.values().map_err(|e| Error::decode("the outbox", e))?;
             if rows.is_empty() {
                 return Ok(drained);
             }
             let mut ids = Vec::with_capacity(rows.len());
             let mut keys = Vec::new();
             for row in &rows {
-                let id: i64 = row.try_get(0).map_err(Error::db("read the outbox"))?;
-                // MariaDB's LONGTEXT reaches sqlx's Any driver as a BLOB.
-                let text: String = row
-                    .try_get::<String, _>(1)
-                    .or_else(|_| {
-                        row.try_get::<Vec<u8>, _>(1)
-                            .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    })
-                    .map_err(Error::db("read the outbox"))?;
+                let (Some(id), Some(text)) = (
+                    row.first().and_then(Value::as_i64),
+                    row.get(1).and_then(Value::as_text),
+                ) else {
+                    return Err(Error::decode("the outbox", "a row of another shape"));
+                };
                 ids.push(id);
                 keys.extend(
                     text.split(' ')
@@ -74,6 +110,25 @@ impl RecordCache {
         }
     }
 
+    /// Writes an outbox row of its own (outside any transaction) for keys
+    /// whose tombstones the cache did not take: the drainer retries them.
+    pub(crate) async fn outbox_later(&self, keys: &[String]) -> Result<()> {
+        let text = format!(
+            "INSERT INTO {} (id, cache_keys) VALUES ({})",
+            self.inner.cfg.outbox_table,
+            self.backend().params(0, 2)
+        );
+        self.inner
+            .db
+            .execute(
+                &text,
+                &[Value::Int(outbox_id()), Value::Text(keys.join(" "))],
+            )
+            .await
+            .map_err(Error::db("write the outbox"))?;
+        Ok(())
+    }
+
     /// Deletes outbox rows whose keys were expired. A failure leaves them
     /// for a later drain, which only tombstones the keys again.
     pub(crate) async fn remove_outbox(&self, ids: &[i64]) {
@@ -82,26 +137,38 @@ impl RecordCache {
             self.inner.cfg.outbox_table,
             self.backend().params(0, ids.len())
         );
-        let mut q = sqlx::query(&text);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        if let Err(e) = q.execute(self.pool()).await {
+        let args: Vec<Value> = ids.iter().map(|id| Value::Int(*id)).collect();
+        if let Err(e) = self.inner.db.execute(&text, &args).await {
             tracing::warn!(%e, "removing drained outbox rows failed; a later drain repeats them");
         }
     }
 
     /// Drains the outbox every `every` in a task of its own, for the
-    /// invalidations a down cache refused at commit time.
+    /// invalidations a down cache refused at commit time. Rows younger
+    /// than `Config::outbox_grace` are left to the commits that wrote them.
     pub fn spawn_drainer(&self, every: Duration) -> JoinHandle<()> {
         let cache = self.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                if let Err(e) = cache.drain_outbox().await {
+                let grace = cache.inner.cfg.outbox_grace;
+                if let Err(e) = cache.drain_outbox_older_than(grace).await {
                     tracing::warn!(%e, "draining the outbox failed");
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outbox_ids_start_with_their_time() {
+        let before = millis(SystemTime::now()) << ID_RANDOM_BITS;
+        let id = outbox_id();
+        let after = (millis(SystemTime::now()) + 1) << ID_RANDOM_BITS;
+        assert!(before <= id && id < after, "{before} {id} {after}");
     }
 }

@@ -1,12 +1,9 @@
-//! The SQL the cache sends, for MariaDB/MySQL and PostgreSQL through
-//! sqlx's `Any` driver: the two differ in placeholders (`?` against `$n`)
-//! and in the outbox's DDL, nothing else.
-
-use sqlx::any::AnyArguments;
-use sqlx::query::Query;
-use sqlx::Any;
+//! The SQL the cache sends, for MariaDB/MySQL and PostgreSQL: the two
+//! differ in placeholders (`?` against `$n`) and in the outbox's DDL.
+//! [`translate`] turns the application's `?` into `$n` for PostgreSQL.
 
 use crate::table::{IndexValue, Table};
+use crate::value::Value;
 
 /// Which database the pool talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +43,58 @@ impl Backend {
         };
         format!("CREATE TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY, cache_keys {text} NOT NULL)")
     }
+}
+
+/// `sql` with its `?` placeholders numbered `$1, $2, ...` for PostgreSQL
+/// (unchanged for MariaDB/MySQL). A `?` inside a quoted string, a quoted
+/// identifier or a comment is left alone; so is text that has no `?`.
+pub fn translate(sql: &str, backend: Backend) -> String {
+    if backend == Backend::MySql || !sql.contains('?') {
+        return sql.to_string();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                // To the closing quote; a doubled quote is an escaped one.
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                out.push(c);
+                let mut prev = ' ';
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if prev == '*' && d == '/' {
+                        break;
+                    }
+                    prev = d;
+                }
+            }
+            '?' => {
+                n += 1;
+                out.push_str(&format!("${n}"));
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// `SELECT <columns> FROM t WHERE pk IN (...)`.
@@ -103,12 +152,26 @@ pub(crate) fn select_index_values(b: Backend, t: &Table, n: usize, lock: bool) -
     )
 }
 
-pub(crate) fn bind_value<'q>(
-    q: Query<'q, Any, AnyArguments<'q>>,
-    v: &IndexValue,
-) -> Query<'q, Any, AnyArguments<'q>> {
+/// The bind of an index value.
+pub(crate) fn bind_of(v: &IndexValue) -> Value {
     match v {
-        IndexValue::Int(i) => q.bind(*i),
-        IndexValue::Text(s) => q.bind(s.clone()),
+        IndexValue::Int(i) => Value::Int(*i),
+        IndexValue::Text(s) => Value::Text(s.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_for_postgres_outside_quotes() {
+        let sql = "UPDATE t SET a = ?, b = 'what?' /* ? */ WHERE c = ? -- ?\n AND \"x?\" = ?";
+        assert_eq!(
+            translate(sql, Backend::Postgres),
+            "UPDATE t SET a = $1, b = 'what?' /* ? */ WHERE c = $2 -- ?\n AND \"x?\" = $3"
+        );
+        assert_eq!(translate(sql, Backend::MySql), sql);
+        assert_eq!(translate("SELECT $1", Backend::Postgres), "SELECT $1");
     }
 }

@@ -45,12 +45,16 @@ counters! {
     write_back_micros: "microseconds spent writing misses back",
     fills_stored: "entries written back (ADD where absent, CAS over a tombstone)",
     fills_refused: "write-backs refused because an invalidation came first",
-    fills_skipped: "write-backs skipped: the read took longer than half the tombstone TTL",
+    fills_skipped: "write-backs by ADD skipped: the read took longer than half the tombstone TTL",
+    fills_fenced: "write-backs not sent: the server's connection is newer than the read (it may have restarted)",
+    index_stale: "cached index entries refilled because a member no longer matched",
+    decode_errors: "rows that did not fit the record type (not database errors)",
     fill_lock_waits: "fetches that waited for another reader's fill",
     invalidated_keys: "keys tombstoned after a commit or by the outbox",
     invalidation_errors: "invalidations the cache refused or missed (left in the outbox)",
     outbox_drained: "outbox rows expired and removed",
     commits: "transactions committed through the helper",
+    expires: "expire calls for writes made outside RecordTx",
 }
 
 impl Counters {

@@ -6,7 +6,9 @@
 
 use std::fmt::Write as _;
 
+use crate::db::Described;
 use crate::error::{Error, Result};
+use crate::value::Class;
 
 /// The kind of a column's values, part of the schema digest and how an
 /// indexed column's values are read and bound.
@@ -16,8 +18,8 @@ pub enum Kind {
     Int,
     /// A text column.
     Text,
-    /// Anything else (floats, booleans, blobs, dates): cached as the
-    /// record type decodes it, but not usable in a cached index.
+    /// Anything else kura-record can represent (docs/record.md lists the
+    /// types): cached, but not usable in a cached index.
     Other,
 }
 
@@ -53,6 +55,10 @@ pub struct Table {
     pub(crate) primary_key: String,
     pub(crate) columns: Vec<(String, Kind)>,
     pub(crate) indexes: Vec<Vec<String>>,
+    /// Whether each index is unique (one row per value).
+    pub(crate) unique: Vec<bool>,
+    /// The table's own TTL, seconds.
+    pub(crate) ttl: Option<u32>,
 }
 
 impl Table {
@@ -64,6 +70,8 @@ impl Table {
             primary_key: primary_key.to_string(),
             columns: vec![(primary_key.to_string(), Kind::Int)],
             indexes: Vec::new(),
+            unique: Vec::new(),
+            ttl: None,
         }
     }
 
@@ -78,6 +86,24 @@ impl Table {
     pub fn index(mut self, columns: &[&str]) -> Table {
         self.indexes
             .push(columns.iter().map(|c| c.to_string()).collect());
+        self.unique.push(false);
+        self
+    }
+
+    /// Declares a cached unique index (a user's email): read with
+    /// [`crate::Cached::fetch_by_unique`], one record or none.
+    pub fn unique_index(mut self, columns: &[&str]) -> Table {
+        self = self.index(columns);
+        if let Some(u) = self.unique.last_mut() {
+            *u = true;
+        }
+        self
+    }
+
+    /// The TTL of this table's records and index entries, seconds,
+    /// instead of `Config::ttl`.
+    pub fn ttl(mut self, seconds: u32) -> Table {
+        self.ttl = Some(seconds);
         self
     }
 
@@ -124,6 +150,48 @@ impl Table {
         Ok(())
     }
 
+    /// Checks the declared columns against the database's description of
+    /// them.
+    pub(crate) fn check_types(&self, described: &[Described]) -> Result<()> {
+        for ((c, kind), d) in self.columns.iter().zip(described) {
+            if !d.name.eq_ignore_ascii_case(c) {
+                return Err(Error::Declaration(format!(
+                    "table {}: column {c} described as {}",
+                    self.name, d.name
+                )));
+            }
+            let Some(class) = d.class else {
+                return Err(Error::Declaration(format!(
+                    "column {c} of table {} is of type {}, which kura-record cannot represent",
+                    self.name, d.sql_type
+                )));
+            };
+            let fits = match kind {
+                Kind::Int => matches!(class, Class::Int(_) | Class::UInt),
+                Kind::Text => matches!(class, Class::Text | Class::Bytes),
+                Kind::Other => true,
+            };
+            let pk = c == &self.primary_key;
+            if !fits || pk && !matches!(class, Class::Int(_) | Class::UInt) {
+                return Err(Error::Declaration(format!(
+                    "column {c} of table {} is declared {kind:?}{} but is of type {}",
+                    self.name,
+                    if pk { " (the primary key)" } else { "" },
+                    d.sql_type
+                )));
+            }
+        }
+        if described.len() != self.columns.len() {
+            return Err(Error::Declaration(format!(
+                "table {}: {} columns declared, {} described",
+                self.name,
+                self.columns.len(),
+                described.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// The indexed columns, each once, in the order of the indexes.
     pub(crate) fn indexed_columns(&self) -> Vec<String> {
         let mut cols: Vec<String> = Vec::new();
@@ -146,7 +214,8 @@ impl Table {
     /// key and its columns in order with their kinds.
     pub fn digest(&self) -> u64 {
         let mut h = Fnv::new();
-        h.write(b"kura-record 1\0");
+        // 2: records are stored as rows of values (value.rs).
+        h.write(b"kura-record 2\0");
         h.write(self.name.as_bytes());
         h.write(b"\0");
         h.write(self.primary_key.as_bytes());
@@ -192,9 +261,13 @@ impl Fnv {
     }
 }
 
-/// The key prefix of a table: `<namespace>:<table>:<digest>`.
-pub(crate) fn prefix(namespace: &str, table: &Table) -> String {
-    format!("{namespace}:{}:{:012x}", table.name, table.digest() >> 16)
+/// The key prefix of a table: `<namespace>:<table>:<digest>`, the digest
+/// also covering the scope (the database's name by default).
+pub(crate) fn prefix(namespace: &str, scope: &str, table: &Table) -> String {
+    let mut h = Fnv(table.digest());
+    h.write(b"\0scope:");
+    h.write(scope.as_bytes());
+    format!("{namespace}:{}:{:012x}", table.name, h.0 >> 16)
 }
 
 /// A record's key.
@@ -251,7 +324,8 @@ mod tests {
         assert_ne!(a.digest(), b.digest());
         assert_ne!(a.digest(), c.digest());
         assert_eq!(a.digest(), items().digest());
-        assert_ne!(prefix("ns", &a), prefix("other", &a));
+        assert_ne!(prefix("ns", "db", &a), prefix("other", "db", &a));
+        assert_ne!(prefix("ns", "db", &a), prefix("ns", "db2", &a));
     }
 
     #[test]

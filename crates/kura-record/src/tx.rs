@@ -12,20 +12,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use sqlx::any::AnyRow;
-use sqlx::{Any, AnyConnection, Transaction};
-
 use crate::cache::{Cached, RecordCache, TableInfo};
+use crate::db::{Conn, DbTx};
 use crate::error::{Error, Result};
 use crate::index::row_values;
 use crate::sql;
-use crate::table::{index_key, record_key};
+use crate::table::{index_key, record_key, IndexValue};
+use crate::value::Value;
 
 /// A database transaction whose changes expire their cache entries once
 /// it commits.
 pub struct RecordTx {
     cache: RecordCache,
-    tx: Transaction<'static, Any>,
+    tx: DbTx,
     touched: Vec<(Arc<TableInfo>, Vec<i64>)>,
     keys: BTreeSet<String>,
 }
@@ -49,7 +48,7 @@ impl RecordCache {
     /// # Errors
     /// The database's error.
     pub async fn begin(&self) -> Result<RecordTx> {
-        let tx = self.inner.pool.begin().await.map_err(Error::db("begin"))?;
+        let tx = self.inner.db.begin().await.map_err(Error::db("begin"))?;
         Ok(RecordTx {
             cache: self.clone(),
             tx,
@@ -64,8 +63,7 @@ impl RecordCache {
     /// ```text
     /// cache.transaction(|tx| Box::pin(async move {
     ///     tx.touch(&items, &[7]).await?;
-    ///     sqlx::query("UPDATE items SET user_id = 2 WHERE id = 7")
-    ///         .execute(tx.conn()).await.map_err(kura_record::Error::write)?;
+    ///     tx.execute("UPDATE items SET user_id = ? WHERE id = ?", &[2.into(), 7.into()]).await?;
     ///     Ok(())
     /// })).await?;
     /// ```
@@ -80,7 +78,7 @@ impl RecordCache {
         match body(&mut tx).await {
             Ok(r) => Ok((r, tx.commit().await?)),
             Err(e) => {
-                let _ = tx.tx.rollback().await;
+                let _ = tx.rollback().await;
                 Err(e)
             }
         }
@@ -95,9 +93,63 @@ impl Error {
 }
 
 impl RecordTx {
-    /// The connection to run the application's statements on.
-    pub fn conn(&mut self) -> &mut AnyConnection {
-        &mut self.tx
+    /// The transaction's connection, for the driver's own API (sqlx's
+    /// `MySqlConnection` or `PgConnection`).
+    pub fn conn(&mut self) -> Conn<'_> {
+        self.tx.conn()
+    }
+
+    /// Runs the application's statement in the transaction, with `?`
+    /// placeholders on both databases ([`crate::translate`]); returns the
+    /// rows it affected.
+    ///
+    /// # Errors
+    /// [`Error::Write`] with the database's error.
+    pub async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        let sql = sql::translate(sql, self.cache.backend());
+        self.tx.execute(&sql, args).await.map_err(Error::write)
+    }
+
+    /// Expires rows `ids` of `table` when this transaction commits: their
+    /// records, and their index entries as the rows are at commit (no row
+    /// lock: for an indexed column changed here, [`RecordTx::touch`] first,
+    /// or name the old values with [`RecordTx::expire_moved`]).
+    pub fn expire<T>(&mut self, table: &Cached<T>, ids: &[i64]) {
+        for &id in ids {
+            self.keys.insert(record_key(&table.info.prefix, id));
+        }
+        self.touched.push((table.info.clone(), ids.to_vec()));
+    }
+
+    /// Expires one index entry when this transaction commits.
+    ///
+    /// # Errors
+    /// As [`Cached::index_key`].
+    pub fn expire_index<T>(
+        &mut self,
+        table: &Cached<T>,
+        columns: &[&str],
+        values: &[IndexValue],
+    ) -> Result<()> {
+        self.keys.insert(table.index_key(columns, values)?);
+        Ok(())
+    }
+
+    /// Expires row `id` and the index entries of its `old` and `new`
+    /// values of indexed columns (`(column, value)`, as the outbox does:
+    /// every index whose columns are all given gets its entry expired).
+    ///
+    /// # Errors
+    /// As [`Cached::index_key`].
+    pub fn expire_moved<T>(
+        &mut self,
+        table: &Cached<T>,
+        id: i64,
+        old: &[(&str, IndexValue)],
+        new: &[(&str, IndexValue)],
+    ) -> Result<()> {
+        self.keys.extend(table.moved_keys(id, old, new)?);
+        Ok(())
     }
 
     /// Declares that rows `ids` of `table` are changed (updated, deleted
@@ -125,17 +177,18 @@ impl RecordTx {
         }
         let backend = self.cache.backend();
         let text = sql::select_index_values(backend, t, ids.len(), lock);
-        let mut q = sqlx::query(&text);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        let rows: Vec<AnyRow> = q
-            .fetch_all(&mut *self.tx)
+        let args: Vec<Value> = ids.iter().map(|id| Value::Int(*id)).collect();
+        let rows = self
+            .tx
+            .rows(&text, &args)
             .await
             .map_err(Error::db("read index values"))?;
+        let rows = rows
+            .values()
+            .map_err(|e| Error::decode(format!("index values of {}", t.name), e))?;
         let cols = t.indexed_columns();
         for row in &rows {
-            let all = row_values(t, &cols, row, 1)?;
+            let (_, all) = row_values(t, &cols, row)?;
             for (i, idx) in t.indexes.iter().enumerate() {
                 let values: Vec<_> = idx
                     .iter()
@@ -145,6 +198,14 @@ impl RecordTx {
             }
         }
         Ok(())
+    }
+
+    /// Rolls back: nothing is expired.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await.map_err(Error::db("rollback"))
     }
 
     /// Commits: the new index values are read, the keys written to the
@@ -164,16 +225,14 @@ impl RecordTx {
         let outbox_id = if keys.is_empty() {
             None
         } else {
-            let id = rand::random::<i64>() & i64::MAX;
+            let id = crate::outbox::outbox_id();
             let text = format!(
                 "INSERT INTO {} (id, cache_keys) VALUES ({})",
                 cfg.outbox_table,
                 cache.backend().params(0, 2)
             );
-            sqlx::query(&text)
-                .bind(id)
-                .bind(keys.join(" "))
-                .execute(&mut *self.tx)
+            self.tx
+                .execute(&text, &[Value::Int(id), Value::Text(keys.join(" "))])
                 .await
                 .map_err(Error::db("write the outbox"))?;
             Some(id)

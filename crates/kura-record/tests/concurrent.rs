@@ -8,7 +8,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use kura_record::{Error, Hooks, IndexValue, Result};
+use kura_record::{Hooks, IndexValue, Result};
 use rand::{Rng, SeedableRng};
 use support::{item, servers, Item, Setup};
 
@@ -38,7 +38,7 @@ async fn write_once(s: &Setup, rng: &mut rand::rngs::StdRng, next_id: i64) -> Re
                 if op < 95 {
                     tx.touch(&it, &[target]).await?;
                 }
-                sqlx::query(&text).execute(tx.conn()).await.map_err(Error::write)?;
+                tx.execute(&text, &[]).await?;
                 tx.touch(&it, &[target]).await?;
                 Ok(())
             })

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use kura_record::{Config, Error, Hooks};
+use kura_record::{Config, Hooks};
 use support::{item, servers, Item, Setup};
 
 const CHILD: &str = "KURA_RECORD_CRASH_CHILD";
@@ -42,18 +42,18 @@ async fn crash_child() {
     let cache = support::cache_with(&pool, &addrs, cfg, hooks).await;
     let items = cache
         .table::<Item>(support::items_table(table))
+        .await
         .expect("declaration");
     let table = table.to_string();
     cache
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&items, &[5]).await?;
-                sqlx::query(&format!(
-                    "UPDATE {table} SET user_id = 2, count = 777 WHERE id = 5"
-                ))
-                .execute(tx.conn())
-                .await
-                .map_err(Error::write)?;
+                tx.execute(
+                    &format!("UPDATE {table} SET user_id = 2, count = 777 WHERE id = 5"),
+                    &[],
+                )
+                .await?;
                 Ok(())
             })
         })

@@ -7,8 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kura_record::{Config, Error, Hooks, RecordCache};
-use sqlx::any::AnyPoolOptions;
+use kura_record::{Config, Db, Error, Hooks, RecordCache};
 use support::{item, servers, Item, Setup};
 
 fn rows() -> Vec<Item> {
@@ -22,12 +21,11 @@ async fn set_count(s: &Setup, id: i64, count: i64) -> kura_record::Committed {
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&it, &[id]).await?;
-                sqlx::query(&format!(
-                    "UPDATE {table} SET count = {count} WHERE id = {id}"
-                ))
-                .execute(tx.conn())
-                .await
-                .map_err(Error::write)?;
+                tx.execute(
+                    &format!("UPDATE {table} SET count = {count} WHERE id = {id}"),
+                    &[],
+                )
+                .await?;
                 Ok(())
             })
         })
@@ -142,22 +140,30 @@ async fn database_down(url: &str) {
         kura_record::Backend::MySql => format!("mysql://root@127.0.0.1:{port}/test"),
         kura_record::Backend::Postgres => format!("postgres://postgres@127.0.0.1:{port}/test"),
     };
-    let pool = AnyPoolOptions::new()
-        .acquire_timeout(Duration::from_millis(500))
-        .connect_lazy(&dead)
-        .expect("lazy pool");
+    let db = match support::backend_of(&s.pool) {
+        kura_record::Backend::MySql => Db::MySql(
+            sqlx::mysql::MySqlPoolOptions::new()
+                .acquire_timeout(Duration::from_millis(500))
+                .connect_lazy(&dead)
+                .expect("lazy pool"),
+        ),
+        kura_record::Backend::Postgres => Db::Postgres(
+            sqlx::postgres::PgPoolOptions::new()
+                .acquire_timeout(Duration::from_millis(500))
+                .connect_lazy(&dead)
+                .expect("lazy pool"),
+        ),
+    };
+    // The same scope as the first process (the database's name).
     let cfg = Config {
         db_timeout: Duration::from_secs(1),
+        scope: s.cache.config().scope.clone(),
         ..Config::default()
     };
-    let other = RecordCache::new(
-        pool,
-        support::backend_of(&s.pool),
-        support::client(&addrs),
-        cfg,
-    );
+    let other = RecordCache::new(db, support::client(&addrs), cfg);
     let items = other
         .table::<Item>(support::items_table(&s.table))
+        .await
         .expect("declaration");
     assert_eq!(items.fetch(4).await.expect("cached"), Some(item(4, 1)));
     let u1 = items

@@ -43,12 +43,13 @@ async fn scenario(url: &str, memcached: bool) {
     assert_eq!(got, want);
     let st = s.cache.stats();
     assert_eq!(st.db_queries, 2, "the misses in one query");
-    assert_eq!(st.fills_stored, 30);
+    assert_eq!(st.fills_stored, 31, "row 5, then 29 rows and 999's absence");
+    assert!(items.peek_absent(999).await, "999's absence is cached");
     assert_eq!(items.fetch_multi(&ids).await.expect("again"), want);
     assert_eq!(
         s.cache.stats().db_queries,
-        3,
-        "only 999, which is not a row"
+        2,
+        "none: 999's absence is cached too"
     );
 
     // An index: its entry is the list of ids; the second read is all hits.
@@ -101,20 +102,11 @@ async fn scenario(url: &str, memcached: bool) {
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&it, &[5, 6]).await?;
-                sqlx::query(&format!("UPDATE {table} SET user_id = 1 WHERE id = 5"))
-                    .execute(tx.conn())
-                    .await
-                    .map_err(Error::write)?;
-                sqlx::query(&format!("DELETE FROM {table} WHERE id = 6"))
-                    .execute(tx.conn())
-                    .await
-                    .map_err(Error::write)?;
-                sqlx::query(&format!(
+                tx.execute(&format!("UPDATE {table} SET user_id = 1 WHERE id = 5"), &[]).await?;
+                tx.execute(&format!("DELETE FROM {table} WHERE id = 6"), &[]).await?;
+                tx.execute(&format!(
                     "INSERT INTO {table} (id, user_id, kind, count, name) VALUES (100, 77, 2, 1, 'new')"
-                ))
-                .execute(tx.conn())
-                .await
-                .map_err(Error::write)?;
+                ), &[]).await?;
                 tx.touch(&it, &[100]).await?;
                 Ok(())
             })
@@ -164,10 +156,8 @@ async fn scenario(url: &str, memcached: bool) {
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&it, &[7]).await?;
-                sqlx::query(&format!("UPDATE {table} SET count = -1 WHERE id = 7"))
-                    .execute(tx.conn())
-                    .await
-                    .map_err(Error::write)?;
+                tx.execute(&format!("UPDATE {table} SET count = -1 WHERE id = 7"), &[])
+                    .await?;
                 Err::<(), _>(Error::write("the application changed its mind"))
             })
         })

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use kura_record::{Config, Error, Hooks};
+use kura_record::{Config, Hooks};
 use support::{item, servers, Item};
 
 async fn stampede(url: &str) {
@@ -31,6 +31,7 @@ async fn stampede(url: &str) {
     let cache = support::cache_with(&pool, &addrs, cfg, Hooks::default()).await;
     let items = cache
         .table::<Item>(support::items_table(&table))
+        .await
         .expect("declaration");
 
     let all = join_all((0..20).map(|_| items.fetch_locked(4))).await;
@@ -48,10 +49,8 @@ async fn stampede(url: &str) {
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&it, &[4]).await?;
-                sqlx::query(&format!("UPDATE {t} SET count = 99 WHERE id = 4"))
-                    .execute(tx.conn())
-                    .await
-                    .map_err(Error::write)?;
+                tx.execute(&format!("UPDATE {t} SET count = 99 WHERE id = 4"), &[])
+                    .await?;
                 Ok(())
             })
         })

@@ -7,46 +7,10 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
 use futures_util::FutureExt;
-use kura_record::{Error, Hooks, IndexValue};
+use kura_record::IndexValue;
+use support::gate::Gate;
 use support::{item, servers, Item, Setup};
-use tokio::sync::oneshot;
-
-/// A hook that holds the next write-back until released.
-#[derive(Clone, Default)]
-struct Gate(Arc<Mutex<Option<Armed>>>);
-
-/// An armed gate: tells the test the reader paused, waits for release.
-type Armed = (oneshot::Sender<()>, oneshot::Receiver<()>);
-
-impl Gate {
-    /// Arms the gate: returns (paused, release).
-    fn arm(&self) -> (oneshot::Receiver<()>, oneshot::Sender<()>) {
-        let (paused_tx, paused_rx) = oneshot::channel();
-        let (go_tx, go_rx) = oneshot::channel();
-        *self.0.lock().expect("gate") = Some((paused_tx, go_rx));
-        (paused_rx, go_tx)
-    }
-
-    fn hooks(&self) -> Hooks {
-        let gate = self.clone();
-        Hooks {
-            before_write_back: Some(Arc::new(move || {
-                let armed = gate.0.lock().expect("gate").take();
-                async move {
-                    if let Some((paused, go)) = armed {
-                        let _ = paused.send(());
-                        let _ = go.await;
-                    }
-                }
-                .boxed()
-            })),
-            ..Hooks::default()
-        }
-    }
-}
 
 async fn update(s: &Setup, id: i64, set: &str) {
     let table = s.table.clone();
@@ -57,10 +21,8 @@ async fn update(s: &Setup, id: i64, set: &str) {
         .transaction(|tx| {
             Box::pin(async move {
                 tx.touch(&it, &[id]).await?;
-                sqlx::query(&format!("UPDATE {table} SET {set} WHERE id = {id}"))
-                    .execute(tx.conn())
-                    .await
-                    .map_err(Error::write)?;
+                tx.execute(&format!("UPDATE {table} SET {set} WHERE id = {id}"), &[])
+                    .await?;
                 tx.touch(&it, &[id]).await?;
                 Ok(())
             })
@@ -159,6 +121,63 @@ async fn index_race(url: &str, memcached: bool, tombstoned: bool) {
     s.teardown().await;
 }
 
+/// Cached absence is as race-safe as a row: a reader that found no row
+/// 50 is held before it caches the absence; a writer inserts row 50 and
+/// commits; the absence is refused and the next fetch finds the row.
+async fn absence_race(url: &str, memcached: bool) {
+    let Some(procs) = servers::servers(memcached, 2) else {
+        return;
+    };
+    let addrs = servers::addrs(&procs);
+    let gate = Gate::default();
+    let rows: Vec<Item> = (1..=10).map(|id| item(id, 1)).collect();
+    let Some(s) = Setup::new(url, &addrs, &rows, gate.hooks()).await else {
+        return;
+    };
+    let (paused, go) = gate.arm();
+    let reader = {
+        let items = s.items.clone();
+        tokio::spawn(async move { items.fetch(50).await })
+    };
+    paused.await.expect("the reader reached its write-back");
+    let table = s.table.clone();
+    let it = s.items.clone();
+    let (_, done) = s
+        .cache
+        .transaction(|tx| {
+            Box::pin(async move {
+                let sql = format!(
+                    "INSERT INTO {table} (id, user_id, kind, count, name) VALUES (50, 1, 1, 5, 'new')"
+                );
+                tx.execute(&sql, &[]).await?;
+                tx.touch(&it, &[50]).await?;
+                Ok(())
+            })
+        })
+        .await
+        .expect("commit");
+    assert!(done.expired);
+    let _ = go.send(());
+    let none = reader.await.expect("reader task").expect("fetch");
+    assert_eq!(none, None, "the reader read before the insert");
+    let st = s.cache.stats();
+    assert_eq!((st.fills_stored, st.fills_refused), (0, 1), "{st:?}");
+    assert!(!s.items.peek_absent(50).await, "the absence was not cached");
+    let row = s
+        .items
+        .fetch(50)
+        .await
+        .expect("fetch")
+        .expect("the new row");
+    assert_eq!(row.count, 5);
+    // A missing id's absence is cached: no query the second time.
+    assert_eq!(s.items.fetch(77).await.expect("fetch"), None);
+    let before = s.cache.stats().db_queries;
+    assert_eq!(s.items.fetch(77).await.expect("fetch"), None);
+    assert_eq!(s.cache.stats().db_queries, before, "77's absence is cached");
+    s.teardown().await;
+}
+
 macro_rules! on_both {
     ($($name:ident => $body:expr;)*) => {
         mod mysql {
@@ -191,4 +210,6 @@ on_both! {
     index_add_refused => |u| async move { index_race(&u, false, false).await }.boxed();
     index_cas_refused => |u| async move { index_race(&u, false, true).await }.boxed();
     index_cas_refused_memcached => |u| async move { index_race(&u, true, true).await }.boxed();
+    absence_refused => |u| async move { absence_race(&u, false).await }.boxed();
+    absence_refused_memcached => |u| async move { absence_race(&u, true).await }.boxed();
 }

@@ -53,6 +53,7 @@ async fn schema(url: &str) {
     let v2 = s
         .cache
         .table::<ItemV2>(support::items_table(&s.table).column("rarity", Kind::Int))
+        .await
         .expect("declaration");
     assert_ne!(
         v2.record_key(3),

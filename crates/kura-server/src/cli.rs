@@ -63,8 +63,8 @@ const IGNORED_SUBOPTIONS: &[&str] = &[
     after_help = "kura listens on 127.0.0.1 unless -l says otherwise, and serves UDP only when -U names a port."
 )]
 pub struct ServerArgs {
-    /// TCP port to listen on (default: 11211); 0 or -1: a free port (see
-    /// MEMCACHED_PORT_FILENAME)
+    /// TCP port to listen on (default: 11211); -1: a free port (see
+    /// MEMCACHED_PORT_FILENAME); 0: no TCP
     #[arg(
         short = 'p',
         long = "port",
@@ -72,10 +72,17 @@ pub struct ServerArgs {
         allow_negative_numbers = true,
         value_parser = parse_port
     )]
-    pub port: Option<u16>,
-    /// UDP port to listen on (default: 0, off)
-    #[arg(short = 'U', long = "udp-port", value_name = "num")]
-    pub udp_port: Option<u16>,
+    pub port: Option<CliPort>,
+    /// UDP port to listen on (default: 0, off); -1: a free port. Given
+    /// without -p, TCP listens on the same port
+    #[arg(
+        short = 'U',
+        long = "udp-port",
+        value_name = "num",
+        allow_negative_numbers = true,
+        value_parser = parse_port
+    )]
+    pub udp_port: Option<CliPort>,
     /// UNIX socket to listen on (disables network support)
     #[arg(short = 's', long = "unix-socket", value_name = "file")]
     pub unix_socket: Option<PathBuf>,
@@ -114,6 +121,9 @@ pub struct ServerArgs {
     /// -vvv internal state transitions
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
+    /// print version (memcached's line, then kura's) and exit
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
     /// save PID in <file>
     #[arg(short = 'P', long = "pidfile", value_name = "file")]
     pub pidfile: Option<PathBuf>,
@@ -153,10 +163,10 @@ pub struct ServerArgs {
     /// disable flush_all command
     #[arg(short = 'F', long = "disable-flush-all")]
     pub disable_flush_all: bool,
-    /// disable stats cachedump and lru_crawler metadump (kura has neither)
+    /// disable stats cachedump and lru_crawler metadump
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
-    /// disable watch commands (kura has none)
+    /// disable watch commands (live logging)
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
     /// turn on SASL authentication (PLAIN, binary protocol; credentials
@@ -177,7 +187,9 @@ pub struct ServerArgs {
     /// pins worker i to the i-th CPU of a list of CPUs and ranges, colon
     /// separated (0-3:8; not pinned by default); worker_loop=<direct|tasks>
     /// how workers serve plain connections (direct: from the sockets'
-    /// readiness, the default; tasks: a task each); ssl_chain_cert=<file> (PEM, leaf first),
+    /// readiness, the default; tasks: a task each); log_format=<text|json>
+    /// log lines as text (coloured only on a terminal) or one JSON object
+    /// each; ssl_chain_cert=<file> (PEM, leaf first),
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
     /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
     /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
@@ -188,6 +200,10 @@ pub struct ServerArgs {
     /// read settings from a TOML file (flags given here win)
     #[arg(long = "config", value_name = "file")]
     pub config: Option<PathBuf>,
+    /// read memcached's flags from a Debian-style memcached.conf, one flag
+    /// per line (-d and logfile are ignored); flags after it win
+    #[arg(long = "memcached-conf", value_name = "file")]
+    pub memcached_conf: Option<PathBuf>,
     /// number of store shards, a power of two (default: 4 per thread)
     #[arg(long = "shards", value_name = "num")]
     pub shards: Option<usize>,
@@ -323,12 +339,25 @@ pub enum CliError {
     ConfigParse(PathBuf, toml::de::Error),
 }
 
-/// A `-p` value: a port, or memcached's `-1` for a free one (kura's 0).
-fn parse_port(s: &str) -> Result<u16, String> {
-    if s == "-1" {
-        return Ok(0);
+/// A `-p` or `-U` value, as memcached reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliPort {
+    /// `0`: no listener of that kind.
+    Off,
+    /// `-1`: a free port the system picks.
+    Free,
+    /// A port.
+    At(u16),
+}
+
+fn parse_port(s: &str) -> Result<CliPort, String> {
+    match s {
+        "-1" => return Ok(CliPort::Free),
+        "0" => return Ok(CliPort::Off),
+        _ => {}
     }
     s.parse()
+        .map(CliPort::At)
         .map_err(|_| format!("'{s}' is not a port: expected 0 to 65535, or -1"))
 }
 
@@ -417,11 +446,22 @@ impl ServerArgs {
             c.auth_file = Some(p);
         }
         c.tls.enabled |= self.enable_ssl;
-        if let Some(v) = self.port {
-            c.port = v;
+        // memcached: -U given without -p moves TCP to the UDP port too.
+        let tcp_port = match (self.port, self.udp_port) {
+            (None, Some(udp)) if udp != CliPort::Off => Some(udp),
+            (tcp, _) => tcp,
+        };
+        match tcp_port {
+            Some(CliPort::Off) => c.tcp = false,
+            Some(CliPort::Free) => (c.tcp, c.port) = (true, 0),
+            Some(CliPort::At(n)) => (c.tcp, c.port) = (true, n),
+            None => {}
         }
-        if let Some(v) = self.udp_port {
-            c.udp_port = v;
+        match self.udp_port {
+            Some(CliPort::Off) => (c.udp_port, c.udp_free) = (0, false),
+            Some(CliPort::Free) => (c.udp_port, c.udp_free) = (0, true),
+            Some(CliPort::At(n)) => (c.udp_port, c.udp_free) = (n, false),
+            None => {}
         }
         if let Some(v) = self.unix_socket {
             c.unix_socket = Some(v);
@@ -471,6 +511,8 @@ impl ServerArgs {
             c.item_size_max = parse_size(&s).ok_or(CliError::BadItemSize(s))?;
         }
         c.disable_flush_all |= self.disable_flush_all;
+        c.disable_dumping |= self.disable_dumping;
+        c.disable_watch |= self.disable_watch;
         if let Some(v) = self.shards {
             c.shards = v;
         }
@@ -567,6 +609,11 @@ impl ServerArgs {
                         "tasks" => crate::config::WorkerLoop::Tasks,
                         _ => return Err(CliError::BadSuboption(name.into(), value.into())),
                     };
+                }
+                "log_format" => {
+                    c.log_format = value
+                        .parse()
+                        .map_err(|_| CliError::BadSuboption(name.into(), value.into()))?;
                 }
                 "worker_cpulist" => {
                     c.worker_cpulist = kura_sched::parse_cpulist(value)
@@ -792,6 +839,8 @@ mod tests {
         assert!(c.enable_shutdown && c.disable_evictions && c.disable_cas);
         assert!(c.disable_flush_all);
         assert_eq!(c.verbosity, 2);
+        let c = parse(&["-X", "-W"]).unwrap();
+        assert!(c.disable_dumping && c.disable_watch);
     }
 
     #[test]
@@ -898,7 +947,29 @@ mod tests {
     fn port_minus_one_is_a_free_port() {
         assert_eq!(parse(&["-p", "-1"]).unwrap().port, 0);
         assert_eq!(parse(&["--port=-1"]).unwrap().port, 0);
+        assert!(parse(&["-p", "-1"]).unwrap().tcp);
         assert!(parse(&["-p", "-2"]).is_err());
+    }
+
+    /// memcached 1.6.18: `-p 0` listens on no TCP port; `-U N` without
+    /// `-p` moves TCP to N too; `-U -1` is a free UDP port (and, alone, a
+    /// free TCP port); `-U 0` is off.
+    #[test]
+    fn ports_zero_and_minus_one_as_memcached() {
+        let c = parse(&["-p", "0", "-U", "11311"]).unwrap();
+        assert!(!c.tcp);
+        assert_eq!(c.udp_port, 11311);
+        let c = parse(&["-U", "11311"]).unwrap();
+        assert!(c.tcp);
+        assert_eq!((c.port, c.udp_port), (11311, 11311));
+        let c = parse(&["-U", "11311", "-p", "11411"]).unwrap();
+        assert_eq!((c.port, c.udp_port), (11411, 11311));
+        let c = parse(&["-U", "-1"]).unwrap();
+        assert!(c.tcp && c.udp_free);
+        assert_eq!((c.port, c.udp_port), (0, 0));
+        let c = parse(&["-U", "0"]).unwrap();
+        assert_eq!((c.port, c.udp_port, c.udp_free), (11211, 0, false));
+        assert!(parse(&["-U", "-2"]).is_err());
     }
 
     #[test]

@@ -72,6 +72,29 @@ pub enum WorkerLoop {
     Tasks,
 }
 
+/// How the process writes its log lines (`-o log_format`, or the `kura`
+/// binary's `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event, coloured only on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?}: text or json")),
+        }
+    }
+}
+
 impl WorkerLoop {
     /// The setting's name, as `stats settings` and `-o` spell it.
     pub fn name(self) -> &'static str {
@@ -115,8 +138,12 @@ pub struct ServerConfig {
     pub port: u16,
     /// Addresses to listen on (`-l`), each `host` or `host:port`.
     pub listen: Vec<String>,
-    /// UDP port (`-U`); 0 is off.
+    /// Listen on TCP (`-p 0` turns it off, as in memcached).
+    pub tcp: bool,
+    /// UDP port (`-U`); 0 is off, unless `udp_free`.
     pub udp_port: u16,
+    /// UDP on a free port the system picks (`-U -1`).
+    pub udp_free: bool,
     /// Unix socket path (`-s`); replaces the TCP listeners.
     pub unix_socket: Option<PathBuf>,
     /// Permissions of the Unix socket (`-a`), octal.
@@ -135,6 +162,10 @@ pub struct ServerConfig {
     pub enable_shutdown: bool,
     /// Refuse `flush_all` (`-F`).
     pub disable_flush_all: bool,
+    /// Refuse `stats cachedump` and `lru_crawler metadump`/`mgdump` (`-X`).
+    pub disable_dumping: bool,
+    /// Refuse `watch` (`-W`).
+    pub disable_watch: bool,
     /// No CAS uniques (`-C`).
     pub disable_cas: bool,
     /// Fail stores with out-of-memory instead of evicting (`-M`).
@@ -161,6 +192,8 @@ pub struct ServerConfig {
     pub worker_cpulist: Vec<usize>,
     /// How workers serve plain connections (`-o worker_loop`).
     pub worker_loop: WorkerLoop,
+    /// How log lines are written (`-o log_format`).
+    pub log_format: LogFormat,
     /// Store shards; 0 picks four per thread.
     pub shards: usize,
     /// Eviction policy of the store.
@@ -268,7 +301,9 @@ impl Default for ServerConfig {
         ServerConfig {
             port: defaults::PORT,
             listen: vec![defaults::LISTEN.to_string()],
+            tcp: true,
             udp_port: 0,
+            udp_free: false,
             unix_socket: None,
             unix_mask: defaults::UNIX_MASK,
             memory_limit: defaults::MEMORY_LIMIT_MB,
@@ -278,6 +313,8 @@ impl Default for ServerConfig {
             verbosity: 0,
             enable_shutdown: false,
             disable_flush_all: false,
+            disable_dumping: false,
+            disable_watch: false,
             disable_cas: false,
             disable_evictions: false,
             large_pages: false,
@@ -290,6 +327,7 @@ impl Default for ServerConfig {
             worker_slice_us: 100,
             worker_cpulist: Vec::new(),
             worker_loop: WorkerLoop::Direct,
+            log_format: LogFormat::Text,
             shards: 0,
             eviction: defaults::EVICTION.to_string(),
             sasl: false,
@@ -359,6 +397,8 @@ pub enum ConfigError {
     AsciiAuthWithBinary,
     #[error("SASL authentication (-S) needs a credentials file: -Y FILE or MEMCACHED_SASL_PWDB")]
     SaslWithoutCredentials,
+    #[error("nothing to listen on: -p 0 turns TCP off, and neither -U nor -s is given")]
+    NothingToListenOn,
     #[error("UDP (-U) cannot be used with authentication: its requests carry no credentials")]
     UdpWithAuth,
     #[error("TLS (-Z) needs a certificate chain and its key: -o ssl_chain_cert=FILE,ssl_key=FILE")]
@@ -427,7 +467,10 @@ impl ServerConfig {
         if self.sasl && self.credentials_file().is_none() {
             return Err(ConfigError::SaslWithoutCredentials);
         }
-        if self.udp_port != 0 && (self.sasl || self.auth_file.is_some()) {
+        if !self.tcp && !self.udp() && self.unix_socket.is_none() {
+            return Err(ConfigError::NothingToListenOn);
+        }
+        if self.udp() && (self.sasl || self.auth_file.is_some()) {
             return Err(ConfigError::UdpWithAuth);
         }
         let tls = &self.tls;
@@ -443,7 +486,7 @@ impl ServerConfig {
                 .map_err(|e| ConfigError::Eviction(format!("{e}, none")))?;
         }
         let fsync = self.fsync_policy()?;
-        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp_port != 0 {
+        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp() {
             return Err(ConfigError::UdpWithFsyncAlways);
         }
         if self.log_file_size < 4096 {
@@ -515,6 +558,11 @@ impl ServerConfig {
         } else {
             self.protocol
         }
+    }
+
+    /// Whether UDP is on (`-U` with a port, or `-U -1`).
+    pub fn udp(&self) -> bool {
+        self.udp_port != 0 || self.udp_free
     }
 
     /// Where the credentials come from: `-Y FILE`, or for SASL memcached's

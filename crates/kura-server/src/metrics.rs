@@ -18,6 +18,8 @@ macro_rules! thread_stats {
             $(pub $name: AtomicU64,)*
             /// Request latency by command family (`--metrics-listen`).
             pub latency: crate::latency::Latencies,
+            /// The keys this thread read, while `stats topkeys` is on.
+            pub hot_keys: crate::inspect::topkeys::Sketch,
         }
 
         /// A sum of [`ThreadStats`].
@@ -191,6 +193,13 @@ pub struct ConnGuard {
     conns: Arc<Conns>,
     id: u64,
     pub info: Arc<ConnInfo>,
+}
+
+impl ConnGuard {
+    /// The connection's file descriptor.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for ConnGuard {

@@ -15,6 +15,10 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 const BY_HANDLE: usize = 8 * 1024;
 /// Past this many buffered bytes, every value is sent by handle.
 pub(crate) const HIGH_WATER: usize = 256 * 1024;
+/// The most buffers one vectored write may carry: Linux refuses more than
+/// `IOV_MAX` (1,024) with `EMSGSIZE` (sendmsg) or `EINVAL` (writev), so a
+/// reply of thousands of values by handle goes out in several calls.
+pub(crate) const MAX_IOVECS: usize = 1024;
 
 /// Pending reply bytes, with values spliced in by handle.
 #[derive(Default)]
@@ -172,7 +176,9 @@ impl Output {
         let mut rest = &mut slices[..];
         IoSlice::advance_slices(&mut rest, self.sent);
         while !rest.is_empty() {
-            let n = w.write_vectored(rest).await?;
+            let n = w
+                .write_vectored(&rest[..rest.len().min(MAX_IOVECS)])
+                .await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
@@ -192,26 +198,66 @@ impl Output {
     /// The socket's write error.
     pub fn write_now<W: std::io::Write>(&mut self, w: &mut W) -> std::io::Result<bool> {
         let total = self.pending();
-        while self.sent < total {
-            let written = if self.values.is_empty() {
-                w.write(&self.bytes[self.sent..])
-            } else {
-                let mut slices = self.slices();
-                let mut rest = &mut slices[..];
-                IoSlice::advance_slices(&mut rest, self.sent);
-                w.write_vectored(rest)
-            };
-            match written {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        let mut sent = self.sent;
+        let result = if self.values.is_empty() {
+            write_all_now(w, &self.bytes, &mut sent)
+        } else {
+            let mut slices = self.slices();
+            write_vectored_now(w, &mut slices, &mut sent)
+        };
+        self.sent = sent;
+        match result {
+            Ok(()) if self.sent >= total => {
+                self.clear();
+                Ok(true)
             }
+            Ok(()) => Ok(false),
+            Err(e) => Err(e),
         }
-        self.clear();
-        Ok(true)
     }
+}
+
+/// Writes `bytes` from `*sent` on until done or the socket would block
+/// (then `Ok` with `*sent` short of the end).
+fn write_all_now<W: std::io::Write>(
+    w: &mut W,
+    bytes: &[u8],
+    sent: &mut usize,
+) -> std::io::Result<()> {
+    while *sent < bytes.len() {
+        match w.write(&bytes[*sent..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => *sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// As [`write_all_now`] for a list of slices, at most [`MAX_IOVECS`] of
+/// them a call.
+fn write_vectored_now<W: std::io::Write>(
+    w: &mut W,
+    slices: &mut [IoSlice<'_>],
+    sent: &mut usize,
+) -> std::io::Result<()> {
+    let mut rest = slices;
+    IoSlice::advance_slices(&mut rest, *sent);
+    while !rest.is_empty() {
+        match w.write_vectored(&rest[..rest.len().min(MAX_IOVECS)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                *sent += n;
+                IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -320,6 +366,91 @@ mod tests {
             assert_eq!(sock.got, b"STORED\r\n");
             assert!(o2.is_empty());
         }
+    }
+
+    /// A socket that refuses more than `IOV_MAX` buffers a call, as
+    /// Linux's sendmsg does (`EMSGSIZE`).
+    struct IovLimited(Vec<u8>);
+
+    impl std::io::Write for IovLimited {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+            if bufs.len() > 1024 {
+                return Err(std::io::Error::from_raw_os_error(libc::EMSGSIZE));
+            }
+            let mut n = 0;
+            for b in bufs {
+                self.0.extend_from_slice(b);
+                n += b.len();
+            }
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl tokio::io::AsyncWrite for IovLimited {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            b: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Ready(std::io::Write::write(self.get_mut(), b))
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::task::Poll::Ready(std::io::Write::write_vectored(self.get_mut(), bufs))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A multi-get of thousands of values by handle is more buffers than
+    /// one sendmsg takes: it goes out whole, in as many calls as needed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reply_of_thousands_of_values_is_written_whole() {
+        let big = Item::new(b"b", 0, &vec![b'v'; BY_HANDLE]);
+        let mut o = Output::default();
+        for i in 0..3000 {
+            o.extend_from_slice(format!("VALUE k{i} 0 {BY_HANDLE}\r\n").as_bytes());
+            o.push_value(&big);
+            o.extend_from_slice(b"\r\n");
+        }
+        o.extend_from_slice(b"END\r\n");
+        let want = o.to_vec();
+        let mut async_sock = IovLimited(Vec::new());
+        o.write_to(&mut async_sock).await.unwrap();
+        assert!(async_sock.0 == want, "write_to");
+        let mut sock = IovLimited(Vec::new());
+        assert!(o.write_now(&mut sock).unwrap());
+        assert!(sock.0 == want, "write_now");
+        assert!(o.is_empty());
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -87,7 +87,7 @@ pub struct Shared {
     pub started: u32,
     pub pid: u32,
     /// Who may connect, when authentication is on (`-S`, `-Y`).
-    pub credentials: Option<crate::auth::Credentials>,
+    pub credentials: Option<crate::reload::Reloadable<crate::auth::Credentials>>,
     /// The certificate and key TLS listeners use (`-Z`).
     pub tls: Option<crate::tls::TlsContext>,
     /// The update log and snapshots (`--data-dir`).
@@ -104,6 +104,8 @@ pub struct Shared {
     /// first one on.
     pub tracking: Arc<crate::tracking::Registry>,
     pub tracking_observed: std::sync::Once,
+    /// Dumps, watchers, hot keys and the crawler's settings (`inspect/`).
+    pub inspect: crate::inspect::Inspection,
     state: watch::Sender<RunState>,
 }
 
@@ -127,6 +129,7 @@ impl Shared {
             replication: crate::replication::ReplicationState::new(config.replica_of.clone()),
             tracking: Arc::default(),
             tracking_observed: std::sync::Once::new(),
+            inspect: Default::default(),
             store,
             config,
             state,

@@ -117,6 +117,11 @@ pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<V
             Next::Swallow(n) => pos.saturating_add(len).saturating_add(n),
             // A stream needs a connection: over UDP it ends the datagram.
             Next::Close | Next::Replicate => break,
+            // A dump or watch has no connection to go to: dropped unheard.
+            Next::Stream => {
+                session.stream = None;
+                break;
+            }
         };
     }
     flush(&mut held, &mut sent);

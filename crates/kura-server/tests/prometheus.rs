@@ -371,3 +371,49 @@ fn a_metrics_address_needs_a_port() {
     let err = Server::bind(config).err().expect("refused");
     assert!(err.to_string().contains("host:port"), "{err}");
 }
+
+/// The status line and body of `METHOD path` on the metrics listener.
+fn call(addr: SocketAddr, method: &str, path: &str) -> (String, String) {
+    let raw = http(
+        addr,
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// What a load balancer, an orchestrator and an operator without signals
+/// ask: live, ready, reload.
+#[test]
+fn health_readiness_and_reload_on_the_metrics_listener() {
+    let s = start();
+    assert_eq!(
+        call(s.metrics, "GET", "/healthz"),
+        ("HTTP/1.1 200 OK".into(), "ok\n".into())
+    );
+    assert_eq!(
+        call(s.metrics, "GET", "/readyz"),
+        ("HTTP/1.1 200 OK".into(), "ready\n".into())
+    );
+    // No auth or TLS files: nothing to read, and said so.
+    let (status, body) = call(s.metrics, "POST", "/reload");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(body, "reloaded: no files to read\n");
+    let raw = http(
+        s.metrics,
+        b"GET /reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    assert!(
+        text.starts_with("http/1.1 405") && text.contains("allow: post"),
+        "{text}"
+    );
+}

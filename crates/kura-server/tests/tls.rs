@@ -61,6 +61,18 @@ fn client_identity(issuer: &Issuer<'static, KeyPair>) -> Identity {
     }
 }
 
+/// Writes `server.pem` and `server-key.pem` into `dir`: a certificate for
+/// 127.0.0.1 and localhost signed by `issuer`.
+fn write_server_files(dir: &std::path::Path, issuer: &Issuer<'static, KeyPair>) {
+    let server_key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server = params.signed_by(&server_key, issuer).unwrap();
+    std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
+    std::fs::write(dir.join("server-key.pem"), server_key.serialize_pem()).unwrap();
+}
+
 impl Pki {
     fn new() -> Pki {
         static N: AtomicUsize = AtomicUsize::new(0);
@@ -71,14 +83,8 @@ impl Pki {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let (ca, issuer) = new_ca("kura test CA");
-        let server_key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server = params.signed_by(&server_key, &issuer).unwrap();
         std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-        std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
-        std::fs::write(dir.join("server-key.pem"), server_key.serialize_pem()).unwrap();
+        write_server_files(&dir, &issuer);
         let client = client_identity(&issuer);
         let (_, other) = new_ca("some other CA");
         let stranger = client_identity(&other);
@@ -506,4 +512,86 @@ fn a_client_that_stops_reading_does_not_hold_up_shutdown() {
         "the server did not stop while a TLS client was not reading"
     );
     drop(c);
+}
+
+/// A client that trusts only `ca`.
+fn trusting(ca: &rcgen::Certificate) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    Arc::new(
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// memcached's `refresh_certs`, and the reload SIGHUP runs: the files are
+/// read again and new handshakes use them; connections made before keep
+/// going; files that cannot be used leave the old certificate in place,
+/// with memcached's error line.
+#[test]
+fn refresh_certs_and_a_reload_put_new_certificates_in_use() {
+    let pki = Pki::new();
+    let (server, addr, plain) = start(&pki, |_| {});
+    let mut before = TlsClient::connect(addr, pki.client(None)).unwrap();
+    before.roundtrip(b"set k 0 0 1\r\na\r\n", b"STORED\r\n");
+
+    // The certificate is replaced by one from another CA.
+    let (ca2, issuer2) = new_ca("kura test CA, renewed");
+    write_server_files(&pki.dir, &issuer2);
+    let mut admin = common::Client::connect(plain);
+    admin.roundtrip(b"refresh_certs\r\n", b"OK\r\n");
+    admin.send(b"refresh_certs noreply\r\nmn\r\n");
+    assert_eq!(admin.read_until(b"MN\r\n"), b"MN\r\n");
+    assert!(
+        refused(addr, pki.client(None)),
+        "the old CA's clients still accepted"
+    );
+    let mut after = TlsClient::connect(addr, trusting(&ca2)).unwrap();
+    after.roundtrip(b"get k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n");
+    // The connection made before goes on with its session.
+    before.roundtrip(b"get k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n");
+
+    // Unusable files: an error line (even with noreply), the certificate in
+    // use stays.
+    std::fs::write(pki.path("server.pem"), "not a certificate\n").unwrap();
+    admin.send(b"refresh_certs\r\n");
+    let line = String::from_utf8(admin.read_until(b"\r\n")).unwrap();
+    assert!(
+        line.starts_with("Error loading the certificates: ") && line.contains("server.pem"),
+        "{line}"
+    );
+    admin.send(b"refresh_certs noreply\r\n");
+    let line = String::from_utf8(admin.read_until(b"\r\n")).unwrap();
+    assert!(
+        line.starts_with("Error loading the certificates: "),
+        "{line}"
+    );
+    TlsClient::connect(addr, trusting(&ca2))
+        .unwrap()
+        .roundtrip(b"get k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n");
+
+    // SIGHUP's reload says what it read and what it kept.
+    let shared = server.handle().shared();
+    let kept = kura_server::reload::reload(shared);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].outcome.is_err(), "{kept:?}");
+    let (ca3, issuer3) = new_ca("kura test CA, third");
+    write_server_files(&pki.dir, &issuer3);
+    let done = kura_server::reload::reload(shared);
+    assert!(done[0].outcome.is_ok(), "{done:?}");
+    assert!(refused(addr, trusting(&ca2)));
+    TlsClient::connect(addr, trusting(&ca3))
+        .unwrap()
+        .roundtrip(b"get k\r\n", b"VALUE k 0 1\r\na\r\nEND\r\n");
+}
+
+#[test]
+fn refresh_certs_without_tls_says_so() {
+    let server = TestServer::start();
+    server
+        .connect()
+        .roundtrip(b"refresh_certs\r\n", b"Error TLS not enabled\r\n");
 }

@@ -668,6 +668,12 @@ impl<'a> Meta<'a> {
         std::mem::ManuallyDrop::new(Item(self.0)).flags()
     }
 
+    /// The value's length (immutable).
+    pub(crate) fn value_len(&self) -> usize {
+        // SAFETY: as in `key`.
+        std::mem::ManuallyDrop::new(Item(self.0)).value().len()
+    }
+
     /// A new handle on the block.
     pub(crate) fn handle(&self) -> Item {
         // SAFETY: a live block, allocated while the lock is held.

@@ -36,7 +36,7 @@ mod item;
 mod ops;
 mod pages;
 mod reaper;
-mod shard;
+pub(crate) mod shard;
 mod store;
 
 pub use census::FlagsCensus;
@@ -50,4 +50,7 @@ pub use ops::{
     SetRequest, SizeLimit,
 };
 pub use reaper::Reaper;
-pub use store::{default_shards, Scan, ScanCursor, Store, StoreConfig, StoreStats};
+pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
+pub use store::{
+    default_shards, EntryView, EvictionWatch, Scan, ScanCursor, Store, StoreConfig, StoreStats,
+};

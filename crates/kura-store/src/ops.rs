@@ -263,7 +263,7 @@ impl Shard {
         opts: &GetOptions,
         now: u32,
     ) -> Option<Hit> {
-        let (off, created) = match self.find_live(hash, key, now) {
+        let (off, created) = match self.look_up(hash, key, now) {
             Some(off) => (off, false),
             None => {
                 let expiry = opts.vivify?;
@@ -328,6 +328,11 @@ impl Shard {
     #[inline(always)]
     pub(crate) fn get_shared(&self, hash: u64, key: &[u8], now: u32) -> SharedRead {
         let Some(off) = self.find(hash, key) else {
+            // A flushed entry is let go (and counted) under the lock held
+            // exclusively.
+            if self.is_flushed(hash, key) {
+                return SharedRead::Exclusive;
+            }
             return SharedRead::Miss;
         };
         let m = self.meta(off);
@@ -483,7 +488,7 @@ impl Shard {
         req: &ArithRequest,
         now: u32,
     ) -> ArithOutcome {
-        let Some(off) = self.find_live(hash, key, now) else {
+        let Some(off) = self.look_up(hash, key, now) else {
             let Some((initial, expiry)) = req.vivify else {
                 return ArithOutcome::NotFound;
             };
@@ -583,7 +588,7 @@ impl Shard {
         req: &DeleteRequest,
         now: u32,
     ) -> DeleteOutcome {
-        let Some(off) = self.find_live(hash, key, now) else {
+        let Some(off) = self.look_up(hash, key, now) else {
             return DeleteOutcome::NotFound;
         };
         let m = self.meta(off);

@@ -5,7 +5,10 @@
 //! caching reverse proxy (kura-http); `kura proxy` the memcached router
 //! (kura-proxy).
 
+mod generate;
 mod log;
+mod logging;
+mod memcached_conf;
 mod process;
 mod ring;
 
@@ -16,16 +19,22 @@ use kura_server::{Server, ServerArgs};
 #[command(
     name = "kura",
     version,
+    propagate_version = true,
     about = "kura (蔵): a caching toolkit for busy web backends"
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written: text (coloured only on a terminal) or
+    /// json (one object a line, for log shippers)
+    #[arg(long, global = true, value_name = "text|json")]
+    log_format: Option<logging::LogFormat>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the memcached-compatible cache server (memcached's flags).
+    #[command(disable_version_flag = true)]
     Server(Box<ServerArgs>),
     /// Load a memcached-protocol server and measure throughput and latency.
     Bench(Box<kura_bench::BenchArgs>),
@@ -39,6 +48,9 @@ enum Command {
     /// Run the memcached router (text, meta and binary clients) in front of
     /// pools of memcached-protocol servers.
     Proxy(Box<ProxyCommand>),
+    /// Write kura's man pages or shell completions (for packages).
+    #[command(subcommand, hide = true)]
+    Generate(generate::GenerateCommand),
 }
 
 /// `kura proxy`'s flags, with the verbosity the other commands have.
@@ -62,13 +74,23 @@ struct HttpCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // Debian's /etc/memcached.conf, read as memcached's flags.
+    let (args, conf_warnings) = match memcached_conf::expand(std::env::args_os().collect()) {
+        Ok(expanded) => expanded,
+        Err(e) => {
+            eprintln!("kura: {e:#}");
+            std::process::exit(64);
+        }
+    };
+    let cli = Cli::parse_from(args);
+    let log_format = cli.log_format;
     let result = match cli.command {
-        Command::Server(args) => run_server(*args),
+        Command::Server(args) => run_server(*args, log_format, conf_warnings),
         Command::Bench(args) => run_bench(&args),
         Command::Log(cmd) => std::process::exit(log::run(cmd)),
-        Command::Http(cmd) => run_http(*cmd),
-        Command::Proxy(cmd) => run_proxy(*cmd),
+        Command::Http(cmd) => run_http(*cmd, log_format.unwrap_or_default()),
+        Command::Proxy(cmd) => run_proxy(*cmd, log_format.unwrap_or_default()),
+        Command::Generate(cmd) => generate::run::<Cli>(&cmd),
         Command::Ring(args) => ring::run(
             &args,
             std::io::stdin().lock(),
@@ -93,44 +115,37 @@ fn run_bench(args: &kura_bench::BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_http(cmd: HttpCommand) -> anyhow::Result<()> {
-    init_logging(cmd.verbose.max(1));
+fn run_http(cmd: HttpCommand, log_format: logging::LogFormat) -> anyhow::Result<()> {
+    logging::init(cmd.verbose.max(1), log_format);
     let config = kura_http::Config::load(&cmd.args)?;
     kura_http::run(config).map_err(|e| anyhow::anyhow!(e))
 }
 
-fn run_proxy(cmd: ProxyCommand) -> anyhow::Result<()> {
-    init_logging(cmd.verbose.max(1));
+fn run_proxy(cmd: ProxyCommand, log_format: logging::LogFormat) -> anyhow::Result<()> {
+    logging::init(cmd.verbose.max(1), log_format);
     let config = kura_proxy::Config::load(&cmd.args)?;
     Ok(kura_proxy::run(config)?)
 }
 
-fn init_logging(verbosity: u8) {
-    let level = match verbosity {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    // What the durable mode says about recovery and snapshots is worth
-    // seeing at any verbosity (like Redis's loading messages).
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{level},kura_server::durable=info"))
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
-fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+fn run_server(
+    args: ServerArgs,
+    log_format: Option<logging::LogFormat>,
+    conf_warnings: Vec<String>,
+) -> anyhow::Result<()> {
+    if args.version {
+        // What `memcached -V` prints, which scripts read, then kura's own.
+        println!("memcached {}", kura_server::VERSION);
+        println!("kura {}", kura_server::KURA_VERSION);
+        return Ok(());
+    }
     let (config, opts, warnings) = args.into_config()?;
     config.validate()?;
     if opts.daemonize {
         process::daemonize()?;
     }
-    init_logging(config.verbosity);
-    for w in warnings {
+    logging::init(config.verbosity, log_format.unwrap_or(config.log_format));
+    let signals = process::Signals::catch()?;
+    for w in conf_warnings.into_iter().chain(warnings) {
         tracing::warn!("{w}");
     }
     process::raise_fd_limit(config.max_connections);
@@ -163,7 +178,8 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         );
     }
     let handle = server.start()?;
-    process::wait_for_stop(handle.shared());
+    kura_service::ready();
+    signals.wait_for_stop(handle.shared());
     let durable = handle.shared().durable.clone();
     handle.shutdown();
     handle.join();

@@ -1,6 +1,7 @@
 //! Process-level duties of memcached's flags: daemonizing (`-d`), switching
 //! user (`-u`), core dumps (`-r`), locking memory (`-k`), the open-file
-//! limit for `-c`, and stopping on SIGTERM/SIGINT.
+//! limit for `-c`, and the signals: stopping on SIGTERM/SIGINT/SIGUSR1,
+//! reloading on SIGHUP.
 
 use std::ffi::CString;
 
@@ -111,21 +112,45 @@ pub fn switch_user(user: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Blocks until SIGTERM, SIGINT or a client's `shutdown`.
-pub fn wait_for_stop(shared: &Shared) {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
-    rt.block_on(async {
+/// The signals a server answers, caught from as early as possible (before
+/// the listeners are bound), so that a SIGHUP sent while it starts (an init
+/// script's reload, logrotate) never ends it.
+pub struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: Signal,
+    int: Signal,
+    usr1: Signal,
+    hup: Signal,
+}
+
+type Signal = Option<tokio::signal::unix::Signal>;
+
+impl Signals {
+    /// Catches SIGTERM, SIGINT, SIGUSR1 and SIGHUP from now on.
+    ///
+    /// # Errors
+    /// The runtime that waits for them cannot be made.
+    pub fn catch() -> anyhow::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let mut int = signal(SignalKind::interrupt()).ok();
-        let mut usr1 = signal(SignalKind::user_defined1()).ok();
-        let mut rx = shared.watch();
-        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _entered = rt.enter();
+        let catch = |kind| signal(kind).ok();
+        Ok(Signals {
+            term: catch(SignalKind::terminate()),
+            int: catch(SignalKind::interrupt()),
+            usr1: catch(SignalKind::user_defined1()),
+            hup: catch(SignalKind::hangup()),
+            rt,
+        })
+    }
+
+    /// Blocks until SIGTERM, SIGINT, SIGUSR1 or a client's `shutdown`;
+    /// each SIGHUP meanwhile reads the server's files again
+    /// (kura_server::reload) and the server goes on.
+    pub fn wait_for_stop(mut self, shared: &Shared) {
+        async fn recv(s: &mut Signal) {
             match s {
                 Some(s) => {
                     s.recv().await;
@@ -133,11 +158,25 @@ pub fn wait_for_stop(shared: &Shared) {
                 None => std::future::pending().await,
             }
         }
-        tokio::select! {
-            _ = recv(&mut term) => tracing::info!("SIGTERM: shutting down"),
-            _ = recv(&mut int) => tracing::info!("SIGINT: shutting down"),
-            _ = recv(&mut usr1) => tracing::info!("SIGUSR1: graceful shutdown"),
-            _ = rx.wait_for(|s| *s == RunState::Stopping) => {}
-        }
-    });
+        let mut rx = shared.watch();
+        self.rt.block_on(async {
+            loop {
+                tokio::select! {
+                    _ = recv(&mut self.term) => tracing::info!("SIGTERM: shutting down"),
+                    _ = recv(&mut self.int) => tracing::info!("SIGINT: shutting down"),
+                    _ = recv(&mut self.usr1) => tracing::info!("SIGUSR1: graceful shutdown"),
+                    _ = recv(&mut self.hup) => {
+                        tracing::info!("SIGHUP: reading the auth and TLS files again");
+                        kura_service::reloading();
+                        let done = kura_server::reload::reload(shared);
+                        kura_service::reloaded(&kura_server::reload::summary(&done));
+                        continue;
+                    }
+                    _ = rx.wait_for(|s| *s == RunState::Stopping) => {}
+                }
+                break;
+            }
+        });
+        kura_service::stopping();
+    }
 }

@@ -416,6 +416,58 @@ fn port_file_names_the_bound_ports_as_memcached_does() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `-U` alone, `-U -1` and `-p 0` open what memcached 1.6.18 opens: the
+/// same port file, line for line (ports aside, where they are free ones).
+#[test]
+fn port_flags_open_what_memcached_opens() {
+    let dir = std::env::temp_dir().join(format!("kura-portflags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ports");
+    let memcached = "/usr/bin/memcached";
+    let have_memcached = std::path::Path::new(memcached).exists();
+    if !have_memcached && std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
+        panic!("memcached not found at {memcached} and KURA_REQUIRE_MEMCACHED=1");
+    }
+    let fixed = free_port().to_string();
+    let cases: [&[&str]; 3] = [&["-U", &fixed], &["-U", "-1"], &["-p", "0", "-U", "-1"]];
+    for flags in cases {
+        let mut args = vec!["server", "-l", "127.0.0.1", "-t", "1"];
+        args.extend_from_slice(flags);
+        let (ours, mut child) = port_file_of(env!("CARGO_BIN_EXE_kura"), &args, &file);
+        // -U N alone: TCP on N too.
+        if flags == ["-U", fixed.as_str()] {
+            assert_eq!(ours, format!("TCP INET: {fixed}\nUDP INET: {fixed}\n"));
+            let mut s = connect(fixed.parse().unwrap());
+            assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+        }
+        signal(&child, libc::SIGTERM);
+        assert!(wait_exit(&mut child).success());
+        std::fs::remove_file(&file).unwrap();
+        if have_memcached {
+            let mut args = vec!["-u", "root", "-l", "127.0.0.1", "-t", "1"];
+            args.extend_from_slice(flags);
+            let (theirs, mut child) = port_file_of(memcached, &args, &file);
+            let _ = child.kill();
+            let _ = child.wait();
+            std::fs::remove_file(&file).unwrap();
+            assert_eq!(
+                shape(&theirs),
+                shape(&ours),
+                "{flags:?}: {theirs:?} against {ours:?}"
+            );
+        }
+    }
+    // No listener at all is refused, with the reason.
+    let out = kura().args(["server", "-p", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to listen on"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn version_flag_prints_kuras_version() {
     let out = kura().arg("--version").output().unwrap();
@@ -424,6 +476,81 @@ fn version_flag_prints_kuras_version() {
         String::from_utf8_lossy(&out.stdout),
         format!("kura {}\n", env!("CARGO_PKG_VERSION"))
     );
+}
+
+/// `memcached -V`'s line first (scripts read it), then kura's; every other
+/// subcommand answers `--version` too.
+#[test]
+fn every_subcommand_prints_its_version() {
+    let v = env!("CARGO_PKG_VERSION");
+    for flag in ["-V", "--version"] {
+        let out = kura().args(["server", flag]).output().unwrap();
+        assert!(out.status.success(), "server {flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("memcached 1.6.18\nkura {v}\n")
+        );
+    }
+    for sub in ["proxy", "http", "bench", "ring", "log"] {
+        let out = kura().args([sub, "--version"]).output().unwrap();
+        assert!(out.status.success(), "{sub} --version");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).ends_with(&format!(" {v}\n")),
+            "{sub}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// What a log shipper reads: no colour codes when standard error is a file
+/// or a pipe, and with `--log-format json` (or the server's `-o
+/// log_format=json`) one JSON object a line.
+#[test]
+fn logs_to_a_file_are_plain_or_json() {
+    let logged = |args: &[&str]| {
+        let port = free_port();
+        let mut child = kura()
+            .args(["server", "-p", &port.to_string(), "-v"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map(Running)
+            .unwrap();
+        let mut s = connect(port);
+        assert_eq!(ask(&mut s, b"mn\r\n", b"MN\r\n"), b"MN\r\n");
+        signal(&child, libc::SIGTERM);
+        assert!(wait_exit(&mut child).success());
+        let mut text = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    };
+    let text = logged(&[]);
+    assert!(text.contains("serving memcached"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a pipe: {text:?}");
+    for args in [&["--log-format", "json"][..], &["-o", "log_format=json"]] {
+        let text = logged(args);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() >= 2, "{text}");
+        for line in lines {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert!(
+                v["level"].is_string() && v["fields"]["message"].is_string(),
+                "{line}"
+            );
+        }
+    }
+    let out = kura()
+        .args(["server", "-o", "log_format=xml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("log_format"));
 }
 
 #[test]

@@ -260,3 +260,55 @@ fn a_reload_that_drops_a_backend_closes_the_connections_to_it() {
     }
     assert!(has(&s[0], "after", "v"));
 }
+
+/// The metrics listener's admin pages: live, ready, and `POST /reload`,
+/// which does what SIGHUP does (a broken file keeps the configuration in
+/// use and says why).
+#[test]
+fn health_readiness_and_reload_over_http() {
+    let s = backends(Kind::Kura, 2);
+    let metrics = common::free_port();
+    let one = format!(
+        "metrics_listen = \"127.0.0.1:{metrics}\"\n[pools.main]\nservers = [{}]\n",
+        a(&s[0])
+    );
+    let (p, path) = with_config("proxy-admin", &one);
+    let call = |method: &str, page: &str| {
+        let raw = common::http_exchange(
+            metrics,
+            &format!("{method} {page} HTTP/1.1"),
+            "Host: x\r\nContent-Length: 0\r\nConnection: close\r\n",
+        );
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text.lines().next().unwrap_or_default().to_string();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
+        (status, body)
+    };
+    assert_eq!(call("GET", "/healthz").1, "ok\n");
+    assert_eq!(
+        call("GET", "/readyz"),
+        ("HTTP/1.1 200 OK".into(), "ready\n".into())
+    );
+    let mut c: TcpStream = p.connect();
+    assert_eq!(reply(&mut c, b"set k 0 0 1\r\na\r\n"), "STORED\r\n");
+    // A broken file: 422 with the reason, the configuration in use stays.
+    std::fs::write(&path, "[pools.main]\nservers = []\n").unwrap();
+    let (status, body) = call("POST", "/reload");
+    assert!(status.contains("422"), "{status} {body}");
+    assert!(!body.trim().is_empty());
+    assert_eq!(reply(&mut c, b"set k2 0 0 1\r\nb\r\n"), "STORED\r\n");
+    assert!(has(&s[0], "k2", "b"));
+    // A good one: in effect when the reply comes.
+    let two = one.replace(&a(&s[0]), &a(&s[1]));
+    std::fs::write(&path, two).unwrap();
+    assert_eq!(
+        call("POST", "/reload"),
+        ("HTTP/1.1 200 OK".into(), "reloaded\n".into())
+    );
+    assert_eq!(reply(&mut c, b"set k3 0 0 1\r\nc\r\n"), "STORED\r\n");
+    assert!(has(&s[1], "k3", "c") && !has(&s[0], "k3", "c"));
+    assert!(call("GET", "/reload").0.contains("405"));
+}

@@ -143,33 +143,39 @@ pub fn memcached_bin() -> Option<PathBuf> {
 }
 
 pub fn memcached() -> Option<Proc> {
-    let bin = memcached_bin()?;
+    memcached_bin()?;
     for _ in 0..5 {
-        let port = free_port();
-        let child = Command::new(&bin)
-            .args([
-                "-u",
-                "root",
-                "-U",
-                "0",
-                "-m",
-                "256",
-                "-t",
-                "2",
-                "-l",
-                "127.0.0.1",
-            ])
-            .args(["-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn memcached");
-        if let Some(p) = await_listen(child, port, "memcached") {
+        if let Some(p) = memcached_on(free_port()) {
             return Some(p);
         }
     }
     panic!("memcached failed to start 5 times");
+}
+
+/// Debian's memcached on `port` (a restart on the port a killed one had),
+/// or None when it is not installed or did not start.
+pub fn memcached_on(port: u16) -> Option<Proc> {
+    let bin = memcached_bin()?;
+    let child = Command::new(&bin)
+        .args([
+            "-u",
+            "root",
+            "-U",
+            "0",
+            "-m",
+            "256",
+            "-t",
+            "2",
+            "-l",
+            "127.0.0.1",
+        ])
+        .args(["-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn memcached");
+    await_listen(child, port, "memcached")
 }
 
 /// n servers of one kind: kura, or memcached (None: not installed).

@@ -98,6 +98,8 @@ pub struct Probe {
 /// Everything `kura http` runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The flags it was loaded with (a reload reads the file again with them).
+    pub args: HttpArgs,
     /// The backends; the first is the default one (requests no rule routes elsewhere).
     pub backends: Vec<BackendSpec>,
     /// The routes: the first is the top-level settings, then one per rule.
@@ -322,6 +324,7 @@ impl Config {
             rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
         }
         Ok(Config {
+            args: args.clone(),
             backends,
             routes,
             rules,

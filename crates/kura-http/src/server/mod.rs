@@ -10,6 +10,7 @@ mod fill;
 mod framing;
 mod h2c;
 pub mod interim;
+pub mod live;
 mod pass;
 pub mod proxy;
 mod purge;
@@ -30,7 +31,6 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
-use crate::backend::{health, Backend};
 use crate::bans::{lurker, Bans};
 use crate::cache::Cache;
 use crate::coalesce::Flights;
@@ -38,6 +38,7 @@ use crate::config::Config;
 use crate::stats::Stats;
 use crate::wire::HeadLimits;
 use framing::Guard;
+use live::Live;
 use proxy::{Peer, Proxy};
 
 /// Time a client has to send a request head.
@@ -51,8 +52,8 @@ pub struct Server {
     pub https: Vec<SocketAddr>,
     /// The admin address.
     pub admin: Option<SocketAddr>,
-    /// The proxy's shared state.
-    pub proxy: Arc<Proxy>,
+    /// The proxy in place, which a reload replaces.
+    pub live: Arc<Live>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
@@ -67,30 +68,28 @@ impl Server {
             Some(path) => Some(AccessLog::open(path)?),
             None => None,
         };
-        let backends: Vec<Arc<Backend>> = config
-            .backends
-            .iter()
-            .map(|spec| Arc::new(Backend::new(spec, &config)))
-            .collect();
+        let backends = live::backends(&config);
         let shards = kura_store::default_shards(config.threads);
         // Each shard holds its share of the memory: an object larger than a quarter of it
         // would evict most of the shard to fit.
         let mut config = config;
         config.max_object = config.max_object.min(config.memory / shards / 4);
-        let proxy = Arc::new(Proxy {
-            cache: Cache::with_bans(
+        let proxy = Proxy {
+            cache: Arc::new(Cache::with_bans(
                 config.memory,
                 shards,
                 Bans::new(config.bans.tag_headers.clone()),
-            ),
+            )),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
-            backends: backends.clone(),
+            backends,
             stats: Arc::new(Stats::default()),
             log,
-            params: crate::keys::ParamCounter::new(config.keys.count_params),
+            params: Arc::new(crate::keys::ParamCounter::new(config.keys.count_params)),
             config,
-        });
+        };
         let (stop, stopped) = watch::channel(false);
+        let live = Arc::new(Live::new(proxy, stopped.clone()));
+        let proxy = live.current();
         let permits = Arc::new(Semaphore::new(proxy.config.max_connections));
         let mut tasks = JoinSet::new();
         let mut http = Vec::new();
@@ -98,7 +97,7 @@ impl Server {
             let listener = TcpListener::bind(addr).await?;
             http.push(listener.local_addr()?);
             tasks.spawn(accept(
-                proxy.clone(),
+                live.clone(),
                 listener,
                 None,
                 permits.clone(),
@@ -108,7 +107,7 @@ impl Server {
         for path in &proxy.config.listen_unix {
             let listener = tokio::net::UnixListener::bind(path)?;
             tasks.spawn(accept_unix(
-                proxy.clone(),
+                live.clone(),
                 listener,
                 path.clone(),
                 permits.clone(),
@@ -121,7 +120,7 @@ impl Server {
             let listener = TcpListener::bind(tls.listen).await?;
             https.push(listener.local_addr()?);
             tasks.spawn(accept(
-                proxy.clone(),
+                live.clone(),
                 listener,
                 Some(acceptor),
                 permits.clone(),
@@ -132,7 +131,7 @@ impl Server {
             Some(addr) => {
                 let listener = TcpListener::bind(addr).await?;
                 let bound = listener.local_addr()?;
-                tasks.spawn(admin::serve(proxy.clone(), listener, stopped.clone()));
+                tasks.spawn(admin::serve(live.clone(), listener, stopped.clone()));
                 Some(bound)
             }
             None => None,
@@ -142,26 +141,19 @@ impl Server {
             proxy.config.bans.lurker,
             stopped.clone(),
         ));
-        if let Some(probe) = &proxy.config.probe {
-            for backend in backends {
-                let mut stopped = stopped.clone();
-                let probe = probe.clone();
-                tasks.spawn(async move {
-                    tokio::select! {
-                        () = health::run(backend, probe) => {}
-                        _ = stopped.changed() => {}
-                    }
-                });
-            }
-        }
         Ok(Server {
             http,
             https,
             admin,
-            proxy,
+            live,
             stop,
             tasks,
         })
+    }
+
+    /// The proxy in place.
+    pub fn proxy(&self) -> Arc<Proxy> {
+        self.live.current()
     }
 
     /// Stops accepting, lets connections finish their requests, and returns when they have.
@@ -183,7 +175,7 @@ pub enum StartError {
 }
 
 async fn accept(
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     permits: Arc<Semaphore>,
@@ -206,8 +198,9 @@ async fn accept(
             _ = stopped.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        let proxy = live.current();
         proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
-        let proxy = proxy.clone();
+        let live = live.clone();
         let tls = tls.clone();
         let stopped = stopped.clone();
         connections.spawn(async move {
@@ -219,7 +212,7 @@ async fn accept(
                         scheme: "http",
                         interim: None,
                     };
-                    serve_plain(proxy, stream, peer, stopped).await;
+                    serve_plain(live, stream, peer, stopped).await;
                 }
                 Some(acceptor) => {
                     let handshake =
@@ -234,12 +227,12 @@ async fn accept(
                         interim: None,
                     };
                     if h2 {
-                        serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
+                        serve(live, TokioIo::new(stream), peer, true, stopped).await;
                     } else {
                         let limits = head_limits(&proxy.config);
                         let mut guarded = Guard::new(stream, limits, proxy.stats.clone());
                         peer.interim = Some(guarded.interim());
-                        serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+                        serve(live, TokioIo::new(guarded), peer, false, stopped).await;
                     }
                 }
             }
@@ -262,7 +255,7 @@ async fn permit(
 }
 
 async fn accept_unix(
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     listener: tokio::net::UnixListener,
     path: std::path::PathBuf,
     permits: Arc<Semaphore>,
@@ -284,13 +277,16 @@ async fn accept_unix(
             },
             _ = stopped.changed() => break,
         };
-        proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
+        live.current()
+            .stats
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
         let peer = Peer {
             addr: None,
             scheme: "http",
             interim: None,
         };
-        let serving = serve_plain(proxy.clone(), stream, peer, stopped.clone());
+        let serving = serve_plain(live.clone(), stream, peer, stopped.clone());
         connections.spawn(async move {
             let _permit = permit;
             serving.await;
@@ -305,7 +301,7 @@ async fn accept_unix(
 /// Serves a plain (cleartext) connection: HTTP/2 when it opens with the HTTP/2 preface (prior
 /// knowledge), else HTTP/1.1 behind the framing guard.
 async fn serve_plain<S>(
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     mut stream: S,
     mut peer: Peer,
     mut stopped: watch::Receiver<bool>,
@@ -320,14 +316,15 @@ async fn serve_plain<S>(
     let Ok(Ok((h2, read))) = sniffed else {
         return;
     };
+    let proxy = live.current();
     if h2 {
         let stream = Guard::passthrough(stream, read, proxy.stats.clone());
-        serve(proxy, TokioIo::new(stream), peer, true, stopped).await;
+        serve(live, TokioIo::new(stream), peer, true, stopped).await;
     } else {
         let limits = head_limits(&proxy.config);
         let mut guarded = Guard::with_input(stream, read, limits, proxy.stats.clone());
         peer.interim = Some(guarded.interim());
-        serve(proxy, TokioIo::new(guarded), peer, false, stopped).await;
+        serve(live, TokioIo::new(guarded), peer, false, stopped).await;
     }
 }
 
@@ -339,19 +336,17 @@ fn head_limits(config: &Config) -> HeadLimits {
     }
 }
 
-async fn serve<I>(
-    proxy: Arc<Proxy>,
-    io: I,
-    peer: Peer,
-    h2: bool,
-    mut stopped: watch::Receiver<bool>,
-) where
+async fn serve<I>(live: Arc<Live>, io: I, peer: Peer, h2: bool, mut stopped: watch::Receiver<bool>)
+where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let max_header = proxy.config.max_header;
-    let max_headers = proxy.config.max_headers;
+    let (max_header, max_headers) = {
+        let proxy = live.current();
+        (proxy.config.max_header, proxy.config.max_headers)
+    };
+    // Each request takes the proxy in place as it begins (a reload replaces it).
     let service = service_fn(move |request| {
-        let proxy = proxy.clone();
+        let proxy = live.current();
         let peer = peer.clone();
         async move { Ok::<_, std::convert::Infallible>(proxy::handle(proxy, request, peer).await) }
     });

@@ -33,8 +33,8 @@ use crate::stats::{CacheOutcome, Stats};
 pub struct Proxy {
     /// Settings.
     pub config: Config,
-    /// Stored objects.
-    pub cache: Cache,
+    /// Stored objects (shared by the proxies a reload puts in place).
+    pub cache: Arc<Cache>,
     /// Fetches in progress.
     pub flights: Arc<Flights>,
     /// The backends, in the order of `config.backends`.
@@ -44,7 +44,7 @@ pub struct Proxy {
     /// Access log, when on.
     pub log: Option<AccessLog>,
     /// Query parameter names seen.
-    pub params: ParamCounter,
+    pub params: Arc<ParamCounter>,
 }
 
 impl AsRef<Cache> for Proxy {

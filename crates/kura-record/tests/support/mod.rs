@@ -27,11 +27,14 @@ macro_rules! per_database {
 #[path = "../../../kura-client/tests/support/mod.rs"]
 pub mod servers;
 
+pub mod gate;
+pub mod rows;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kura_client::Client;
-use kura_record::{Backend, Cached, Config, Hooks, Kind, Record, RecordCache, Table};
+use kura_record::{Backend, Cached, Config, Db, Hooks, Kind, Record, RecordCache, Table};
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
@@ -210,14 +213,27 @@ pub async fn cache_with(
     cfg: Config,
     hooks: Hooks,
 ) -> RecordCache {
-    let c = RecordCache::with_hooks(pool.clone(), backend_of(pool), client(addrs), cfg, hooks);
+    let c = RecordCache::with_hooks(db_of(pool, &cfg).await, client(addrs), cfg, hooks);
     c.start().await.expect("start the record cache");
     c
 }
 
+/// The record cache's own pool on the database of `pool` (the tests set
+/// up their tables through sqlx's `Any` pool; the cache uses the drivers).
+pub async fn db_of(pool: &AnyPool, cfg: &Config) -> Db {
+    let url = pool.connect_options().database_url.to_string();
+    let mut cfg = cfg.clone();
+    cfg.pool.max_connections = 40;
+    cfg.pool.acquire_timeout = Duration::from_secs(10);
+    Db::connect(&url, &cfg).await.expect("the cache's pool")
+}
+
 pub async fn drop_outbox(c: &RecordCache) {
     let name = outbox_name(c);
-    drop_table(c.pool(), &name).await;
+    let _ = c
+        .db()
+        .execute(&format!("DROP TABLE IF EXISTS {name}"), &[])
+        .await;
 }
 
 pub fn outbox_name(c: &RecordCache) -> String {
@@ -240,6 +256,7 @@ impl Setup {
         let cache = cache(&pool, addrs, hooks).await;
         let items = cache
             .table::<Item>(items_table(&table))
+            .await
             .expect("declaration");
         Some(Setup {
             pool,

@@ -22,6 +22,7 @@ use crate::stop::StopSignal;
 
 pub(crate) mod direct;
 mod step;
+mod stream;
 mod task;
 
 /// Bytes asked of each read.
@@ -85,6 +86,19 @@ fn closed(shared: &Shared, conn: &ConnGuard, end: End) {
     };
     if shared.verbosity() >= 2 {
         tracing::debug!(conn = %conn.info.addr, why, "connection closed");
+    }
+    let hub = &shared.inspect.watchers;
+    if hub.wants(kura_proto::WatchKinds::CONNEVENTS) {
+        // memcached's reasons: error, normal, idle_timeout, shutdown.
+        let reason = match end {
+            End::Eof | End::Quit | End::Replicate => "normal",
+            End::Idle => "idle_timeout",
+            End::Stopping => "shutdown",
+            End::Garbage | End::Io => "error",
+        };
+        hub.log(kura_proto::WatchKinds::CONNEVENTS, |o| {
+            crate::inspect::watch::conn_event(o, &conn.info.addr, conn.id(), Some(reason))
+        });
     }
 }
 

@@ -40,6 +40,7 @@ where
     let stop = stop.stopped();
     tokio::pin!(stop);
     let mut session = Session::new(shared, stats);
+    session.cfd = conn.id() as i64;
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut swallow = 0usize;
     let mut wire = configured_wire(shared);
@@ -57,6 +58,13 @@ where
         }
         if let Some(end) = r.then {
             return finish(end, stream, shared, &mut session, conn).await;
+        }
+        if let Some(job) = session.stream.take() {
+            if let Err(end) =
+                super::stream::run(*job, stream, &mut session, stop.as_mut(), conn).await
+            {
+                return end;
+            }
         }
     }
     // Room for the large frame at the front of `rbuf`, if any.
@@ -146,7 +154,8 @@ where
             }
         }
         conn.info.set_state(ConnState::ParseCmd);
-        conn.info.set_last_cmd(shared.store.now());
+        session.now = shared.store.now();
+        conn.info.set_last_cmd(session.now);
         let mut pos = 0;
         let mut served = 0;
         let mut end = None;
@@ -232,6 +241,8 @@ where
                     end = Some(End::Replicate);
                     break;
                 }
+                // Carried out below, once the replies before it are written.
+                Next::Stream => break,
             }
             served += 1;
             if session.out.pending() > HIGH_WATER {
@@ -267,6 +278,15 @@ where
         }
         if let Some(end) = end {
             return finish(end, stream, shared, &mut session, conn).await;
+        }
+        if let Some(job) = session.stream.take() {
+            if let Err(end) =
+                super::stream::run(*job, stream, &mut session, stop.as_mut(), conn).await
+            {
+                return end;
+            }
+            // The requests after it, already read, are run next.
+            buffered = !rbuf.is_empty();
         }
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
             rbuf = BytesMut::with_capacity(READ_CHUNK);
@@ -371,7 +391,7 @@ async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64)
 /// server stopped (`stop` finished) while the client was not reading.
 /// What the requests before it appended to the replication journal goes
 /// first, so that a client that does not read holds back no replica.
-async fn flush<S, F>(
+pub(super) async fn flush<S, F>(
     shared: &Shared,
     stream: &mut S,
     out: &mut Output,

@@ -1,4 +1,5 @@
-//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`.
+//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`,
+//! `refresh_certs`.
 
 use std::sync::atomic::Ordering;
 
@@ -57,6 +58,22 @@ pub(super) fn shutdown(s: &mut Session<'_>, mode: ShutdownMode) -> Next {
     tracing::info!(?mode, "shutdown requested by a client");
     s.shared.shutdown();
     Next::Close
+}
+
+/// `refresh_certs`: the TLS files read again (crate::reload); `OK`, or
+/// memcached's error line (sent even with `noreply`, as memcached does).
+pub(super) fn refresh_certs(s: &mut Session<'_>, noreply: bool) {
+    match crate::reload::refresh_certs(s.shared) {
+        Ok(()) => {
+            tracing::info!("refresh_certs: TLS files read again");
+            s.reply(noreply, reply::OK);
+        }
+        Err(why) => {
+            tracing::warn!("refresh_certs: {why}; the old certificates stay in use");
+            s.out.extend_from_slice(why.as_bytes());
+            s.out.extend_from_slice(b"\r\n");
+        }
+    }
 }
 
 pub(super) fn memlimit(s: &mut Session<'_>, megabytes: Option<u32>, noreply: bool) {

@@ -40,7 +40,7 @@ impl Session<'_> {
             .shared
             .credentials
             .as_ref()
-            .is_some_and(|c| c.check(user, pass));
+            .is_some_and(|c| c.current().check(user, pass));
         incr(&self.stats.auth_cmds);
         if ok {
             self.authenticated = true;

@@ -225,6 +225,7 @@ fn get(
     };
     let hit = s.store().get_with(key, &opts);
     super::get::count(s.stats, touch.is_some(), hit.is_some());
+    super::inspect::fetched(s, key, hit.as_ref());
     match hit {
         Some(hit) => {
             let flags = hit.item.flags().to_be_bytes();
@@ -307,6 +308,8 @@ fn store(
     if cas.is_some() {
         count_cas(s, outcome);
     }
+    let names = super::inspect::store_names(outcome, mode, cas.is_some());
+    super::storage::stored(s, key, names, flags, exptime as i32, value.len());
     match outcome {
         SetOutcome::Stored { cas } => ok(s, r, cas),
         SetOutcome::Exists => fail(s, r, Status::KeyExists),
@@ -472,6 +475,7 @@ fn sasl_auth(s: &mut Session<'_>, r: &BinRequest<'_>, mechanism: &[u8], data: &[
         .credentials
         .as_ref()
         .filter(|_| s.shared.config.sasl)
+        .map(|c| c.current())
     else {
         fail(s, r, Status::UnknownCommand);
         return Next::Continue;

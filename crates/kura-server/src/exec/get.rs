@@ -41,6 +41,7 @@ pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: 
     let hit = s.store().get_with(key, opts);
     super::track::after_read(s, key, fresh, hit.is_some());
     count(s.stats, opts.touch.is_some(), hit.is_some());
+    super::inspect::fetched(s, key, hit.as_ref());
     if let Some(hit) = hit {
         let cas = with_cas.then_some(hit.cas);
         reply::value_header(

@@ -39,6 +39,16 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
     if cas_mode || (f.compare_cas.is_some() && m.mode != StoreMode::Add) {
         count_cas(s, outcome);
     }
+    let names = super::inspect::store_names(outcome, m.mode, f.compare_cas.is_some());
+    let flags = f.client_flags.unwrap_or(0);
+    super::storage::stored(
+        s,
+        &m.key.bytes,
+        names,
+        flags,
+        f.ttl.unwrap_or(0),
+        value.len(),
+    );
     let (code, cas): (&[u8], u64) = match outcome {
         SetOutcome::Stored { cas } => {
             if f.quiet {

@@ -9,12 +9,14 @@ mod ascii_auth;
 mod binary;
 mod delete;
 mod get;
+mod inspect;
 mod meta_arith;
 mod meta_debug;
 mod meta_delete;
 mod meta_get;
 mod meta_set;
 mod stats;
+mod stats_classes;
 mod stats_settings;
 mod storage;
 mod table;
@@ -43,6 +45,9 @@ pub enum Next {
     /// Send what is pending, then carry the replication stream
     /// ([`Session::replicate`] says from where).
     Replicate,
+    /// Send what is pending, then carry out [`Session::stream`] (a dump,
+    /// then on with requests; a watch, until the client goes).
+    Stream,
 }
 
 /// What a connection does after [`Session::step`].
@@ -75,6 +80,15 @@ pub struct Session<'a> {
     /// This connection's invalidation subscription (`mt`).
     /// (Boxed: a session without one stays as small as before.)
     pub tracking: Option<Box<crate::tracking::Tracker>>,
+    /// A dump or watch to carry out once the replies so far are written.
+    pub stream: Option<Box<crate::inspect::Stream>>,
+    /// The connection's file descriptor, as watchers' lines show it (-1:
+    /// none).
+    pub cfd: i64,
+    /// The store's clock when the connection's loop began the batch of
+    /// requests under way (what the hot-key sketch counts by, without a
+    /// clock read a request).
+    pub now: u32,
 }
 
 /// A [`Session`]'s own state, detached from the server it ran on.
@@ -85,6 +99,8 @@ pub struct Detached {
     replicate: Option<(Vec<u8>, u64)>,
     no_room: bool,
     tracking: Option<Box<crate::tracking::Tracker>>,
+    stream: Option<Box<crate::inspect::Stream>>,
+    cfd: i64,
 }
 
 impl Detached {
@@ -99,6 +115,9 @@ impl Detached {
             replicate: self.replicate,
             no_room: self.no_room,
             tracking: self.tracking,
+            stream: self.stream,
+            cfd: self.cfd,
+            now: shared.store.now(),
         }
     }
 }
@@ -114,6 +133,9 @@ impl<'a> Session<'a> {
             replicate: None,
             no_room: false,
             tracking: None,
+            stream: None,
+            cfd: -1,
+            now: shared.store.now(),
         }
     }
 
@@ -127,6 +149,8 @@ impl<'a> Session<'a> {
             replicate: self.replicate,
             no_room: self.no_room,
             tracking: self.tracking,
+            stream: self.stream,
+            cfd: self.cfd,
         }
     }
 
@@ -238,7 +262,12 @@ impl<'a> Session<'a> {
             Request::Version => admin::version(self),
             Request::Verbosity { level, noreply } => admin::verbosity(self, *level, *noreply),
             Request::Quit => return Next::Close,
+            Request::RefreshCerts { noreply } => admin::refresh_certs(self, *noreply),
             Request::Shutdown(mode) => return admin::shutdown(self, *mode),
+            Request::Stats(s) if s.group() == Some(b"cachedump") => {
+                return inspect::cachedump(self, s)
+            }
+            Request::Stats(s) if s.group() == Some(b"topkeys") => inspect::topkeys(self, s),
             Request::Stats(s) => stats::run(self, s),
             Request::CacheMemlimit { megabytes, noreply } => {
                 admin::memlimit(self, *megabytes, *noreply)
@@ -251,6 +280,8 @@ impl<'a> Session<'a> {
             Request::MetaNoop => self.out.extend_from_slice(reply::MN),
             Request::Track { on } => track::run(self, *on),
             Request::ReplicaOf { host, port } => admin::replica_of(self, host, port),
+            Request::LruCrawler(c) => return inspect::lru_crawler(self, c),
+            Request::Watch(kinds) => return inspect::watch(self, *kinds),
             Request::Replicate { history, after } => {
                 let Some(after) = after else {
                     self.out

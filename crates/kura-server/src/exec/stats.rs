@@ -76,7 +76,7 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "get_hits", t.get_hits);
     reply::stat(o, "get_misses", t.get_misses);
     reply::stat(o, "get_expired", st.get_expired);
-    reply::stat(o, "get_flushed", 0);
+    reply::stat(o, "get_flushed", st.get_flushed);
     reply::stat(o, "delete_misses", t.delete_misses);
     reply::stat(o, "delete_hits", t.delete_hits);
     reply::stat(o, "incr_misses", t.incr_misses);
@@ -126,11 +126,12 @@ fn general(s: &mut Session<'_>) {
             "malloc_fails",
             "log_worker_dropped",
             "log_worker_written",
-            "log_watcher_skipped",
-            "log_watcher_sent",
-            "log_watchers",
         ],
     );
+    let w = &sh.inspect.watchers;
+    reply::stat(o, "log_watcher_skipped", load(&w.skipped));
+    reply::stat(o, "log_watcher_sent", load(&w.sent));
+    reply::stat(o, "log_watchers", w.len());
     // Where memcached 1.6.18 puts its TLS figures.
     if let Some(tls) = &sh.tls {
         let errors = load(&sh.counters.ssl_handshake_errors);
@@ -138,7 +139,7 @@ fn general(s: &mut Session<'_>) {
         reply::stat(
             o,
             "time_since_server_cert_refresh",
-            now.saturating_sub(tls.loaded_at),
+            now.saturating_sub(tls.loaded_at()),
         );
     }
     zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);
@@ -307,84 +308,6 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     }
 }
 
-/// `stats items`: memcached's per-class figures (segmented LRU), all as
-/// class 1; the LRU segments' figures kura has no counterpart of are 0.
-fn items(s: &mut Session<'_>) {
-    let st = s.shared.store.stats();
-    if st.curr_items == 0 {
-        return;
-    }
-    let o = &mut s.out;
-    let stat = |o: &mut Vec<u8>, name: &str, v: u64| reply::stat(o, &format!("items:1:{name}"), v);
-    let zero = |o: &mut Vec<u8>, names: &[&str]| {
-        for name in names {
-            stat(o, name, 0);
-        }
-    };
-    stat(o, "number", st.curr_items);
-    zero(
-        o,
-        &[
-            "number_hot",
-            "number_warm",
-            "number_cold",
-            "age_hot",
-            "age_warm",
-            "age",
-        ],
-    );
-    stat(o, "mem_requested", st.bytes);
-    stat(o, "evicted", st.evictions);
-    stat(o, "evicted_nonzero", st.evicted_nonzero);
-    zero(o, &["evicted_time"]);
-    stat(o, "outofmemory", st.out_of_memory);
-    zero(o, &["tailrepairs"]);
-    stat(o, "reclaimed", st.reclaimed);
-    stat(o, "expired_unfetched", st.expired_unfetched);
-    stat(o, "evicted_unfetched", st.evicted_unfetched);
-    zero(o, &["evicted_active"]);
-    stat(o, "crawler_reclaimed", st.crawler_reclaimed);
-    zero(
-        o,
-        &[
-            "crawler_items_checked",
-            "lrutail_reflocked",
-            "moves_to_cold",
-            "moves_to_warm",
-            "moves_within_lru",
-            "direct_reclaims",
-            "hits_to_hot",
-            "hits_to_warm",
-            "hits_to_cold",
-            "hits_to_temp",
-        ],
-    );
-}
-
-/// `stats slabs`: one class (kura has no slab allocator): its chunks are
-/// the items, with no pages or free chunks.
-fn slabs(s: &mut Session<'_>) {
-    let st = s.shared.store.stats();
-    let t = s.shared.totals();
-    let o = &mut s.out;
-    if st.curr_items > 0 {
-        zeros(o, &["1:chunk_size", "1:chunks_per_page", "1:total_pages"]);
-        reply::stat(o, "1:total_chunks", st.curr_items);
-        reply::stat(o, "1:used_chunks", st.curr_items);
-        zeros(o, &["1:free_chunks", "1:free_chunks_end"]);
-        reply::stat(o, "1:get_hits", t.get_hits);
-        reply::stat(o, "1:cmd_set", t.cmd_set);
-        reply::stat(o, "1:delete_hits", t.delete_hits);
-        reply::stat(o, "1:incr_hits", t.incr_hits);
-        reply::stat(o, "1:decr_hits", t.decr_hits);
-        reply::stat(o, "1:cas_hits", t.cas_hits);
-        reply::stat(o, "1:cas_badval", t.cas_badval);
-        reply::stat(o, "1:touch_hits", t.touch_hits);
-    }
-    reply::stat(o, "active_slabs", u8::from(st.curr_items > 0));
-    reply::stat(o, "total_malloced", st.bytes);
-}
-
 /// `stats conns`: the listening sockets and the connections, by file
 /// descriptor, as memcached lists them.
 fn conns(s: &mut Session<'_>) {
@@ -437,8 +360,8 @@ pub(super) fn listing(s: &mut Session<'_>, group: Option<&[u8]>) -> bool {
     match group {
         None => general(s),
         Some(b"settings") => super::stats_settings::settings(s),
-        Some(b"items") => items(s),
-        Some(b"slabs") => slabs(s),
+        Some(b"items") => super::stats_classes::items(s),
+        Some(b"slabs") => super::stats_classes::slabs(s),
         Some(b"conns") => conns(s),
         Some(b"sizes") => reply::stat(&mut s.out, "sizes_status", "disabled"),
         _ => return false,
@@ -464,10 +387,6 @@ pub(super) fn run(s: &mut Session<'_>, req: &Stats<'_>) {
                 _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
             };
             s.out.extend_from_slice(msg);
-        }
-        Some(b"cachedump") => {
-            s.out
-                .extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
         }
         _ => s.out.extend_from_slice(b"ERROR\r\n"),
     }

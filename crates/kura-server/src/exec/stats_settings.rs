@@ -61,12 +61,18 @@ pub(super) fn settings(s: &mut Session<'_>) {
     reply::stat(o, "slab_automove_ratio", "0.00");
     reply::stat(o, "slab_automove_window", 0);
     reply::stat(o, "slab_chunk_max", 0);
-    reply::stat(o, "lru_crawler", "no");
-    reply::stat(o, "lru_crawler_sleep", 0);
-    reply::stat(o, "lru_crawler_tocrawl", 0);
+    let crawler = &s.shared.inspect.crawler;
+    let load = |a: &std::sync::atomic::AtomicU32| a.load(std::sync::atomic::Ordering::Relaxed);
+    reply::stat(
+        o,
+        "lru_crawler",
+        yes_no(crawler.enabled.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    reply::stat(o, "lru_crawler_sleep", load(&crawler.sleep));
+    reply::stat(o, "lru_crawler_tocrawl", load(&crawler.tocrawl));
     reply::stat(o, "tail_repair_time", 0);
     reply::stat(o, "flush_enabled", yes_no(!c.disable_flush_all));
-    reply::stat(o, "dump_enabled", "no");
+    reply::stat(o, "dump_enabled", yes_no(!c.disable_dumping));
     reply::stat(o, "hash_algorithm", "foldhash");
     reply::stat(o, "lru_maintainer_thread", "no");
     reply::stat(o, "lru_segmented", "no");
@@ -77,7 +83,7 @@ pub(super) fn settings(s: &mut Session<'_>) {
     reply::stat(o, "temp_lru", "no");
     reply::stat(o, "temporary_ttl", 0);
     reply::stat(o, "idle_timeout", c.idle_timeout);
-    reply::stat(o, "watcher_logbuf_size", 0);
+    reply::stat(o, "watcher_logbuf_size", crate::inspect::watch::QUEUE_MAX);
     reply::stat(o, "worker_logbuf_size", 0);
     reply::stat(o, "read_buf_mem_limit", 0);
     reply::stat(o, "track_sizes", "no");

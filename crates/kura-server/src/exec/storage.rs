@@ -53,6 +53,30 @@ pub(crate) fn refusal(s: &Session<'_>) -> &'static [u8] {
     }
 }
 
+/// The `mutations` line of a store, when watched: `names` are its
+/// status and command.
+#[inline]
+pub(crate) fn stored(
+    s: &Session<'_>,
+    key: &[u8],
+    (status, cmd): (&str, &str),
+    flags: u32,
+    exptime: i32,
+    len: usize,
+) {
+    super::inspect::stored(
+        s,
+        &super::inspect::Mutation {
+            key,
+            status,
+            cmd,
+            flags,
+            exptime,
+            len,
+        },
+    );
+}
+
 /// Counts the outcome of a CAS-checked store.
 pub(crate) fn count_cas(s: &Session<'_>, outcome: SetOutcome) {
     match outcome {
@@ -70,6 +94,9 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
             // The text protocol's value ends with \r\n.
             let next = too_large(s, c.key, plain_set, len + 2);
             s.reply(c.noreply, refusal(s));
+            let status = if s.no_room { "no_memory" } else { "too_large" };
+            let cmd = super::inspect::cmd_name(c.mode, c.cas.is_some());
+            stored(s, c.key, (status, cmd), c.flags, c.exptime, 0);
             return next;
         }
         Data::Bytes(v) => v,
@@ -88,6 +115,8 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
     if c.cas.is_some() {
         count_cas(s, outcome);
     }
+    let names = super::inspect::store_names(outcome, c.mode, c.cas.is_some());
+    stored(s, c.key, names, c.flags, c.exptime, value.len());
     let line = match outcome {
         SetOutcome::Stored { .. } => reply::STORED,
         SetOutcome::NotStored => reply::NOT_STORED,

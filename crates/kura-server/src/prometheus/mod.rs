@@ -82,11 +82,42 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Why the server should not be sent requests now, if it should not.
+fn not_ready(shared: &Shared) -> Option<&'static str> {
+    if shared.is_stopping() {
+        return Some("stopping");
+    }
+    if shared.durable.as_ref().is_some_and(|d| d.health().failed()) {
+        return Some("the update log failed");
+    }
+    None
+}
+
 /// The reply to one HTTP request.
 fn respond<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
     let (status, body) = match (req.method(), req.uri().path()) {
-        (&Method::GET | &Method::HEAD, "/metrics") => (StatusCode::OK, render(shared)),
-        (_, "/metrics") => (StatusCode::METHOD_NOT_ALLOWED, String::new()),
+        (_, "/metrics") if read => (StatusCode::OK, render(shared)),
+        // Live: the process answers.
+        (_, "/healthz") if read => (StatusCode::OK, "ok\n".to_string()),
+        // Ready: serving, not stopping, and its update log (if any) healthy.
+        (_, "/readyz") if read => match not_ready(shared) {
+            Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+            None => (StatusCode::OK, "ready\n".to_string()),
+        },
+        // What SIGHUP does, for those who cannot send signals.
+        (&Method::POST, "/reload") => {
+            let done = crate::reload::reload(shared);
+            let status = if done.iter().all(|r| r.outcome.is_ok()) {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            (status, crate::reload::summary(&done) + "\n")
+        }
+        (_, "/metrics" | "/healthz" | "/readyz" | "/reload") => {
+            (StatusCode::METHOD_NOT_ALLOWED, String::new())
+        }
         _ => (StatusCode::NOT_FOUND, "see /metrics\n".to_string()),
     };
     let mut reply = Response::new(Full::new(Bytes::from(body)));
@@ -94,7 +125,12 @@ fn respond<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
     let headers = reply.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT));
     if status == StatusCode::METHOD_NOT_ALLOWED {
-        headers.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        let allow = if req.uri().path() == "/reload" {
+            "POST"
+        } else {
+            "GET, HEAD"
+        };
+        headers.insert(ALLOW, HeaderValue::from_static(allow));
     }
     reply
 }

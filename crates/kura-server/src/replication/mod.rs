@@ -59,12 +59,12 @@ pub struct ReplicationState {
     /// its data dir's).
     pub history: Mutex<Option<History>>,
     /// What this replica authenticates with (`--replica-auth-file`).
-    pub auth: Option<crate::auth::Credentials>,
+    pub auth: Option<crate::reload::Reloadable<crate::auth::Credentials>>,
     /// Authenticate with SASL over binary rather than ASCII (`--replica-sasl`).
     pub sasl: bool,
     /// TLS to the primary (`--replica-tls-ca`), and the name its
     /// certificate must carry when not the primary's host.
-    pub tls: Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>,
+    pub tls: Option<crate::reload::Reloadable<tokio_rustls::rustls::ClientConfig>>,
     pub tls_name: Option<String>,
     /// The streams to this server's replicas.
     pub streams: Mutex<Vec<Arc<StreamInfo>>>,

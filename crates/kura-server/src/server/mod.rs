@@ -74,7 +74,7 @@ impl Server {
         config.validate()?;
         let mut bound = Vec::new();
         let mut udp = Vec::new();
-        if config.unix_socket.is_none() {
+        if config.unix_socket.is_none() && config.tcp {
             let mut port = config.port;
             for entry in &config.listen {
                 let (notls, addr) = strip_notls(entry);
@@ -87,16 +87,21 @@ impl Server {
                     bound.push((socket, config.tls.enabled && !notls));
                 }
             }
-            if config.udp_port != 0 {
-                for entry in &config.listen {
-                    let (_, addr) = strip_notls(entry);
-                    let (host, _) = host_port(addr, config.udp_port);
-                    for sa in resolve(&host, config.udp_port)? {
-                        let s = UdpSocket::bind(sa)
-                            .with_context(|| format!("failed to listen on UDP {sa}"))?;
-                        s.set_nonblocking(true)?;
-                        udp.push(s);
+        }
+        if config.unix_socket.is_none() && config.udp() {
+            // With -U -1 (a free port), later sockets share the first's.
+            let mut port = config.udp_port;
+            for entry in &config.listen {
+                let (_, addr) = strip_notls(entry);
+                let (host, _) = host_port(addr, port);
+                for sa in resolve(&host, port)? {
+                    let s = UdpSocket::bind(sa)
+                        .with_context(|| format!("failed to listen on UDP {sa}"))?;
+                    s.set_nonblocking(true)?;
+                    if port == 0 {
+                        port = s.local_addr()?.port();
                     }
+                    udp.push(s);
                 }
             }
         }
@@ -153,17 +158,21 @@ impl Server {
         let mut shared = Shared::new(config, store);
         shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
         if let Some(path) = &shared.config.replica_auth_file {
-            shared.replication.auth = Some(crate::auth::Credentials::load(path)?);
+            shared.replication.auth = Some(crate::reload::Reloadable::new(
+                crate::auth::Credentials::load(path)?,
+            ));
         }
         shared.replication.sasl = shared.config.replica_sasl;
         let rt = &shared.config.replica_tls;
         if let Some(ca) = &rt.ca {
             let cert_key = rt.cert.as_deref().zip(rt.key.as_deref());
-            shared.replication.tls = Some(crate::tls::replica_config(ca, cert_key)?);
+            shared.replication.tls = Some(crate::reload::Reloadable::new(
+                crate::tls::replica_config(ca, cert_key)?,
+            ));
             shared.replication.tls_name = rt.name.clone();
         }
         shared.tables = tables;
-        shared.credentials = credentials;
+        shared.credentials = credentials.map(crate::reload::Reloadable::new);
         shared.tls = tls;
         shared.durable = durable;
         let shared = Arc::new(shared);

@@ -150,6 +150,12 @@ impl Dispatch {
         }
         c.curr.fetch_add(1, Ordering::Relaxed);
         c.total.fetch_add(1, Ordering::Relaxed);
+        let hub = &self.shared.inspect.watchers;
+        if hub.wants(kura_proto::WatchKinds::CONNEVENTS) {
+            hub.log(kura_proto::WatchKinds::CONNEVENTS, |o| {
+                crate::inspect::watch::conn_event(o, &peer, id, None)
+            });
+        }
         Some(
             self.shared
                 .conns

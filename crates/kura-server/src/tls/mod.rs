@@ -137,14 +137,49 @@ fn client_verifier(
     Ok(Some(verifier))
 }
 
-/// A loaded certificate and key, ready to accept TLS connections.
-#[derive(Clone)]
+/// A TLS acceptor for `config`'s files.
+fn acceptor(config: &TlsConfig) -> Result<TlsAcceptor, TlsError> {
+    let (Some(chain_path), Some(key_path)) = (&config.chain_cert, &config.key) else {
+        return Err(TlsError::Missing);
+    };
+    let chain = certificates("ssl_chain_cert", chain_path)?;
+    let key = private_key(key_path)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = match config.min_version {
+        MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        MinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let verifier = client_verifier(config, &provider)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(TlsError::Setup)?;
+    let builder = match verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let server = builder
+        .with_single_cert(chain, key)
+        .map_err(|source| TlsError::KeyMismatch {
+            chain: chain_path.clone(),
+            key: key_path.clone(),
+            source,
+        })?;
+    Ok(TlsAcceptor::from(Arc::new(server)))
+}
+
+/// The listeners' certificate and key, ready to accept TLS connections;
+/// loaded again by [`TlsContext::reload`] (SIGHUP, `refresh_certs`).
 pub struct TlsContext {
-    acceptor: TlsAcceptor,
+    current: crate::reload::Reloadable<Loaded>,
     handshake_timeout: Duration,
-    /// Store clock time the certificates were loaded (for memcached's
+}
+
+/// One loading of the files.
+struct Loaded {
+    acceptor: TlsAcceptor,
+    /// Store clock time the files were read (for memcached's
     /// `time_since_server_cert_refresh`).
-    pub loaded_at: u32,
+    at: u32,
 }
 
 impl std::fmt::Debug for TlsContext {
@@ -162,37 +197,29 @@ impl TlsContext {
     /// A file that is missing, unreadable, not PEM, holds nothing usable,
     /// or a key that does not belong to the certificate.
     pub fn load(config: &TlsConfig, now: u32) -> Result<TlsContext, TlsError> {
-        let (Some(chain_path), Some(key_path)) = (&config.chain_cert, &config.key) else {
-            return Err(TlsError::Missing);
-        };
-        let chain = certificates("ssl_chain_cert", chain_path)?;
-        let key = private_key(key_path)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let versions: &[&rustls::SupportedProtocolVersion] = match config.min_version {
-            MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-            MinVersion::Tls13 => &[&rustls::version::TLS13],
-        };
-        let verifier = client_verifier(config, &provider)?;
-        let builder = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(versions)
-            .map_err(TlsError::Setup)?;
-        let builder = match verifier {
-            Some(v) => builder.with_client_cert_verifier(v),
-            None => builder.with_no_client_auth(),
-        };
-        let server =
-            builder
-                .with_single_cert(chain, key)
-                .map_err(|source| TlsError::KeyMismatch {
-                    chain: chain_path.clone(),
-                    key: key_path.clone(),
-                    source,
-                })?;
         Ok(TlsContext {
-            acceptor: TlsAcceptor::from(Arc::new(server)),
+            current: crate::reload::Reloadable::new(Loaded {
+                acceptor: acceptor(config)?,
+                at: now,
+            }),
             handshake_timeout: Duration::from_secs(config.handshake_timeout.max(1)),
-            loaded_at: now,
         })
+    }
+
+    /// Reads `config`'s files again; the handshakes that follow use them.
+    /// On error the files loaded before stay in use.
+    ///
+    /// # Errors
+    /// As [`TlsContext::load`].
+    pub fn reload(&self, config: &TlsConfig, now: u32) -> Result<(), TlsError> {
+        let acceptor = acceptor(config)?;
+        self.current.replace(Loaded { acceptor, at: now });
+        Ok(())
+    }
+
+    /// When the files in use were read (store clock).
+    pub fn loaded_at(&self) -> u32 {
+        self.current.current().at
     }
 
     /// Runs the server side of the handshake on `stream`. None when the
@@ -206,7 +233,8 @@ impl TlsContext {
         peer: &str,
     ) -> Option<TlsStream<TcpStream>> {
         let mut rx = shared.watch();
-        let handshake = crate::timer::timeout(self.handshake_timeout, self.acceptor.accept(stream));
+        let acceptor = self.current.current().acceptor.clone();
+        let handshake = crate::timer::timeout(self.handshake_timeout, acceptor.accept(stream));
         let why = tokio::select! {
             _ = rx.wait_for(|s| *s == RunState::Stopping) => return None,
             r = handshake => match r {

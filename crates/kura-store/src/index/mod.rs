@@ -124,6 +124,50 @@ impl Index {
         old.find(hash, eq).map(|p| old.get(p))
     }
 
+    /// As [`find`](Self::find), among the positions (as [`at`](Self::at)
+    /// numbers them) from `from` on only: `eq` is never asked of an offset
+    /// before it (a flushed index whose entries before `from` are already
+    /// reclaimed, their blocks gone).
+    pub(crate) fn find_from(
+        &self,
+        hash: u64,
+        from: usize,
+        mut eq: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        if let Some(p) = self
+            .table
+            .find_where(hash, |pos, off| pos >= from && eq(off))
+        {
+            return Some(self.table.get(p));
+        }
+        let slots = self.slots();
+        let old = &self.old.as_ref()?.table;
+        old.find_where(hash, |pos, off| slots + pos >= from && eq(off))
+            .map(|p| old.get(p))
+    }
+
+    /// As [`find_from`](Self::find_from), and the entry found leaves its
+    /// slot, which no later walk by position meets; no other entry moves
+    /// (unlike [`remove`](Self::remove), which may move groups between
+    /// tables).
+    pub(crate) fn take_from(
+        &mut self,
+        hash: u64,
+        from: usize,
+        mut eq: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        if let Some(p) = self
+            .table
+            .find_where(hash, |pos, off| pos >= from && eq(off))
+        {
+            return Some(self.table.remove(p));
+        }
+        let slots = self.slots();
+        let old = &mut self.old.as_mut()?.table;
+        let p = old.find_where(hash, |pos, off| slots + pos >= from && eq(off))?;
+        Some(old.remove(p))
+    }
+
     /// Adds `off`, whose key is not in the index; `hash_of` gives the hash
     /// of any offset's key (for entries moved to a new table).
     pub(crate) fn insert(&mut self, hash: u64, off: u32, hash_of: impl Fn(u32) -> u64) {

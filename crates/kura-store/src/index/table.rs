@@ -350,6 +350,16 @@ impl Table {
     /// The place of the entry with `hash` that `eq` recognises.
     #[inline]
     pub(super) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<Place> {
+        self.find_where(hash, |_, off| eq(off))
+    }
+
+    /// As [`find`](Self::find), with each candidate's position (as
+    /// [`at`](Self::at) numbers them) given to `eq` with its offset.
+    pub(super) fn find_where(
+        &self,
+        hash: u64,
+        mut eq: impl FnMut(usize, u32) -> bool,
+    ) -> Option<Place> {
         if self.items == 0 {
             return None;
         }
@@ -358,7 +368,7 @@ impl Table {
         for _ in 0..self.groups.len() {
             let group = &self.groups[g];
             for s in group.equal(t) {
-                if eq(group.slots[s]) {
+                if eq(g * WIDTH + s, group.slots[s]) {
                     return Some((g, s));
                 }
             }

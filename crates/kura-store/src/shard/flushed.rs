@@ -64,6 +64,44 @@ impl Shard {
         self.flushed.iter().map(|f| f.left).sum()
     }
 
+    /// Whether `key` is one of the flushed entries not reclaimed yet (a
+    /// read that meets it takes it: [`Shard::take_flushed`]). Nothing is
+    /// looked up while no flushed entry waits.
+    #[inline]
+    pub(crate) fn is_flushed(&self, hash: u64, key: &[u8]) -> bool {
+        let arena = &self.arena;
+        self.has_flushed()
+            && self.flushed.iter().any(|f| {
+                f.index
+                    .find_from(hash, f.next, |off| meta(arena, off).key() == key)
+                    .is_some()
+            })
+    }
+
+    /// A lookup of `key` that found nothing live: if a flush dropped it and
+    /// it is not reclaimed yet, it is let go now and counted in
+    /// memcached's `get_flushed` (memcached unlinks a flushed item the
+    /// first time a command looks it up, and counts it then).
+    pub(crate) fn take_flushed(&mut self, hash: u64, key: &[u8]) {
+        if !self.has_flushed() {
+            return;
+        }
+        let arena = &self.arena;
+        let taken = self.flushed.iter_mut().find_map(|f| {
+            let off = f
+                .index
+                .take_from(hash, f.next, |off| meta(arena, off).key() == key)?;
+            f.left -= 1;
+            Some(off)
+        });
+        if let Some(off) = taken {
+            self.flushed.retain(|f| f.left > 0);
+            self.stats.get_flushed += 1;
+            self.used -= self.charge(self.arena.units(off));
+            self.retire(off);
+        }
+    }
+
     /// Whether flushed entries wait to be reclaimed.
     pub(crate) fn has_flushed(&self) -> bool {
         !self.flushed.is_empty()
@@ -106,9 +144,12 @@ impl Shard {
     /// item its background threads reclaim.
     fn reclaim(&mut self, off: u32) {
         let m = meta(&self.arena, off);
+        let class = self.classes.of(self.arena.units(off));
         self.stats.reclaimed += 1;
+        class.reclaimed += 1;
         if m.marks() & FETCHED == 0 {
             self.stats.expired_unfetched += 1;
+            class.expired_unfetched += 1;
         }
         self.used -= self.charge(self.arena.units(off));
         self.retire(off);

@@ -77,6 +77,7 @@ impl Shard {
         let (arena, hasher) = (&self.arena, &self.hasher);
         let hash_of = |o| hasher.hash_one(meta(arena, o).key());
         self.used += self.charge(self.arena.units(off));
+        self.classes.held(self.arena.units(off));
         self.stats.total_items += 1;
         if let Some(census) = &self.census {
             census.arrived(meta(&self.arena, off).flags());
@@ -106,6 +107,7 @@ impl Shard {
             census.left(m.flags());
         }
         m.set_marks(m.marks() & !LINKED);
+        self.classes.released(self.arena.units(off));
         self.release(off);
     }
 

@@ -44,6 +44,8 @@ pub(crate) struct ShardStats {
     pub expired_unfetched: u64,
     pub crawler_reclaimed: u64,
     pub get_expired: u64,
+    /// Lookups that met an entry a flush had dropped (`get_flushed`).
+    pub get_flushed: u64,
     pub out_of_memory: u64,
 }
 
@@ -99,6 +101,7 @@ impl Entries for Blocks<'_> {
     }
 }
 
+pub(crate) mod classes;
 mod flushed;
 mod link;
 mod room;
@@ -152,6 +155,10 @@ pub(crate) struct Shard {
     /// Hears entries arriving and leaving by flags, once one is attached
     /// (`census.rs`).
     pub(crate) census: Option<std::sync::Arc<dyn crate::census::FlagsCensus>>,
+    /// What is held and counted per size class (`classes.rs`).
+    pub(crate) classes: classes::Classes,
+    /// Hears of entries evicted, once one is attached (`inspect.rs`).
+    pub(crate) eviction_watch: Option<std::sync::Arc<dyn crate::EvictionWatch>>,
 }
 
 impl Shard {
@@ -188,6 +195,8 @@ impl Shard {
             stats: ShardStats::default(),
             evicted: None,
             census: None,
+            classes: Default::default(),
+            eviction_watch: None,
         }
     }
 
@@ -248,6 +257,18 @@ impl Shard {
         self.index.find(hash, |off| meta(arena, off).key() == key)
     }
 
+    /// Finds a live entry for a command that reads, changes or deletes it;
+    /// an expired one found on the way is unlinked, a flushed one not
+    /// reclaimed yet let go ([`Shard::take_flushed`]; memcached's storage
+    /// commands do not count those, and use [`Shard::find_live`]).
+    pub(crate) fn look_up(&mut self, hash: u64, key: &[u8], now: u32) -> Option<u32> {
+        let found = self.find_live(hash, key, now);
+        if found.is_none() {
+            self.take_flushed(hash, key);
+        }
+        found
+    }
+
     /// Finds a live entry; an expired one found on the way is unlinked.
     pub(crate) fn find_live(&mut self, hash: u64, key: &[u8], now: u32) -> Option<u32> {
         let off = self.find(hash, key)?;
@@ -256,6 +277,7 @@ impl Shard {
             self.stats.get_expired += 1;
             if m.marks() & FETCHED == 0 {
                 self.stats.expired_unfetched += 1;
+                self.classes.of(self.arena.units(off)).expired_unfetched += 1;
             }
             self.unlink(hash, off);
             return None;

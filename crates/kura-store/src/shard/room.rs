@@ -92,6 +92,7 @@ impl Shard {
             // by the operation itself, which counts the failure.
             if fill {
                 self.stats.out_of_memory += 1;
+                self.classes.of(units).out_of_memory += 1;
             }
             return None;
         };
@@ -228,18 +229,28 @@ impl Shard {
         let fetched = m.marks() & FETCHED != 0;
         let exptime = m.exptime();
         let expired = is_expired(exptime, now);
+        let class = self.classes.of(self.arena.units(off));
         if expired {
             self.stats.reclaimed += 1;
+            class.reclaimed += 1;
             if !fetched {
                 self.stats.expired_unfetched += 1;
+                class.expired_unfetched += 1;
             }
         } else if self.evict {
             self.stats.evictions += 1;
+            class.evicted += 1;
+            class.evicted_time = now.saturating_sub(m.last_access());
             if exptime != 0 {
                 self.stats.evicted_nonzero += 1;
+                class.evicted_nonzero += 1;
             }
             if !fetched {
                 self.stats.evicted_unfetched += 1;
+                class.evicted_unfetched += 1;
+            }
+            if let Some(watch) = &self.eviction_watch {
+                crate::store::inspect::tell_evicted(&**watch, &self.arena, off, now);
             }
         } else {
             return false;

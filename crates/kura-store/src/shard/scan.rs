@@ -33,6 +33,20 @@ impl Shard {
         (out, (stop < end).then_some(stop))
     }
 
+    /// The range of index positions (`Index::positions`).
+    pub(crate) fn positions(&self) -> usize {
+        self.index.positions()
+    }
+
+    /// The block offset at index position `pos`, if an entry is there.
+    pub(crate) fn offset_at(&self, pos: usize) -> Option<u32> {
+        self.index.at(pos)
+    }
+
+    pub(crate) fn arena(&self) -> &crate::arena::Arena {
+        &self.arena
+    }
+
     /// Changes whenever entries may have moved between index positions.
     pub(crate) fn index_moves(&self) -> u64 {
         self.index.moves()

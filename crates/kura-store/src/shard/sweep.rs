@@ -57,10 +57,13 @@ impl Shard {
                 self.pass_floor = self.pass_floor.min(m.exptime());
                 continue;
             }
+            let class = self.classes.of(self.arena.units(off));
             if m.marks() & FETCHED == 0 {
                 self.stats.expired_unfetched += 1;
+                class.expired_unfetched += 1;
             }
             self.stats.crawler_reclaimed += 1;
+            class.crawler_reclaimed += 1;
             let hash = self.hash_of(off);
             self.unlink(hash, off);
             removed += 1;

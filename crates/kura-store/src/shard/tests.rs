@@ -158,3 +158,41 @@ fn a_flushed_shard_refills_in_the_blocks_it_had() {
         assert_eq!(s.stats.reclaimed, i as u64, "{kind}");
     }
 }
+
+#[test]
+fn a_lookup_that_meets_a_flushed_entry_lets_it_go_once() {
+    for kind in EvictionKind::ALL {
+        let mut s = shard_of(kind, 4 << 20);
+        let key = |i: usize| format!("key:{i:06}").into_bytes();
+        let n = 2_000;
+        for i in 0..n {
+            set(&mut s, &key(i), &[b'v'; 100]);
+        }
+        // A handle held across the flush stays valid after its entry goes.
+        let held = read(&mut s, &key(7)).unwrap();
+        s.flush();
+        let used = s.used;
+        assert!(read(&mut s, &key(7)).is_none(), "{kind}");
+        assert_eq!(s.stats.get_flushed, 1, "{kind}");
+        assert!(s.used < used, "{kind}: its memory is let go");
+        assert_eq!(s.len(), n - 1, "{kind}");
+        // Met again: a plain miss.
+        assert!(read(&mut s, &key(7)).is_none(), "{kind}");
+        assert_eq!(s.stats.get_flushed, 1, "{kind}");
+        assert_eq!(held.value(), &[b'v'; 100][..], "{kind}");
+        // A store does not count (memcached's storage commands do not).
+        set(&mut s, &key(8), b"new");
+        assert_eq!(s.stats.get_flushed, 1, "{kind}");
+        // The walk that reclaims the rest never meets the one let go.
+        for _ in 0..n {
+            if !s.has_flushed() {
+                break;
+            }
+            s.reap(0, 256);
+        }
+        assert!(!s.has_flushed(), "{kind}");
+        assert_eq!(s.stats.reclaimed, (n - 1) as u64, "{kind}");
+        assert_eq!(s.len(), 1, "{kind}");
+        assert_eq!(read(&mut s, &key(8)).unwrap().value(), b"new", "{kind}");
+    }
+}

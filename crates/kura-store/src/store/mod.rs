@@ -25,6 +25,7 @@ use crate::shard::{Shard, SharedRead};
 
 mod config;
 mod flush;
+pub(crate) mod inspect;
 mod scan;
 mod sink;
 mod stats;
@@ -32,6 +33,7 @@ mod stats;
 mod tests;
 
 pub use config::{default_shards, StoreConfig};
+pub use inspect::{EntryView, EvictionWatch};
 pub use scan::{Scan, ScanCursor};
 use sink::{report, report_get};
 pub use stats::StoreStats;

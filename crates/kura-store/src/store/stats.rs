@@ -18,6 +18,9 @@ pub struct StoreStats {
     pub expired_unfetched: u64,
     pub crawler_reclaimed: u64,
     pub get_expired: u64,
+    /// Reads that found an entry a flush had dropped (memcached's
+    /// `get_flushed`), until the flushed entries are reclaimed.
+    pub get_flushed: u64,
     pub out_of_memory: u64,
     pub shards: u64,
     /// Bytes of the shards' hash indexes (memcached's `hash_bytes`).
@@ -53,6 +56,7 @@ impl Store {
             s.expired_unfetched += st.expired_unfetched;
             s.crawler_reclaimed += st.crawler_reclaimed;
             s.get_expired += st.get_expired;
+            s.get_flushed += st.get_flushed;
             s.out_of_memory += st.out_of_memory;
             let (bytes, slots, growing) = shard.index_stats();
             s.hash_bytes += bytes as u64;
@@ -66,7 +70,9 @@ impl Store {
     /// Zeroes the counters (`stats reset`); items and bytes are kept.
     pub fn reset_stats(&self) {
         for cell in self.shards.iter() {
-            cell.0.write().stats = ShardStats::default();
+            let mut shard = cell.0.write();
+            shard.stats = ShardStats::default();
+            shard.classes.reset();
         }
     }
 }

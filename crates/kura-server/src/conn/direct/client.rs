@@ -169,10 +169,12 @@ impl<'a> Client<'a> {
         shared: &'a Shared,
         stats: &'a ThreadStats,
     ) -> Self {
+        let mut session = Session::new(shared, stats);
+        session.cfd = guard.id() as i64;
         Client {
             sock,
             guard,
-            session: Session::new(shared, stats),
+            session,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             room: Room::new(&shared.values),
             wire: configured_wire(shared),
@@ -278,7 +280,8 @@ impl<'a> Client<'a> {
         let stats = self.session.stats;
         let info = &self.guard.info;
         info.set_state(ConnState::ParseCmd);
-        info.set_last_cmd(w.shared.store.now());
+        self.session.now = w.shared.store.now();
+        info.set_last_cmd(self.session.now);
         let mut pos = 0;
         let mut served = 0;
         let mut shrink = false;
@@ -329,6 +332,8 @@ impl<'a> Client<'a> {
                 }
                 Next::Close => break Outcome::End(End::Quit),
                 Next::Replicate => break Outcome::End(End::Replicate),
+                // Its task carries the stream out (conn/stream.rs).
+                Next::Stream => break Outcome::Task(None),
             }
             served += 1;
             if self.session.out.pending() > HIGH_WATER {

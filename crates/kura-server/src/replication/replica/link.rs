@@ -5,7 +5,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
@@ -64,7 +63,7 @@ impl Link {
             .with_context(|| format!("cannot connect to {primary}"))?;
         tcp.set_read_timeout(Some(read_timeout))?;
         tcp.set_nodelay(true)?;
-        let Some(config) = &state.tls else {
+        let Some(config) = state.tls.as_ref().map(|t| t.current()) else {
             return Ok(Link::Plain(tcp));
         };
         let host = match &state.tls_name {
@@ -73,8 +72,8 @@ impl Link {
         };
         let name = ServerName::try_from(host.clone())
             .map_err(|_| anyhow!("{host:?} is not a name a certificate can carry"))?;
-        let conn = ClientConnection::new(Arc::clone(config), name)
-            .map_err(|e| anyhow!("TLS to {primary}: {e}"))?;
+        let conn =
+            ClientConnection::new(config, name).map_err(|e| anyhow!("TLS to {primary}: {e}"))?;
         let mut link = Link::Tls(Box::new(StreamOwned::new(conn, tcp)));
         // The handshake now, so that a certificate refused says so here.
         if let Link::Tls(s) = &mut link {

@@ -82,6 +82,41 @@ enum Ended {
     Again,
 }
 
+/// How long a replica waits before it connects again: 100 ms after a link
+/// that synced (the primary answered and its first heartbeat came: a
+/// primary restarted, say, is back at once), twice as long as the last time
+/// after one that did not (a primary that refuses, hangs up before
+/// answering or cannot be reached), up to 10 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Backoff(Duration);
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(10);
+
+    /// The wait after a link that `synced` or not, without taking it.
+    fn next_wait(self, synced: bool) -> Duration {
+        if synced {
+            Self::FIRST
+        } else {
+            self.0
+        }
+    }
+
+    /// The wait after a link that `synced` or not; the next one doubles.
+    fn wait(&mut self, synced: bool) -> Duration {
+        let wait = self.next_wait(synced);
+        self.0 = (wait * 2).min(Self::MAX);
+        wait
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Self::FIRST)
+    }
+}
+
 impl Cx<'_> {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire) || self.shared.is_stopping()
@@ -89,14 +124,16 @@ impl Cx<'_> {
 
     fn run(&self) {
         let primary = self.primary;
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::default();
         // Set when what the server holds can no longer be continued (a
         // full resync broke off, a rewind was impossible): the next
         // connection asks for everything.
         let mut whole = false;
         while !self.stopping() {
-            let began = Instant::now();
-            match self.follow(&mut whole) {
+            let outcome = self.follow(&mut whole);
+            // Synced: the primary answered and its first heartbeat came.
+            let synced = self.shared.replication.link_up.load(Ordering::Relaxed);
+            match outcome {
                 Ok(Ended::Stopped) => break,
                 Ok(Ended::Again) => continue,
                 Err(e) => {
@@ -108,7 +145,8 @@ impl Cx<'_> {
                         break;
                     }
                     tracing::warn!(
-                        "replication from {primary}: {e:#}; trying again in {backoff:?}"
+                        "replication from {primary}: {e:#}; trying again in {:?}",
+                        backoff.next_wait(synced)
                     );
                     let line: String = format!("{e:#}")
                         .chars()
@@ -117,15 +155,10 @@ impl Cx<'_> {
                     *self.shared.replication.last_error.lock() = Some(line);
                 }
             }
-            // A link that lived a while starts the backoff over.
-            if began.elapsed() > Duration::from_secs(10) {
-                backoff = Duration::from_millis(100);
-            }
-            let until = Instant::now() + backoff;
+            let until = Instant::now() + backoff.wait(synced);
             while Instant::now() < until && !self.stopping() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
         }
         self.shared
             .replication
@@ -163,8 +196,8 @@ impl Cx<'_> {
     fn follow(&self, whole: &mut bool) -> anyhow::Result<Ended> {
         let (primary, state) = (self.primary, &self.shared.replication);
         let mut link = Link::connect(primary, state, CONNECT, SILENCE)?;
-        let creds = state.auth.as_ref().and_then(|c| c.first());
-        match creds {
+        let creds = state.auth.as_ref().map(|c| c.current());
+        match creds.as_deref().and_then(|c| c.first()) {
             Some((user, pass)) if state.sasl => link.sasl_auth(user, pass)?,
             Some((user, pass)) => link.ascii_auth(user, pass)?,
             None if state.sasl => bail!("--replica-sasl needs --replica-auth-file"),
@@ -272,6 +305,31 @@ impl Cx<'_> {
                 tracing::warn!("cannot cut back to record {to}: {e:#}; resyncing whole");
                 *whole = true;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_synced_link_starts_the_backoff_over_and_refusals_double_it() {
+        let mut b = Backoff::default();
+        let ms = |d: Duration| d.as_millis();
+        // A primary that refuses again and again: 100, 200, ... up to 10 s.
+        let waits: Vec<_> = (0..10).map(|_| ms(b.wait(false))).collect();
+        assert_eq!(
+            waits,
+            [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]
+        );
+        // A link that synced, however short it lived: at once again.
+        assert_eq!(ms(b.wait(true)), 100);
+        assert_eq!(ms(b.wait(false)), 200);
+        // A primary restarted every few seconds: each relink synced, so the
+        // wait never grows.
+        for _ in 0..20 {
+            assert_eq!(ms(b.wait(true)), 100);
         }
     }
 }

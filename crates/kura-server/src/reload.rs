@@ -1,0 +1,146 @@
+//! What a running server reads again from its files: on SIGHUP (what
+//! logrotate's `postrotate`, an init script's `reload` and systemd's
+//! `ExecReload` send) the credentials (`-Y`, `--replica-auth-file`) and
+//! every TLS file (`-o ssl_chain_cert`, `ssl_key`, `ssl_ca_cert`, the
+//! replica's `--replica-tls-*`); on memcached's `refresh_certs` the TLS
+//! files of the listeners.
+//!
+//! Each part fails safe: a file that cannot be read or used leaves that
+//! part as it was (and says why), so a reload never takes a working server
+//! into a broken one. Connections already open keep what they began with:
+//! an authenticated client stays authenticated, a TLS session keeps its
+//! certificate.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::auth::Credentials;
+use crate::shared::Shared;
+
+/// A value read from a file that a reload may replace while readers hold
+/// the one they took.
+pub struct Reloadable<T>(RwLock<Arc<T>>);
+
+impl<T> Reloadable<T> {
+    pub fn new(value: impl Into<Arc<T>>) -> Reloadable<T> {
+        Reloadable(RwLock::new(value.into()))
+    }
+
+    /// The current value (a reference count, never a copy).
+    pub fn current(&self) -> Arc<T> {
+        self.0.read().clone()
+    }
+
+    /// Puts `value` in place for every later [`Reloadable::current`].
+    pub fn replace(&self, value: impl Into<Arc<T>>) {
+        *self.0.write() = value.into();
+    }
+}
+
+impl<T> std::fmt::Debug for Reloadable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reloadable")
+    }
+}
+
+/// What one part of a reload came to.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The part: `auth file`, `TLS certificates`, ...
+    pub what: &'static str,
+    /// `Err` with why the old one was kept.
+    pub outcome: Result<(), String>,
+}
+
+/// Reads again every file the server was started with (SIGHUP); one entry
+/// per part it has, each logged.
+pub fn reload(shared: &Shared) -> Vec<Reloaded> {
+    let mut done = Vec::new();
+    let config = &shared.config;
+    if let (Some(creds), Some(path)) = (&shared.credentials, config.credentials_file()) {
+        done.push(Reloaded {
+            what: "auth file",
+            outcome: Credentials::load(&path)
+                .map(|c| creds.replace(c))
+                .map_err(|e| e.to_string()),
+        });
+    }
+    if shared.tls.is_some() {
+        done.push(Reloaded {
+            what: "TLS certificates",
+            outcome: refresh_certs(shared),
+        });
+    }
+    let repl = &shared.replication;
+    if let (Some(creds), Some(path)) = (&repl.auth, &config.replica_auth_file) {
+        done.push(Reloaded {
+            what: "replica auth file",
+            outcome: Credentials::load(path)
+                .map(|c| creds.replace(c))
+                .map_err(|e| e.to_string()),
+        });
+    }
+    let rt = &config.replica_tls;
+    if let (Some(tls), Some(ca)) = (&repl.tls, &rt.ca) {
+        let cert_key = rt.cert.as_deref().zip(rt.key.as_deref());
+        done.push(Reloaded {
+            what: "replica TLS files",
+            outcome: crate::tls::replica_config(ca, cert_key)
+                .map(|c| tls.replace(c))
+                .map_err(|e| e.to_string()),
+        });
+    }
+    for r in &done {
+        match &r.outcome {
+            Ok(()) => tracing::info!("reload: {} read again", r.what),
+            Err(why) => tracing::error!("reload: kept the old {}: {why}", r.what),
+        }
+    }
+    done
+}
+
+/// One line saying what a reload did (for the service manager's status).
+pub fn summary(done: &[Reloaded]) -> String {
+    if done.is_empty() {
+        return "reloaded: no files to read".into();
+    }
+    let parts: Vec<String> = done
+        .iter()
+        .map(|r| match &r.outcome {
+            Ok(()) => format!("{} read", r.what),
+            Err(_) => format!("{} kept (see the log)", r.what),
+        })
+        .collect();
+    format!("reloaded: {}", parts.join(", "))
+}
+
+/// Loads the listeners' TLS files again (`refresh_certs`, and SIGHUP).
+///
+/// # Errors
+/// memcached's wording: "Error TLS not enabled" without `-Z`, else which
+/// file could not be used and why; the old certificates stay in use.
+pub fn refresh_certs(shared: &Shared) -> Result<(), String> {
+    let Some(tls) = &shared.tls else {
+        return Err("Error TLS not enabled".into());
+    };
+    tls.reload(&shared.config.tls, shared.store.now())
+        .map_err(|e| {
+            // One reply line, whatever the error's text holds.
+            let why = e.to_string().replace(['\r', '\n'], " ");
+            format!("Error loading the certificates: {why}")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_keeps_the_value_it_took() {
+        let r = Reloadable::new(1);
+        let before = r.current();
+        r.replace(2);
+        assert_eq!((*before, *r.current()), (1, 2));
+    }
+}
