@@ -226,13 +226,13 @@ async fn accept(
                         scheme: "https",
                         interim: None,
                     };
+                    let limits = head_limits(&proxy.config);
                     if h2 {
-                        serve(live, TokioIo::new(stream), peer, true, stopped).await;
+                        serve(live, TokioIo::new(stream), peer, true, limits, stopped).await;
                     } else {
-                        let limits = head_limits(&proxy.config);
                         let mut guarded = Guard::new(stream, limits, proxy.stats.clone());
                         peer.interim = Some(guarded.interim());
-                        serve(live, TokioIo::new(guarded), peer, false, stopped).await;
+                        serve(live, TokioIo::new(guarded), peer, false, limits, stopped).await;
                     }
                 }
             }
@@ -317,14 +317,15 @@ async fn serve_plain<S>(
         return;
     };
     let proxy = live.current();
+    // The guard and hyper are given the same limits, read once (a reload may change them).
+    let limits = head_limits(&proxy.config);
     if h2 {
         let stream = Guard::passthrough(stream, read, proxy.stats.clone());
-        serve(live, TokioIo::new(stream), peer, true, stopped).await;
+        serve(live, TokioIo::new(stream), peer, true, limits, stopped).await;
     } else {
-        let limits = head_limits(&proxy.config);
         let mut guarded = Guard::with_input(stream, read, limits, proxy.stats.clone());
         peer.interim = Some(guarded.interim());
-        serve(live, TokioIo::new(guarded), peer, false, stopped).await;
+        serve(live, TokioIo::new(guarded), peer, false, limits, stopped).await;
     }
 }
 
@@ -336,14 +337,20 @@ fn head_limits(config: &Config) -> HeadLimits {
     }
 }
 
-async fn serve<I>(live: Arc<Live>, io: I, peer: Peer, h2: bool, mut stopped: watch::Receiver<bool>)
-where
+async fn serve<I>(
+    live: Arc<Live>,
+    io: I,
+    peer: Peer,
+    h2: bool,
+    limits: HeadLimits,
+    mut stopped: watch::Receiver<bool>,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let (max_header, max_headers) = {
-        let proxy = live.current();
-        (proxy.config.max_header, proxy.config.max_headers)
-    };
+    let HeadLimits {
+        max_head: max_header,
+        max_headers,
+    } = limits;
     // Each request takes the proxy in place as it begins (a reload replaces it).
     let service = service_fn(move |request| {
         let proxy = live.current();
