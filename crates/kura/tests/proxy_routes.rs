@@ -312,3 +312,54 @@ fn health_readiness_and_reload_over_http() {
     assert!(has(&s[1], "k3", "c") && !has(&s[0], "k3", "c"));
     assert!(call("GET", "/reload").0.contains("405"));
 }
+
+/// SIGHUPs under load: every request of two busy clients is answered right
+/// (none fails while the router is replaced), and the new route is in effect.
+#[test]
+fn sighups_under_load_fail_no_request() {
+    let s = backends(Kind::Kura, 2);
+    let one = format!("[pools.main]\nservers = [{}]\n", a(&s[0]));
+    let (p, path) = with_config("proxy-sighup-load", &one);
+    let port = p.port;
+    let load: Vec<_> = (0..2)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                for i in 0..1_500 {
+                    let v = format!("{t}-{i}");
+                    let set = format!("set load:{t} 0 0 {}\r\n{v}\r\n", v.len());
+                    assert_eq!(reply(&mut c, set.as_bytes()), "STORED\r\n", "round {i}");
+                    let got = reply(&mut c, format!("get load:{t}\r\n").as_bytes());
+                    assert_eq!(
+                        got,
+                        format!("VALUE load:{t} 0 {}\r\n{v}\r\nEND\r\n", v.len())
+                    );
+                }
+            })
+        })
+        .collect();
+    for _ in 0..10 {
+        signal(&p, libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let two = format!(
+        "default_pool = \"main\"\n{one}[pools.x]\nservers = [{}]\n[[routes]]\nprefix = \"x:\"\npool = \"x\"\n",
+        a(&s[1])
+    );
+    std::fs::write(&path, two).unwrap();
+    signal(&p, libc::SIGHUP);
+    for t in load {
+        t.join().expect("a request failed under SIGHUP");
+    }
+    let mut c: TcpStream = p.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert_eq!(reply(&mut c, b"set x:1 0 0 1\r\na\r\n"), "STORED\r\n");
+        if has(&s[1], "x:1", "a") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload never took effect");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
