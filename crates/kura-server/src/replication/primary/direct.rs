@@ -493,9 +493,24 @@ mod tests {
                 })
             })
             .collect();
+        // The stream's task, as in a server: when a send left bytes the
+        // socket did not take (a replica slow to read, on a loaded
+        // machine), it drains them and goes on from the backlog. Without
+        // it the test waited for bytes nobody would send.
+        let task = {
+            let (d, b) = (d.clone(), backlog.clone());
+            tokio::spawn(async move {
+                loop {
+                    d.kicked().await;
+                    d.drain().await.unwrap();
+                    d.flush(&b);
+                }
+            })
+        };
         let got = receive(&mut replica, 2000)
             .await
             .expect("records left unsent");
+        task.abort();
         for w in writers {
             w.join().unwrap();
         }
