@@ -123,8 +123,16 @@ subtest 'incr/decr' => sub {
     is($m->get('cmf:n') + 0, 5, 'noreply incr/decr applied');
     ok(!$m->incr('cmf:n-missing'), 'incr of a missing key is false');
     ok(!$m->decr('cmf:n-missing'), 'decr of a missing key is false');
-    $m->set('cmf:n', '18446744073709551615');
-    is($m->incr('cmf:n'), '0E0', 'incr wraps at 2^64');
+    SKIP: {
+        # memcached's own incr of a counter of 2^63 and more parses past the
+        # item's data (strchr) and fails at random (the differential test
+        # avoids it for the same reason): checked against kura only.
+        skip 'memcached reads past a large counter at random', 1
+            if ($ENV{COMPAT_BACKEND} // '') eq 'memcached';
+        $m->set('cmf:n', '18446744073709551615');
+        is($m->incr('cmf:n'), '0E0', 'incr wraps at 2^64');
+    }
+    $m->set('cmf:n', '0');
     my @r = $m->incr_multi('cmf:n', [ 'cmf:n', 5 ], 'cmf:n-missing');
     is($r[0], 1, 'incr_multi first');
     is($r[1], 6, 'incr_multi second');

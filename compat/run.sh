@@ -293,7 +293,7 @@ run_client pymemcache check_exit \
     "$PYTHON" "$here/pymemcache_test.py" --host 127.0.0.1 --port "$port"
 
 run_client cache-memcached-fast check_exit \
-    "$PERL" "$here/cache_memcached_fast_test.pl" --host 127.0.0.1 --port "$port"
+    env COMPAT_BACKEND="${target%-through-proxy}" "$PERL" "$here/cache_memcached_fast_test.pl" --host 127.0.0.1 --port "$port"
 
 run_client pylibmc check_exit \
     "$PYTHON" "$here/pylibmc_test.py" --host 127.0.0.1 --port "$port"
