@@ -25,6 +25,7 @@
 //! assert_eq!(item.value(), b"alice");
 //! ```
 
+mod api;
 mod arena;
 mod census;
 mod changes;
@@ -39,16 +40,16 @@ mod reaper;
 pub(crate) mod shard;
 mod store;
 
+pub use api::{
+    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
+    SetRequest, SizeLimit,
+};
 pub use census::FlagsCensus;
 pub use changes::{Change, ChangeSink, Entry, EntryRef};
 pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
 pub use item::{Item, KEY_MAX};
-pub use ops::{
-    ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
-    SetRequest, SizeLimit,
-};
 pub use reaper::Reaper;
 pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
 pub use store::{

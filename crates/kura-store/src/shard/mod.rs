@@ -27,7 +27,7 @@ const INDEX_BYTES: usize = 8;
 
 /// What a read under the shared lock found.
 pub(crate) enum SharedRead {
-    Hit(crate::ops::Hit),
+    Hit(crate::api::Hit),
     Miss,
     /// The read has to change the shard: retry with the lock exclusive.
     Exclusive,

@@ -3,9 +3,9 @@
 
 use super::room::arena_bytes;
 use super::*;
+use crate::api::{GetOptions, SetRequest};
 use crate::arena::UNIT;
 use crate::eviction::EvictionKind;
-use crate::ops::{GetOptions, SetRequest};
 
 impl Shard {
     /// Blocks in the arena, in bytes (the store's `bytes` counts `used`).

@@ -14,13 +14,13 @@ use std::sync::OnceLock;
 use foldhash::fast::{FixedState, RandomState};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-use crate::clock::Clock;
-use crate::expiry::Expiry;
-use crate::item::{Item, KEY_MAX};
-use crate::ops::{
+use crate::api::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
     SetRequest,
 };
+use crate::clock::Clock;
+use crate::expiry::Expiry;
+use crate::item::{Item, KEY_MAX};
 use crate::shard::{Shard, SharedRead};
 
 mod config;

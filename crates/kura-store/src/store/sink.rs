@@ -6,9 +6,9 @@ use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
+use crate::api::{GetOptions, Hit};
 use crate::census::FlagsCensus;
 use crate::changes::{Change, ChangeSink, Entry};
-use crate::ops::{GetOptions, Hit};
 use crate::shard::Shard;
 
 use super::Store;
