@@ -84,11 +84,14 @@ impl Stats {
 
 /// Everything the pages show, read at one moment.
 pub struct Snapshot {
-    figures: Vec<(&'static str, &'static str, Kind, u64)>,
+    figures: Vec<Figure>,
     hit_ratio: f64,
     /// Per backend: name, healthy, errors.
     backends: Vec<(String, bool, u64)>,
 }
+
+/// One figure: its `/stats` name, its Prometheus name, its kind, its value.
+type Figure = (&'static str, &'static str, Kind, u64);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -195,9 +198,31 @@ pub fn snapshot(
             flights.in_flight_bytes() as u64,
         ),
     ]);
+    figures.extend(ban_figures(cache));
+    let backends = backends
+        .iter()
+        .map(|b| {
+            (
+                b.name.clone(),
+                b.health.is_healthy(),
+                load(&b.health.errors),
+            )
+        })
+        .collect();
+    Snapshot {
+        figures,
+        hit_ratio,
+        backends,
+    }
+}
+
+/// The ban list's figures (Varnish's `bans_*` counters).
+fn ban_figures(cache: &Cache) -> [Figure; 12] {
+    use Kind::{Counter, Gauge};
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let bans = cache.bans();
     let c = &bans.counters;
-    figures.extend([
+    [
         ("bans", "bans", Gauge, bans.len() as u64),
         ("bans_added", "bans_added_total", Counter, load(&c.added)),
         (
@@ -255,22 +280,7 @@ pub fn snapshot(
             Counter,
             load(&c.soft_purges),
         ),
-    ]);
-    let backends = backends
-        .iter()
-        .map(|b| {
-            (
-                b.name.clone(),
-                b.health.is_healthy(),
-                load(&b.health.errors),
-            )
-        })
-        .collect();
-    Snapshot {
-        figures,
-        hit_ratio,
-        backends,
-    }
+    ]
 }
 
 impl Snapshot {

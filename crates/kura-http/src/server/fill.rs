@@ -117,52 +117,14 @@ pub(super) async fn run(
         make_conditional(&mut headers, &[]);
         conditional = false;
     };
-    let request = RequestHead {
-        method: &Method::GET,
-        uri: &origin.uri,
-        headers: &origin.headers,
-    };
-    let control = ResponseControl::from_headers(&policy.targeted_fields, &parts.headers);
-    let too_large = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|len| len > proxy.config.max_object);
-    let plan = storable(policy, request, ResponseHead::from(&parts), &control).and_then(|plan| {
-        credentials(policy, request, ResponseHead::from(&parts), &control).map(|()| plan)
-    });
-    // An error answer never replaces a stored object: that object is what stale-if-error
-    // serves while the backend fails.
-    let keeps_stale = stale.is_some() && is_server_error(parts.status);
-    let mut store = None;
-    if let (Ok(plan), false, false) = (&plan, too_large, keeps_stale) {
-        let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
-        strip_hop_by_hop(&mut kept);
-        // Fields that vary the response without being in the key key it when the request
-        // carried any (`key_headers`).
-        let keyed = &proxy.route(origin.route).unkeyed.key;
-        if keyed.iter().any(|name| origin.headers.contains_key(name)) {
-            for name in keyed {
-                vary::add(&mut kept, name);
-            }
-        }
-        let head = ResponseHead {
-            status: parts.status,
-            headers: &kept,
-        };
-        let freshness = Freshness::new(policy, head, &control, request_time, response_time);
-        if freshness.worth_storing(has_validators(&kept)) {
-            store = Some((kept, freshness));
-        }
-    }
-    let hit_for_miss = store.is_none()
-        && stale.is_none()
-        && !is_server_error(parts.status)
-        && plan != Err(NotStorable::RequestNoStore);
-    if hit_for_miss {
-        proxy.cache.hit_for_miss(&key, proxy.config.hit_for_miss);
-    }
+    let mut store = storage_plan(
+        &proxy,
+        &origin,
+        &key,
+        stale.as_ref(),
+        &parts,
+        (request_time, response_time),
+    );
     // Compressed on the way in: the flight and the store hold the gzip bytes.
     let mut encoder = None;
     if let Some((kept, _)) = &mut store {
@@ -217,6 +179,68 @@ pub(super) async fn run(
         producer.push(last).await;
     }
     producer.finish(complete);
+}
+
+/// What the fetched response becomes in the cache: the headers to store and their
+/// freshness, or `None` (not storable, too large, not worth storing, or an error answer that
+/// must not replace the stale object); notes a hit-for-miss when nothing is stored and no
+/// stale object waits for a refresh.
+fn storage_plan(
+    proxy: &Proxy,
+    origin: &Origin,
+    key: &[u8],
+    stale: Option<&Object>,
+    parts: &http::response::Parts,
+    (request_time, response_time): (SystemTime, SystemTime),
+) -> Option<(HeaderMap, Freshness)> {
+    let policy = &proxy.route(origin.route).policy;
+    let request = RequestHead {
+        method: &Method::GET,
+        uri: &origin.uri,
+        headers: &origin.headers,
+    };
+    let control = ResponseControl::from_headers(&policy.targeted_fields, &parts.headers);
+    let too_large = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > proxy.config.max_object);
+    let plan = storable(policy, request, ResponseHead::from(parts), &control).and_then(|plan| {
+        credentials(policy, request, ResponseHead::from(parts), &control).map(|()| plan)
+    });
+    // An error answer never replaces a stored object: that object is what stale-if-error
+    // serves while the backend fails.
+    let keeps_stale = stale.is_some() && is_server_error(parts.status);
+    let mut store = None;
+    if let (Ok(plan), false, false) = (&plan, too_large, keeps_stale) {
+        let mut kept = headers::for_storage(&parts.headers, &plan.strip, response_time);
+        strip_hop_by_hop(&mut kept);
+        // Fields that vary the response without being in the key key it when the request
+        // carried any (`key_headers`).
+        let keyed = &proxy.route(origin.route).unkeyed.key;
+        if keyed.iter().any(|name| origin.headers.contains_key(name)) {
+            for name in keyed {
+                vary::add(&mut kept, name);
+            }
+        }
+        let head = ResponseHead {
+            status: parts.status,
+            headers: &kept,
+        };
+        let freshness = Freshness::new(policy, head, &control, request_time, response_time);
+        if freshness.worth_storing(has_validators(&kept)) {
+            store = Some((kept, freshness));
+        }
+    }
+    let hit_for_miss = store.is_none()
+        && stale.is_none()
+        && !is_server_error(parts.status)
+        && plan != Err(NotStorable::RequestNoStore);
+    if hit_for_miss {
+        proxy.cache.hit_for_miss(key, proxy.config.hit_for_miss);
+    }
+    store
 }
 
 /// Streams the backend's body into the flight (through `encoder` when it compresses); true
