@@ -10,8 +10,6 @@
 //! with a writer and a reader; [`proto`] writes requests and frames
 //! replies; [`value`] makes values that prove which key they belong to;
 //! [`stats`] counts; [`report`] prints; [`plot`] draws latency against load.
-//! [`relay`] is apart: a delaying TCP relay, the network stand-in the client
-//! benches (kura-client's and kura-record's examples) put before servers.
 
 pub mod args;
 pub mod conn;
@@ -20,7 +18,6 @@ pub mod load;
 pub mod pacer;
 pub mod plot;
 pub mod proto;
-pub mod relay;
 pub mod report;
 pub mod run;
 pub mod stats;

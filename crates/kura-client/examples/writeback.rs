@@ -10,7 +10,7 @@
 //! and three servers in the benchmark). Prints one line per measurement:
 //! medians over ROUNDS (the two ways alternate within each round), and
 //! the ratio of the medians. With DELAY_US > 0 each measurement is made on
-//! loopback and then through `kura_bench::relay` (DELAY_US each way, a
+//! loopback and then through `kura_testkit::relay::delay` (DELAY_US each way, a
 //! network stand-in), the two lines side by side, after a line with the
 //! round trip the relay adds (median of 1,000 `get`s through it, less the
 //! median of 1,000 direct).
@@ -140,8 +140,8 @@ async fn main() {
         client(&get_servers),
     )];
     if !delay.is_zero() {
-        let two = kura_bench::relay::start(&set_servers, delay).expect("relay");
-        let three = kura_bench::relay::start(&get_servers, delay).expect("relay");
+        let two = kura_testkit::relay::delay::start(&set_servers, delay).expect("relay");
+        let three = kura_testkit::relay::delay::start(&get_servers, delay).expect("relay");
         let tag = format!("relay {delay_us} us");
         ways.push((tag, client(&two), client(&three)));
         let direct = round_trip(&ways[0].1, 1000).await;

@@ -141,7 +141,8 @@ async fn main() {
     let name = format!("kr_bench_{}", std::process::id());
     create(&db, &name, a.items).await;
     let servers = if a.delay_us > 0 {
-        kura_bench::relay::start(&a.servers, Duration::from_micros(a.delay_us)).expect("relay")
+        kura_testkit::relay::delay::start(&a.servers, Duration::from_micros(a.delay_us))
+            .expect("relay")
     } else {
         a.servers.clone()
     };

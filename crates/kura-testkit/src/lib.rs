@@ -1,87 +1,27 @@
-//! Helpers shared by the test suites of kura's crates (a dev-dependency only).
+//! Helpers shared by the test suites of kura's crates (a dev-dependency only; the client
+//! and record benches' examples use its delaying relay too):
+//!
+//! * [`free_port`]: ports for test servers;
+//! * [`process`]: children killed and reaped on drop, waited for until they listen;
+//! * [`tools`]: third-party programs located (memcached, Redis), skipped with a message
+//!   when missing, a failure under CI (`CI=true` or `KURA_REQUIRE_MEMCACHED=1`);
+//! * [`servers`]: `kura server` processes of this workspace, Debian's memcached and a
+//!   private redis-server, each on a free port;
+//! * [`fake`]: servers that never answer, or answer what the test says;
+//! * [`fake`]: servers that never answer, or answer what the test says;
+//! * [`relay`]: TCP relays between a test and a server: delaying (a network stand-in on
+//!   loopback), gated (lets a budget of bytes through, then holds), holding (replies held
+//!   back until opened);
+//! * [`netns`]: test hosts in network namespaces, with links that can be slowed, made lossy
+//!   or cut (root, iproute2 and nftables).
 
-use std::net::TcpListener;
-use std::process::Child;
-use std::sync::Mutex;
+pub mod fake;
+pub mod netns;
+mod ports;
+pub mod process;
+pub mod relay;
+pub mod servers;
+pub mod tools;
 
-/// Where ports are handed out from: below the kernel's ephemeral range.
-const FIRST: u16 = 10_000;
-
-/// A TCP port nothing listens on now, never the same one twice in this process: tests run
-/// in parallel threads, and the OS may offer a port again once the probe that found it
-/// closed.
-///
-/// Taken below the kernel's ephemeral range (`ip_local_port_range`), so a port the kernel
-/// picks (a `-p -1` server of another test, memcached's too, an outgoing connection) is never
-/// one given here. A probe of `127.0.0.1:0` would hand out an ephemeral port that such a
-/// server could take a moment later; a test then talked to the other test's server (and saw
-/// it reset when that test stopped it).
-pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let span = ephemeral_start().saturating_sub(FIRST).max(1000);
-    // Each test process starts at its own place in the range.
-    let mut next = (std::process::id() as u16).wrapping_mul(7919) % span;
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        next = (next + 1) % span;
-        let port = FIRST + next;
-        if given.contains(&port) {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
-/// A child process killed and reaped when dropped, so a test that fails (panics) leaves no
-/// server behind. Derefs to the [`Child`].
-pub struct ChildGuard(pub Child);
-
-impl std::ops::Deref for ChildGuard {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for ChildGuard {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        // A child already waited for is not signalled again (std keeps its status).
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The first port of the kernel's ephemeral range (32768 where it cannot be read).
-fn ephemeral_start() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports_are_free_distinct_and_below_the_ephemeral_range() {
-        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
-        let mut unique = ports.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), ports.len());
-        for port in ports {
-            assert!((FIRST..ephemeral_start().max(FIRST + 1000)).contains(&port));
-            TcpListener::bind(("127.0.0.1", port)).expect("still free");
-        }
-    }
-}
+pub use ports::free_port;
+pub use process::{addrs, ChildGuard, Proc};

@@ -14,11 +14,10 @@
 //! them and runs as root, a missing capability fails the test instead.
 
 use std::cell::RefCell;
+use std::ffi::OsStr;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-
-use super::{must, run, Server};
 
 /// One veth pair between the test's namespace and the host.
 pub struct Link {
@@ -143,21 +142,11 @@ impl Host {
         must("ip", &all);
     }
 
-    /// A `kura server -t 2` inside the host, listening on `addr` (an
-    /// address of one of its links) on a free port, with `extra` flags;
-    /// returned once it answers.
-    pub fn server(&self, addr: &str, extra: &[&str]) -> Server {
-        let port = super::free_port();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns])
-            .arg(super::kura().get_program())
-            .args(["server", "-t", "2", "-p", &port.to_string(), "-l", addr])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ip netns exec");
-        Server::adopt(child, addr, port)
+    /// A command that runs `program` inside the host (`ip netns exec`).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns]).arg(program);
+        cmd
     }
 
     /// Drops `per_mille` of link `l`'s packets at random, both ways (0: none).
@@ -258,4 +247,19 @@ impl Drop for Host {
         }
         run("ip", &["netns", "del", &self.ns]);
     }
+}
+
+/// Runs a command (`ip`, `tc`) with `args`; whether it succeeded.
+pub fn run(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs a command that must succeed.
+pub fn must(cmd: &str, args: &[&str]) {
+    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
 }

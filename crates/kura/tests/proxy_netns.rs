@@ -1,6 +1,6 @@
 //! The rejoin scenario with a backend made unreachable by the network, not
 //! stopped or killed: it runs on a host in a network namespace of the
-//! test's own (common/netns.rs), whose link drops every packet while cut
+//! test's own (kura-testkit's netns), whose link drops every packet while cut
 //! (no RST, no ICMP: the proxy sees only silence, as across a partition).
 //! Set v1, cut, delete, set v2, heal: the proxy never serves v1, over two
 //! flaps.
@@ -10,10 +10,10 @@
 
 mod common;
 
-use common::netns::Host;
 use common::proxy::{
     change_while_away, config, keys_on, never_stale, proxy, set_when_up, until_down, Kind,
 };
+use kura_testkit::netns::Host;
 
 const TEST: &str = "a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return";
 
@@ -23,7 +23,7 @@ fn a_backend_cut_off_by_the_network_never_serves_a_stale_value_on_its_return() {
         return;
     };
     let inside_ip = host.links[0].inner_ip.clone();
-    let b = host.server(&inside_ip, &[]);
+    let b = common::server_in(&host, &inside_ip, &[]);
     let a = common::proxy::backend(Kind::Kura);
     let servers = vec![
         format!("127.0.0.1:{}", a.port),

@@ -1,4 +1,4 @@
-//! The replication link across a network of the test's own (common/netns.rs):
+//! The replication link across a network of the test's own (kura-testkit's netns):
 //! the replica runs on a host in a network namespace, reached by two links
 //! (one carries the replication stream, the other the test's questions, so
 //! the replica can be asked while its stream is cut). The stream survives
@@ -18,8 +18,8 @@
 mod common;
 
 use common::cluster::{caught_up, contents, fill_mb, load, resynced_once, same, wait_stat};
-use common::netns::Host;
 use common::{stat, stat_str, Server};
+use kura_testkit::netns::Host;
 
 const TEST: &str = "the_stream_crosses_a_slow_lossy_network_and_a_partition";
 
@@ -42,7 +42,8 @@ fn the_stream_crosses_a_slow_lossy_network_and_a_partition() {
     const STREAM: usize = 0;
     let (stream, mgmt) = (&host.links[STREAM], &host.links[1]);
     let primary = Server::start_in_memory(&["-l", &format!("127.0.0.1,{}", stream.outer_ip)]);
-    let replica = host.server(
+    let replica = common::server_in(
+        &host,
         &mgmt.inner_ip,
         &[
             "--replica-of",
@@ -159,7 +160,8 @@ fn a_full_resync_across_a_slow_link_while_writes_go_on_happens_once() {
     ]);
     fill_mb(&primary, "big", 4);
     host.rate(STREAM, Some("8mbit"));
-    let replica = host.server(
+    let replica = common::server_in(
+        &host,
         &mgmt.inner_ip,
         &[
             "--replica-of",

@@ -10,8 +10,8 @@
 mod common;
 
 use common::cluster::{caught_up, contents, fill_mb, load, resynced_once, same, wait_for};
-use common::relay::Relay;
 use common::{stat, Server};
+use kura_testkit::relay::HoldingRelay as Relay;
 
 /// A primary of 40 MB behind a relay holding its bytes back, and a replica
 /// of it through the relay whose full resync has begun (its hold taken),

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,36 +33,11 @@ pub struct Memcached {
     pub addr: String,
 }
 
-/// Where memcached is: `$KURA_MEMCACHED` or `/usr/bin/memcached`.
-fn memcached_binary() -> Option<PathBuf> {
-    anchor_binary("memcached", "KURA_MEMCACHED", "/usr/bin/memcached")
-}
-
-/// The binary at `$var` or `default`; `None` (after saying so) when it is
-/// missing, unless `KURA_REQUIRE_MEMCACHED=1` (CI: the anchors must run).
-fn anchor_binary(name: &str, var: &str, default: &str) -> Option<PathBuf> {
-    let bin = std::env::var_os(var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(default));
-    if bin.exists() {
-        return Some(bin);
-    }
-    if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
-        panic!(
-            "{name} not found at {} and KURA_REQUIRE_MEMCACHED=1 \
-             (install Debian's {name} or set {var})",
-            bin.display()
-        );
-    }
-    println!("skipped: {name} not installed");
-    None
-}
-
 impl Memcached {
     /// A fresh memcached on a free TCP port, or `None` (after saying so)
     /// when memcached is not installed and not required.
     pub fn start() -> Option<Memcached> {
-        let bin = memcached_binary()?;
+        let bin = memcached_bin()?;
         for _ in 0..5 {
             let port = free_port();
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -77,7 +52,7 @@ impl Memcached {
 
     /// A fresh memcached listening on the Unix socket `path` only.
     pub fn start_unix(path: &Path) -> Option<Memcached> {
-        let bin = memcached_binary()?;
+        let bin = memcached_bin()?;
         let _ = std::fs::remove_file(path);
         let child = spawn(&bin, &["-s", &path.display().to_string()]);
         let connects = || std::os::unix::net::UnixStream::connect(path).is_ok();
@@ -89,44 +64,17 @@ impl Memcached {
 
 /// A Redis server child process (no persistence), killed when dropped.
 pub struct Redis {
-    child: Child,
+    _proc: kura_testkit::Proc,
     pub addr: String,
 }
 
 impl Redis {
-    /// A fresh redis-server (`$KURA_REDIS_SERVER` or
-    /// `/usr/bin/redis-server`) on a free port, or `None` (after saying
-    /// so) when it is not installed and not required.
+    /// A fresh redis-server (`$KURA_REDIS_SERVER` or `/usr/bin/redis-server`) on a free
+    /// port, or `None` (after saying so) when it is not installed and not required.
     pub fn start() -> Option<Redis> {
-        let bin = anchor_binary("redis-server", "KURA_REDIS_SERVER", "/usr/bin/redis-server")?;
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let port = port.to_string();
-            let args = [
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ];
-            let child = spawn_with(&bin, &args);
-            if let Some(child) = wait_until(child, || TcpStream::connect(addr).is_ok()) {
-                let addr = addr.to_string();
-                return Some(Redis { child, addr });
-            }
-        }
-        panic!("redis-server failed to start 5 times");
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let proc = kura_testkit::servers::redis_server()?;
+        let addr = proc.addr();
+        Some(Redis { _proc: proc, addr })
     }
 }
 
@@ -181,6 +129,7 @@ impl Drop for Memcached {
 }
 
 pub use kura_testkit::free_port;
+use kura_testkit::tools::memcached_bin;
 
 /// kura's server in this process, on a free port; stopped when dropped.
 pub struct Kura {

@@ -1,5 +1,5 @@
 //! What the record tests share: the cache servers (kura servers of this
-//! workspace and Debian's memcached, from kura-client's test support), the
+//! workspace and Debian's memcached, from kura-testkit), the
 //! two databases (MariaDB and PostgreSQL on loopback, `$KURA_RECORD_MYSQL`
 //! and `$KURA_RECORD_POSTGRES`; skipped with a message when unreachable, a
 //! failure under CI), and a table of items under a name of its own per
@@ -24,8 +24,13 @@ macro_rules! per_database {
     };
 }
 
-#[path = "../../../kura-client/tests/support/mod.rs"]
-pub mod servers;
+/// The cache servers (kura-testkit's).
+#[allow(unused_imports)] // each test file uses its own part
+pub mod servers {
+    pub use kura_testkit::fake::silent_server;
+    pub use kura_testkit::servers::{kura_on, memcached_on, servers};
+    pub use kura_testkit::{addrs, free_port, Proc};
+}
 
 pub mod gate;
 pub mod rows;

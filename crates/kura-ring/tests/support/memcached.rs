@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use kura_ring::Server;
 
-use super::{await_listen, free_port, Process};
+use kura_testkit::process::await_listen;
+
+use super::{free_port, Process};
 
 /// Starts memcached on `addr`; None if it exits (the port is taken).
 pub fn start_memcached_at(bin: &Path, addr: SocketAddr) -> Option<Process> {
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args(["-u", "root", "-U", "0", "-m", "64", "-t", "1"])
         .args(["-l", &addr.ip().to_string(), "-p", &addr.port().to_string()])
         .stdin(Stdio::null())
@@ -21,8 +23,7 @@ pub fn start_memcached_at(bin: &Path, addr: SocketAddr) -> Option<Process> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-    await_listen(&mut child, addr, "memcached")?;
-    Some(Process(child))
+    await_listen(child, addr, "memcached", Duration::from_secs(10))
 }
 
 /// Starts memcached on a free port of 127.0.0.1 (retrying when the port is

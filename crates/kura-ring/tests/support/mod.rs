@@ -18,38 +18,7 @@ use std::time::{Duration, Instant};
 
 use kura_ring::Ring;
 
-/// Whether a missing tool fails the test (CI) rather than skipping it.
-pub fn tools_required() -> bool {
-    matches!(std::env::var("CI").as_deref(), Ok("true" | "1"))
-        || std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1")
-}
-
-/// Runs `probe`; when it fails, panics under CI and otherwise prints
-/// "skipped" and returns false.
-pub fn have(what: &str, probe: &mut Command) -> bool {
-    let ok = probe
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            !tools_required(),
-            "{what} is not installed, and CI=true requires it (.ci/run installs it); probe: {probe:?}"
-        );
-        println!("skipped: {what} is not installed");
-    }
-    ok
-}
-
-/// Debian's memcached: `$KURA_MEMCACHED` or /usr/bin/memcached.
-pub fn memcached_bin() -> Option<PathBuf> {
-    let bin = std::env::var_os("KURA_MEMCACHED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/memcached"));
-    have("memcached", Command::new(&bin).arg("-V")).then_some(bin)
-}
+pub use kura_testkit::tools::{have, memcached_bin, required as tools_required};
 
 /// Python with pylibmc: `$PYTHON` or python3.
 pub fn python() -> Option<String> {
@@ -144,21 +113,6 @@ pub use kura_testkit::free_port;
 
 /// A child process killed when dropped.
 pub use kura_testkit::ChildGuard as Process;
-
-/// Waits until `addr` accepts connections; None if `child` exits first.
-fn await_listen(child: &mut Child, addr: SocketAddr, what: &str) -> Option<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            return None;
-        }
-        if TcpStream::connect(addr).is_ok() {
-            return Some(());
-        }
-        assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// Asserts that each key sits on the server `ring` names for it, listing
 /// the first disagreements otherwise.

@@ -5,7 +5,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{await_listen, connect, free_port, Process};
+use std::time::Duration;
+
+use kura_testkit::process::await_listen;
+
+use super::{connect, free_port, Process};
 
 /// nutcracker started on a config, killed when dropped.
 pub struct Nutcracker {
@@ -30,7 +34,7 @@ impl Nutcracker {
                 yml.push_str(&format!("   - {s}\n"));
             }
             std::fs::write(&conf, yml).expect("write nutcracker's config");
-            let mut child = Command::new(bin)
+            let child = Command::new(bin)
                 .arg("-c")
                 .arg(&conf)
                 .arg("-o")
@@ -42,11 +46,8 @@ impl Nutcracker {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            if await_listen(&mut child, addr, "nutcracker").is_some() {
-                return Nutcracker {
-                    _proc: Process(child),
-                    addr,
-                };
+            if let Some(child) = await_listen(child, addr, "nutcracker", Duration::from_secs(10)) {
+                return Nutcracker { _proc: child, addr };
             }
         }
         let log = std::fs::read_to_string(dir.join("nutcracker.log")).unwrap_or_default();

@@ -4,9 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
-pub mod netns;
 pub mod proxy;
-pub mod relay;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -146,19 +144,23 @@ impl Drop for Server {
     }
 }
 
-/// Runs a command (`ip`, `tc`) with `args`; whether it succeeded.
-pub fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
+#[allow(unused_imports)] // not every test file runs commands
+pub use kura_testkit::netns::{must, run};
+
+/// A `kura server -t 2` inside a test host (network namespace), listening on `addr` (an
+/// address of one of its links) on a free port, with `extra` flags; returned once it
+/// answers.
+pub fn server_in(host: &kura_testkit::netns::Host, addr: &str, extra: &[&str]) -> Server {
+    let port = free_port();
+    let child = host
+        .command(kura().get_program())
+        .args(["server", "-t", "2", "-p", &port.to_string(), "-l", addr])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Runs a command that must succeed.
-pub fn must(cmd: &str, args: &[&str]) {
-    assert!(run(cmd, args), "{cmd} {}", args.join(" "));
+        .spawn()
+        .expect("ip netns exec");
+    Server::adopt(child, addr, port)
 }
 
 pub fn ask(s: &mut TcpStream, req: &[u8], until: &[u8]) -> Vec<u8> {
