@@ -11,14 +11,14 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kura_ring::{Kind, Ring, Server};
 
-use crate::cmd::{Cmd, Outcome};
 use crate::config::{Config, DownPolicy, Protocol};
 use crate::conn::Expect;
 use crate::error::{Error, Result};
 use crate::key::{check_item, check_key};
 use crate::near::{NearCache, NearConfig};
 use crate::pool::ServerPool;
-use crate::reply::Reply;
+use kura_proto::client::Reply;
+use kura_proto::client::{Cmd, Outcome};
 
 /// A ring of servers and their pools.
 pub(crate) struct Cluster {
@@ -299,18 +299,18 @@ impl Client {
         };
         let cmd = self.for_route(cmd, route);
         let pool = self.pool(route);
-        let mut buf = BytesMut::with_capacity(64 + cmd_len(&cmd));
+        let mut buf = BytesMut::with_capacity(64 + cmd.len());
         let server = pool.addr();
         let result = match self.inner.cfg.protocol {
             Protocol::Text => {
                 cmd.text(&mut buf);
                 let replies = pool.call(buf.freeze(), Expect::Text(1)).await;
-                replies.and_then(|r| cmd.read_text(&r, server))
+                replies.and_then(|r| cmd.read_text(&r).map_err(|e| Error::read(server, e)))
             }
             protocol => {
                 let o = self.next_opaque();
                 if protocol == Protocol::Binary {
-                    crate::binary::encode(&cmd, &mut buf, o, false);
+                    cmd.binary(&mut buf, o, false);
                 } else {
                     cmd.meta(&mut buf, o, false);
                 }
@@ -333,15 +333,8 @@ pub(crate) fn read_one(
     server: &str,
 ) -> Result<Outcome> {
     if protocol == Protocol::Binary {
-        crate::binary::read(cmd, r, server)
+        cmd.read_binary(r).map_err(|e| Error::read(server, e))
     } else {
-        cmd.read_meta(r, server)
-    }
-}
-
-pub(crate) fn cmd_len(cmd: &Cmd<'_>) -> usize {
-    match cmd {
-        Cmd::Store { key, value, .. } => key.len() + value.len(),
-        c => c.key().len(),
+        cmd.read_meta(r).map_err(|e| Error::read(server, e))
     }
 }

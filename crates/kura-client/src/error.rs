@@ -86,6 +86,15 @@ impl Error {
         }
     }
 
+    /// A reply that is not an outcome of its command, as kura-proto's
+    /// reader found it.
+    pub(crate) fn read(server: &str, e: kura_proto::client::ReadError) -> Error {
+        match e {
+            kura_proto::client::ReadError::Server(line) => Error::Server(line),
+            kura_proto::client::ReadError::Unexpected(what) => Error::protocol(server, what),
+        }
+    }
+
     pub(crate) fn protocol(server: &str, what: impl Into<String>) -> Error {
         Error::Protocol {
             server: server.to_string(),

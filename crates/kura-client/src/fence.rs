@@ -19,9 +19,9 @@
 //! `flush_all`) changed or removed the key meanwhile.
 
 use crate::client::{Client, Route};
-use crate::cmd::{Cmd, Mode, Outcome, StoreStatus, Value};
 use crate::error::{Error, Result};
 use crate::ops::SetOptions;
+use kura_proto::client::{Cmd, Mode, Outcome, StoreStatus, Value};
 
 /// The connections made to each server when the fence was taken.
 #[derive(Debug, Clone, Default)]

@@ -15,13 +15,13 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::client::{Client, Route};
-use crate::cmd::{Cmd, Mode, Value};
 use crate::config::DownPolicy;
 use crate::conn::Expect;
 use crate::error::{Error, Result};
 use crate::key::check_key;
 use crate::ops::SetOptions;
-use crate::reply::{Reply, Status};
+use kura_proto::client::{Cmd, Mode, Value};
+use kura_proto::client::{Reply, Status};
 
 /// Longest delay between two polls of a loser.
 const POLL_MAX: Duration = Duration::from_millis(100);

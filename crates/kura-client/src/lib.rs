@@ -39,9 +39,7 @@
 //! # Ok(()) }
 //! ```
 
-mod binary;
 mod client;
-mod cmd;
 mod config;
 mod conn;
 mod error;
@@ -55,14 +53,13 @@ mod pool;
 pub mod raw;
 #[cfg(feature = "redis")]
 mod redis_near;
-mod reply;
 
 pub use client::{Client, ClientBuilder};
-pub use cmd::{StoreStatus, Value};
 pub use config::{Config, DownPolicy, Protocol};
 pub use error::{Error, KeyError, Result};
 pub use fence::Fence;
 pub use key::{check_key, KEY_MAX};
+pub use kura_proto::client::{StoreStatus, Value};
 pub use kura_ring::Kind as RingKind;
 pub use lease::{FillOptions, Filled, Origin};
 pub use near::NearConfig;

@@ -15,13 +15,14 @@ use std::collections::BTreeMap;
 use bytes::{BufMut, BytesMut};
 use futures_util::future::join_all;
 
-use crate::client::{cmd_len, read_one, Client, Route};
-use crate::cmd::{text_value, Cmd, Mode, Outcome, StoreStatus, Value};
+use crate::client::{read_one, Client, Route};
 use crate::config::Protocol;
 use crate::conn::Expect;
 use crate::error::{Error, Result};
 use crate::ops::SetOptions;
-use crate::reply::{Reply, Status};
+use kura_proto::client::text::value as text_value;
+use kura_proto::client::{Cmd, Mode, Outcome, StoreStatus, Value};
+use kura_proto::client::{Reply, Status};
 
 /// Keys per `gets` line in text mode.
 const TEXT_GETS_KEYS: usize = 100;
@@ -208,7 +209,7 @@ impl Client {
         fence: Option<u64>,
     ) -> (Vec<(usize, Result<Outcome>)>, Route, u64) {
         let pool = self.pool(route);
-        let size: usize = part.iter().map(|(_, c)| 48 + cmd_len(c)).sum();
+        let size: usize = part.iter().map(|(_, c)| 48 + c.len()).sum();
         let mut buf = BytesMut::with_capacity(size + 8);
         let protocol = self.inner.cfg.protocol;
         let expect = match protocol {
@@ -222,9 +223,9 @@ impl Client {
             }
             Protocol::Binary => {
                 for (o, (_, cmd)) in part.iter().enumerate() {
-                    crate::binary::encode(cmd, &mut buf, o as u32, true);
+                    cmd.binary(&mut buf, o as u32, true);
                 }
-                crate::binary::noop(&mut buf, part.len() as u32);
+                kura_proto::client::binary::noop(&mut buf, part.len() as u32);
                 Expect::MetaBatch(part.len() as u32)
             }
         };
@@ -340,7 +341,9 @@ fn read_text(part: &[(usize, Cmd<'_>)], replies: &[Reply], server: &str) -> Vec<
                 return Ok(Outcome::Value(found.get(c.key()).cloned()));
             }
             match singles.next() {
-                Some(r) => c.read_text(std::slice::from_ref(r), server),
+                Some(r) => c
+                    .read_text(std::slice::from_ref(r))
+                    .map_err(|e| Error::read(server, e)),
                 None => Err(Error::protocol(server, "fewer replies than commands")),
             }
         })

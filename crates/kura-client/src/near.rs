@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use kura_store::{Expiry, GetOptions, SetRequest, Store, StoreConfig};
 
-use crate::cmd::Value;
+use kura_proto::client::Value;
 
 /// Settings of the near cache.
 #[derive(Debug, Clone, Copy)]

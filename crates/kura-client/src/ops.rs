@@ -3,8 +3,8 @@
 //! every write through this client drops the key from it.
 
 use crate::client::Client;
-use crate::cmd::{Cmd, Mode, Outcome, StoreStatus, Value};
 use crate::error::{Error, Result};
+use kura_proto::client::{Cmd, Mode, Outcome, StoreStatus, Value};
 
 /// TTL and client flags of a write. A number converts to a TTL in
 /// seconds (0: no expiry; memcached's rules for larger values).

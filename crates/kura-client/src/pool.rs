@@ -19,7 +19,7 @@ use crate::config::{Config, Protocol};
 use crate::conn::{Conn, Expect};
 use crate::error::{Error, Result};
 use crate::near::NearCache;
-use crate::reply::{Reply, Status};
+use kura_proto::client::{Reply, Status};
 
 /// A lane's connection and its number.
 type NumberedSlot = Mutex<Option<(Arc<Conn>, u64)>>;
@@ -247,7 +247,7 @@ impl ServerPool {
                 (Expect::MetaBatch(0), Status::Noop)
             }
             Protocol::Binary => {
-                crate::binary::noop(&mut req, 0);
+                kura_proto::client::binary::noop(&mut req, 0);
                 (Expect::MetaBatch(0), Status::Noop)
             }
         };

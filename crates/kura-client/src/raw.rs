@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::pool::ServerPool;
 
 pub use crate::conn::Expect;
-pub use crate::reply::{Reply, Status};
+pub use kura_proto::client::{Reply, Status};
 
 /// One server: its connections, timeouts and down marking.
 #[derive(Clone)]
@@ -134,9 +134,9 @@ impl Pending {
 /// The bytes are not a reply, with why.
 pub fn frame(protocol: Protocol, buf: &mut BytesMut) -> std::result::Result<Option<Reply>, String> {
     match protocol {
-        Protocol::Meta => crate::reply::meta(buf),
-        Protocol::Text => crate::reply::text(buf),
-        Protocol::Binary => crate::binary::frame(buf),
+        Protocol::Meta => kura_proto::client::meta::frame(buf),
+        Protocol::Text => kura_proto::client::text::frame(buf),
+        Protocol::Binary => kura_proto::client::binary::frame(buf),
     }
 }
 

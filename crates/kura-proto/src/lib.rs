@@ -1,11 +1,16 @@
-//! memcached's wire formats, with no I/O: the text protocol and the meta
-//! commands, parsed from and composed into byte buffers. The server, the
-//! proxy and the client share this one parser.
+//! memcached's wire formats, with no I/O: the text, meta and binary
+//! protocols in both directions, parsed from and composed into byte
+//! buffers. The server and the proxy parse their clients' requests and
+//! compose replies with it; kura-client and the proxy's backend
+//! connections compose requests and read replies with its [`client`]
+//! module. (`kura bench` keeps a codec of its own on purpose, so it can
+//! judge a server's bytes independently.)
 //!
 //! [`parse`] looks at the front of a read buffer and returns a [`Frame`]:
 //! a whole [`Request`] and its length, a cheap [`Frame::Incomplete`] when
 //! more bytes are needed, or a [`Frame::Error`] carrying memcached's exact
-//! error reply and how many bytes to skip. [`reply`] composes responses.
+//! error reply and how many bytes to skip. [`reply`] composes responses;
+//! [`binary`] is the binary protocol's side of both.
 //!
 //! ```
 //! use kura_proto::{parse, Frame, Limits, Request};
@@ -17,6 +22,7 @@
 
 pub mod ascii_auth;
 pub mod binary;
+pub mod client;
 mod compose;
 mod error;
 mod frame;

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use bytes::BufMut;
-use kura_client::raw::{Reply, Status as Meta};
 use kura_proto::binary::{
     self, error_response, message_response, BinFrame, BinRequest, Command, Response, Status,
 };
+use kura_proto::client::{Reply, Status as Meta};
 use kura_proto::{Data, StoreMode};
 
 use crate::call::{b_flag, num, put_key, unavailable, Call};

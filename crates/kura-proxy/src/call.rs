@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::join_all;
-use kura_client::raw::{Expect, Reply, Status};
+use kura_client::raw::Expect;
 use kura_client::Error;
+use kura_proto::client::{Reply, Status};
 
 use crate::backend::Pending;
 use crate::config::WriteMode;

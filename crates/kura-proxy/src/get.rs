@@ -11,13 +11,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kura_client::raw::{Expect, Reply, Status};
+use kura_client::raw::Expect;
+use kura_proto::client::{Reply, Status};
 
-use crate::backend::values;
 use crate::call::{num, unavailable, Call};
 use crate::config::DownReply;
 use crate::ctx::Ctx;
 use crate::router::Node;
+use kura_proto::client::values;
 
 /// The client's error when a backend answers a key it was not asked.
 const UNASKED: &[u8] = b"SERVER_ERROR backend answered a key it was not asked\r\n";
@@ -92,7 +93,7 @@ pub struct Found {
     /// The hit of each key, in the request's order.
     pub hits: Vec<Option<Hit>>,
     /// The bytes the hits are in: the backends' runs of entries as they
-    /// wrote them (backend/values.rs), and entries made here.
+    /// wrote them (kura-proto's `client/values.rs`), and entries made here.
     pub runs: Vec<Bytes>,
     /// The first failure, unless the down policy turns failures into misses.
     pub error: Option<Vec<u8>>,
@@ -112,7 +113,7 @@ impl Found {
         let mut asked = Asked { keys, at, next: 0 };
         for rep in replies {
             match rep.status {
-                // A run of entries as the backend wrote them (values.rs).
+                // A run of entries as the backend wrote them (kura_proto::client::values).
                 Status::Value if rep.value.is_none() => self.take_run(rep.tokens, &mut asked),
                 // One kura-client's framer made (values.rs left it to it).
                 Status::Value => {

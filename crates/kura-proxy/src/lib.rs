@@ -2,8 +2,9 @@
 //! or binary (detected per connection from the first byte, as kura-server
 //! does, and parsed with kura-proto's parsers); backends are any servers
 //! with memcached's meta protocol (kura, memcached 1.6), reached through
-//! each worker's own pipelined connections (kura-client's reply framing and
-//! health), placed on kura-ring's rings.
+//! each worker's own pipelined connections (requests written and replies
+//! framed with kura-proto's `client` codec, health judged by kura-client),
+//! placed on kura-ring's rings.
 //!
 //! - `server.rs`: the worker threads, each an event loop owning its client
 //!   connections and its backend connections (`backend/`: appended to
@@ -35,7 +36,6 @@ mod get;
 mod journal;
 mod meta;
 mod metrics;
-mod number;
 mod router;
 mod server;
 mod stats;

@@ -7,7 +7,8 @@
 //! does), and the proxy passes on whatever came before the `MN`.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kura_client::raw::{Expect, Reply, Status};
+use kura_client::raw::Expect;
+use kura_proto::client::{Reply, Status};
 use kura_proto::{reply, Data, MetaFlags, MetaKey, Request};
 
 use crate::call::{num, server_error, unavailable, Call};

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use kura_client::raw::{Backend, Expect, Reply, Status};
+use kura_client::raw::{Backend, Expect};
 use kura_client::Error;
+use kura_proto::client::{Reply, Status};
 use kura_ring::Ring;
 
 use crate::backend::{Pending, Timeouts};

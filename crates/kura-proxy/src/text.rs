@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::BufMut;
-use kura_client::raw::{Reply, Status};
+use kura_proto::client::{Reply, Status};
 use std::borrow::Cow;
 
 use kura_proto::{parse, reply, Data, Frame, Limits, Request, StoreMode, KEY_MAX_LENGTH};
@@ -15,7 +15,6 @@ use crate::call::{num, server_error, unavailable, Call};
 use crate::config::DownReply;
 use crate::conn::{ready, Out, ReplyFut, Step};
 use crate::ctx::Ctx;
-use crate::number::number;
 
 /// memcached's defaults: 1 MiB items, CAS on.
 pub const LIMITS: Limits = Limits {
@@ -277,8 +276,8 @@ async fn one_get(
                 Ok(h) if h.status == Status::Value => {
                     stats.count_hits(1, 0);
                     let data = h.value.as_deref().unwrap_or_default();
-                    let flags = number::<u32>(&h, b'f').unwrap_or(0);
-                    let cas = with_cas.then(|| number::<u64>(&h, b'c').unwrap_or(0));
+                    let flags = h.number::<u32>(b'f').unwrap_or(0);
+                    let cas = with_cas.then(|| h.number::<u64>(b'c').unwrap_or(0));
                     let key = key.get();
                     // `VALUE <key> <flags> <bytes>[ <cas>]`: 48 bytes hold the rest.
                     let size = key.len() + 48 + data.len() + 2 + reply::END.len();

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use super::tasks::{frame, read_more, write_all};
 use super::{take_reply, Expect, Pending, ReadSide, Shared, Waiter};
 use crate::error::{Error, Result};
-use crate::reply::Reply;
+use kura_proto::client::Reply;
 
 /// A request on the direct path, written (or being written), its reply
 /// not yet read.

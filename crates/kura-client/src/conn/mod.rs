@@ -44,7 +44,7 @@ use tokio::task::AbortHandle;
 use crate::config::Protocol;
 use crate::error::{Error, Result};
 use crate::near::NearCache;
-use crate::reply::Reply;
+use kura_proto::client::Reply;
 
 /// What replies a request expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

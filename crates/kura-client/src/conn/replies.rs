@@ -4,7 +4,7 @@
 use bytes::BytesMut;
 
 use super::Expect;
-use crate::reply::{Reply, Status};
+use kura_proto::client::{Reply, Status};
 
 /// A server's invalidation line.
 pub(super) enum Iv {

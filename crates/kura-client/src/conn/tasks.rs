@@ -13,10 +13,9 @@ use tokio::sync::mpsc;
 
 use super::replies::{invalidation, take_reply, Iv};
 use super::{Job, Pending, ReadSide, Shared, Waiter};
-use crate::binary;
 use crate::config::Protocol;
 use crate::error::{Error, Result};
-use crate::reply::{self, Reply};
+use kura_proto::client::{self as codec, Reply};
 
 /// Requests below this size are copied into the writer's buffer; larger
 /// ones are written from their own buffer.
@@ -153,9 +152,9 @@ pub(super) fn frame(
     buf: &mut BytesMut,
 ) -> std::result::Result<Option<Reply>, String> {
     match protocol {
-        Protocol::Meta => reply::meta(buf),
-        Protocol::Text => reply::text(buf),
-        Protocol::Binary => binary::frame(buf),
+        Protocol::Meta => codec::meta::frame(buf),
+        Protocol::Text => codec::text::frame(buf),
+        Protocol::Binary => codec::binary::frame(buf),
     }
 }
 

@@ -1,13 +1,14 @@
-//! Round-trip oracles shared by the composers' property tests and the
-//! fuzz targets in `../fuzz` (which include this module by path): parse a
-//! stream frame by frame, never panicking and always making progress, and
-//! check that every request composes into bytes that parse back whole into
-//! the same request.
+//! Oracles shared by the property tests and the fuzz targets in `../fuzz`
+//! (which include this module by path): parse a stream of requests frame
+//! by frame, never panicking and always making progress, and check that
+//! every request composes into bytes that parse back whole into the same
+//! request; frame a stream of replies the same way (`reply.rs`).
 
 // Each test binary uses only one protocol's half.
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod reply;
 pub mod text;
 
 use kura_proto::Limits;

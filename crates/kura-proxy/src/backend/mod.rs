@@ -26,15 +26,15 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use kura_client::raw::{frame, take_reply, Expect, Reply, Status};
+use kura_client::raw::{frame, take_reply, Expect};
 use kura_client::{Error, Protocol};
+use kura_proto::client::{values, Reply, Status};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 mod conns;
-pub mod values;
 
 #[cfg(test)]
 pub use conns::send;
@@ -246,7 +246,7 @@ impl Conn {
             match w.expect {
                 // kura-client's rule (`take_reply`), the opaque read faster.
                 Expect::Meta(op) => {
-                    let token = crate::number::opaque(&r);
+                    let token = r.opaque_token();
                     if r.status != Status::Error && token != Some(op) {
                         return Err(format!(
                             "reply with opaque {token:?} to the request with O{op}"

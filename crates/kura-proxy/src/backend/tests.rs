@@ -8,8 +8,9 @@ use std::net::TcpStream as StdStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use kura_client::raw::{Expect, Status};
+use kura_client::raw::Expect;
 use kura_client::Error;
+use kura_proto::client::Status;
 
 use super::{send, Timeouts};
 

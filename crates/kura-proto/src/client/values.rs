@@ -1,22 +1,21 @@
-//! A text retrieval's `VALUE` entries framed as one run: the backend
-//! connection hands a multi-get the entries exactly as the backend wrote
-//! them (`VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n` after one
-//! another) in one buffer, instead of a reply per hit, and the multi-get
-//! copies each hit's entry to its client whole.
+//! A text retrieval's `VALUE` entries framed as one run, for a proxy: a
+//! backend connection hands a multi-get the entries exactly as the backend
+//! wrote them (`VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n` after
+//! one another) in one buffer, instead of a reply per hit, and the
+//! multi-get copies each hit's entry to its client whole.
 //!
 //! Only well-formed entries are taken here; any other line (`END`, an
 //! error, something that is no reply) and any entry this framer does not
 //! find plain (a size that is not all digits, too large, a data block not
-//! ended by `\r\n`) is left at the front of the buffer for kura-client's
-//! text framer, which answers it as it always did (a reply, or the error
-//! that closes the connection).
+//! ended by `\r\n`) is left at the front of the buffer for the text
+//! framer ([`super::text::frame`]), which answers it as it always did (a
+//! reply, or the error that closes the connection).
 
 use bytes::{Bytes, BytesMut};
 
-/// The longest line looked at (kura-client's framer refuses longer ones).
-const LINE_MAX: usize = 8 * 1024;
-/// The largest value taken here (kura-client's framer refuses larger).
-const VALUE_MAX: usize = 1 << 30;
+// The longest line looked at and the largest value taken: the text
+// framer refuses longer and larger ones.
+use super::reply::{LINE_MAX, VALUE_MAX};
 
 /// One entry at the front of `buf`.
 enum Entry {
