@@ -20,7 +20,7 @@
 //! - An optional near cache ([`NearConfig`]): kura-store in process, kept
 //!   coherent in front of kura servers by their invalidations (`mt`),
 //!   TTL-bounded in front of memcached; in front of Redis, [`RedisNear`]
-//!   keeps it coherent with `CLIENT TRACKING` (feature `redis`, on by
+//!   keeps it coherent with `CLIENT TRACKING` (feature `redis`, off by
 //!   default).
 //!
 //! docs/client.md has the guide and the example below at length.
