@@ -4,6 +4,7 @@
 //! bytes to drop so the connection stays in step.
 
 use crate::error::Error;
+use crate::parsing::{err, Parsed};
 use crate::request::Request;
 use crate::tokens::Tokens;
 use crate::{meta, text};
@@ -77,51 +78,6 @@ pub enum Frame<'a> {
     /// line that looks like HTTP (memcached's defence against cross-protocol
     /// requests).
     Close,
-}
-
-/// What a command parser found after the request line.
-pub(crate) enum Parsed<'a> {
-    /// A request whose frame ends with the line.
-    Line(Request<'a>),
-    /// A request that carries a data block of `data_len` bytes (plus `\r\n`).
-    WithData(DataRequest<'a>),
-    /// A bad request; the payload of `swallow` bytes after the line is
-    /// dropped, and the reply is suppressed when `quiet`.
-    Error {
-        error: Error,
-        swallow: usize,
-        quiet: bool,
-    },
-    /// A line after which the connection is closed, unanswered.
-    Close,
-}
-
-/// A storage request whose data block has yet to be framed; its `data`
-/// field is filled in once the block is here.
-pub(crate) struct DataRequest<'a> {
-    pub request: Request<'a>,
-    pub data_len: usize,
-    pub too_large: bool,
-    pub quiet_errors: bool,
-}
-
-impl<'a> DataRequest<'a> {
-    fn with_data(mut self, data: crate::Data<'a>) -> Request<'a> {
-        match &mut self.request {
-            Request::Store(s) => s.data = data,
-            Request::MetaSet(s) => s.data = data,
-            _ => {}
-        }
-        self.request
-    }
-}
-
-pub(crate) fn err<'a>(error: Error) -> Parsed<'a> {
-    Parsed::Error {
-        error,
-        swallow: 0,
-        quiet: false,
-    }
 }
 
 /// Finds and parses the request at the front of `buf`.
@@ -240,28 +196,6 @@ fn is_multiget_prefix(buf: &[u8]) -> bool {
     let spaces = buf.iter().take_while(|&&b| b == b' ').count();
     let rest = &buf[spaces..];
     spaces <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
-}
-
-/// Byte offset of `part` (a subslice of `whole`) within `whole`.
-pub(crate) fn offset_in(whole: &[u8], part: &[u8]) -> usize {
-    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
-}
-
-/// The part of `line` after token `i` ends (empty past the last token).
-pub(crate) fn after_token<'a>(line: &'a [u8], t: &Tokens<'a>, i: usize) -> &'a [u8] {
-    if i >= t.len() {
-        return t.rest();
-    }
-    let tok = t.get(i);
-    let end = offset_in(line, tok) + tok.len();
-    &line[end.min(line.len())..]
-}
-
-/// A key the text protocols accept: 1 to 250 bytes. Like memcached, any
-/// byte but the space (which ends a token) and NUL (which ends the line) may
-/// be in a key: control bytes, DEL, bytes of 0x80 and above.
-pub(crate) fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty() && key.len() <= KEY_MAX_LENGTH
 }
 
 #[cfg(test)]

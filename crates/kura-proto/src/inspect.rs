@@ -4,8 +4,8 @@
 //! `lru_crawler mgdump` is newer memcached's (docs/compatibility.md).
 
 use crate::error::Error;
-use crate::frame::{err, Parsed};
 use crate::number::parse_u32;
+use crate::parsing::{err, Parsed};
 use crate::request::{LruCrawler, Request, WatchKinds};
 use crate::tokens::Tokens;
 

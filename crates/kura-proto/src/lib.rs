@@ -29,6 +29,7 @@ mod frame;
 mod inspect;
 mod meta;
 pub mod number;
+mod parsing;
 pub mod reply;
 mod request;
 mod text;

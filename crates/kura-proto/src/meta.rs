@@ -8,10 +8,10 @@ use std::borrow::Cow;
 use base64::Engine;
 
 use crate::error::Error;
-use crate::frame::{after_token, err, valid_key, DataRequest, Limits, Parsed, KEY_MAX_LENGTH};
+use crate::frame::{Limits, KEY_MAX_LENGTH};
 use crate::number::{parse_i32, parse_u32, parse_u64};
+use crate::parsing::{after_token, data_length, err, valid_key, DataRequest, Parsed};
 use crate::request::*;
-use crate::text::data_length;
 use crate::tokens::Tokens;
 
 /// memcached refuses meta requests with this many tokens or more

@@ -4,8 +4,9 @@
 //! malformed line exactly as memcached does.
 
 use crate::error::Error;
-use crate::frame::{after_token, err, valid_key, DataRequest, Limits, Parsed};
+use crate::frame::Limits;
 use crate::number::{parse_i32, parse_u32, parse_u64};
+use crate::parsing::{after_token, data_length, err, valid_key, DataRequest, Parsed};
 use crate::request::*;
 use crate::tokens::Tokens;
 
@@ -98,15 +99,6 @@ fn unknown<'a>(cmd: &[u8], t: &Tokens<'a>) -> Parsed<'a> {
         return Parsed::Close;
     }
     err(Error::UnknownCommand)
-}
-
-/// A storage command's length: memcached refuses a negative one and one
-/// above `INT_MAX - 2` (the length with its `\r\n` must fit in an `int`)
-/// as a format error, without reading the data.
-pub(crate) fn data_length(len: i32) -> Option<usize> {
-    usize::try_from(len)
-        .ok()
-        .filter(|&n| n <= i32::MAX as usize - 2)
 }
 
 fn quiet<'a>(error: Error, noreply: bool) -> Parsed<'a> {
