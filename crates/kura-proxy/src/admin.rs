@@ -8,18 +8,14 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use kura_proto::{reply, FlushDelay, Request, ShutdownMode};
 
-use crate::conn::{ready, Out, Step};
 use crate::ctx::Ctx;
-
-/// The version the proxy reports (memcached's form, so clients that parse
-/// it for features see a meta-capable server).
-pub const VERSION: &str = "1.6.18";
+use crate::reply::{ready, Out, Step};
 
 pub async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> Step {
     let _ = lane;
     let line = |b: &[u8]| Step::reply(len, ready(b.to_vec()));
     match req {
-        Request::Version => line(format!("VERSION {VERSION}\r\n").as_bytes()),
+        Request::Version => line(format!("VERSION {}\r\n", crate::stats::VERSION).as_bytes()),
         Request::Verbosity { noreply, .. } => Step::Done {
             len,
             swallow: 0,

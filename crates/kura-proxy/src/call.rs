@@ -364,6 +364,29 @@ pub fn num(buf: &mut impl BufMut, n: impl itoa::Integer) {
     buf.put_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
+/// A store refused for its size: memcached's error, and the old value
+/// dropped on the backend when `drop_old`.
+pub async fn too_large(
+    ctx: &crate::ctx::Ctx,
+    lane: usize,
+    key: &[u8],
+    drop_old: bool,
+    line: &'static [u8],
+) -> impl std::future::Future<Output = Vec<u8>> + 'static {
+    let call = if drop_old {
+        let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
+        Some(c)
+    } else {
+        None
+    };
+    async move {
+        if let Some(c) = call {
+            let _ = c.finish().await;
+        }
+        line.to_vec()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

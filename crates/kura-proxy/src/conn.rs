@@ -11,10 +11,7 @@
 //! never reads stalls its own task in its write, and nothing else: the
 //! backend connections keep delivering its replies into their slots.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -24,77 +21,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::ctx::Ctx;
+use crate::idle;
+use crate::reply::{Out, ReplyFut, Step};
 
 /// Requests routed but not yet written back, per connection.
 const INFLIGHT: usize = 1024;
 /// Replies gathered into one write at most.
 const WRITE_MAX: usize = 256 * 1024;
 
-/// What a request's reply future gives the writer.
-pub enum Out {
-    Bytes(Vec<u8>),
-    /// A fixed reply (`STORED`, `END`...): nothing to allocate.
-    Static(&'static [u8]),
-    /// Write what came before, then close (quit).
-    Close,
-}
-
-pub type ReplyFut = Pin<Box<dyn Future<Output = Out>>>;
-
-/// A reply known at once.
-pub fn ready(b: Vec<u8>) -> ReplyFut {
-    Box::pin(std::future::ready(Out::Bytes(b)))
-}
-
-/// What a protocol's step did with the front of the read buffer.
-pub enum Step {
-    /// Need more bytes.
-    Incomplete,
-    /// A request (or a bad one) of `len` bytes, `swallow` more to drop as
-    /// they come, and its reply (none for `noreply`).
-    Done {
-        len: usize,
-        swallow: usize,
-        reply: Option<ReplyFut>,
-    },
-    /// Close after the reply, if any.
-    Close(Option<ReplyFut>),
-    /// A request ordered against everything around it (`flush_all`,
-    /// `stats`): it runs once every earlier reply is written, and later
-    /// requests are routed only after it.
-    Barrier { len: usize, run: ReplyFut },
-}
-
-impl Step {
-    pub fn reply(len: usize, reply: ReplyFut) -> Step {
-        Step::Done {
-            len,
-            swallow: 0,
-            reply: Some(reply),
-        }
-    }
-}
-
 #[derive(Clone, Copy)]
 enum Proto {
     Text,
     Binary,
-}
-
-thread_local! {
-    /// This worker's clients with no reply pending: each may send a
-    /// request before the event loop next looks at the sockets.
-    static IDLE: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Whether a client of this worker has no reply pending (backend.rs's
-/// writer then waits for the event loop's next look before writing).
-pub fn any_idle() -> bool {
-    IDLE.with(|c| c.get() > 0)
-}
-
-fn idle_add(n: isize) {
-    IDLE.with(|c| c.set(c.get().saturating_add_signed(n)));
 }
 
 /// The replies routed and not yet written, oldest first, and the bytes of
@@ -107,7 +45,7 @@ struct Replies {
 
 impl Replies {
     fn new() -> Replies {
-        idle_add(1);
+        idle::add(1);
         Replies {
             queue: VecDeque::new(),
             out: Vec::with_capacity(16 * 1024),
@@ -117,7 +55,7 @@ impl Replies {
 
     fn push(&mut self, r: ReplyFut) {
         if self.queue.is_empty() {
-            idle_add(-1);
+            idle::add(-1);
         }
         self.queue.push_back(r);
     }
@@ -138,7 +76,7 @@ impl Replies {
             }
             self.queue.pop_front();
             if self.queue.is_empty() {
-                idle_add(1);
+                idle::add(1);
             }
             any = true;
         }
@@ -178,7 +116,7 @@ impl Replies {
 impl Drop for Replies {
     fn drop(&mut self) {
         if self.queue.is_empty() {
-            idle_add(-1);
+            idle::add(-1);
         }
     }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use crate::config::Config;
+use crate::counters::Stats;
 use crate::router::Router;
-use crate::stats::Stats;
 
 pub struct Ctx {
     router: RwLock<Arc<Router>>,

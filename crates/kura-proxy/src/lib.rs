@@ -10,7 +10,9 @@
 //!   connections and its backend connections (`backend/`: appended to
 //!   directly, one write per loop round), so a request stays on one thread.
 //! - `conn.rs`: a client connection (routes in arrival order, answers in
-//!   that order).
+//!   that order); `reply.rs` the reply futures and steps the protocol
+//!   modules give it; `idle.rs` the count of clients with nothing pending,
+//!   which the backend connections' writer asks.
 //! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
 //!   commands as meta commands to the backends, and the replies back;
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
@@ -18,7 +20,8 @@
 //!   rejoin journal that keeps a returning backend from serving old values;
 //!   `catch_up.rs` keeps a kura replica that is behind its primary from
 //!   serving (`rejoin = "caught-up"`).
-//! - `stats.rs` (`stats`), `metrics.rs` (Prometheus), `config.rs`.
+//! - `stats.rs` (`stats`, from the counters of `counters.rs` and the
+//!   backends'), `metrics.rs` (Prometheus), `config.rs`.
 //! - kura-timer: the workers' timers, on a timer thread (a worker's event
 //!   loop has no time driver).
 //!
@@ -31,11 +34,14 @@ mod call;
 mod catch_up;
 pub mod config;
 mod conn;
+mod counters;
 mod ctx;
 mod get;
+mod idle;
 mod journal;
 mod meta;
 mod metrics;
+mod reply;
 mod router;
 mod server;
 mod stats;

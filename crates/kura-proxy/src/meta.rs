@@ -13,8 +13,8 @@ use kura_proto::{reply, Data, MetaFlags, MetaKey, Request};
 
 use crate::call::{num, server_error, unavailable, Call};
 use crate::config::DownReply;
-use crate::conn::{Out, Step};
 use crate::ctx::Ctx;
+use crate::reply::{Out, Step};
 use crate::router::opaque;
 
 /// A meta request, rebuilt for the backend.
@@ -158,7 +158,7 @@ pub async fn route(ctx: &Ctx, lane: usize, req: &Request<'_>, len: usize) -> Ste
                     unreachable!()
                 };
                 let f =
-                    crate::text::too_large(ctx, lane, &m.key.bytes, true, reply::TOO_LARGE).await;
+                    crate::call::too_large(ctx, lane, &m.key.bytes, true, reply::TOO_LARGE).await;
                 return Step::Done {
                     len,
                     swallow: n + 2,

@@ -7,47 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ctx::Ctx;
 
-#[derive(Default)]
-pub struct Stats {
-    pub curr_connections: AtomicU64,
-    pub total_connections: AtomicU64,
-    pub cmd_get: AtomicU64,
-    pub cmd_set: AtomicU64,
-    pub cmd_touch: AtomicU64,
-    pub cmd_flush: AtomicU64,
-    pub get_hits: AtomicU64,
-    pub get_misses: AtomicU64,
-}
-
-fn add(c: &AtomicU64, n: usize) {
-    c.fetch_add(n as u64, Ordering::Relaxed);
-}
-
-impl Stats {
-    pub fn count_get(&self, keys: usize, touch: bool) {
-        add(&self.cmd_get, keys);
-        if touch {
-            add(&self.cmd_touch, keys);
-        }
-    }
-
-    pub fn count_hits(&self, hits: usize, misses: usize) {
-        add(&self.get_hits, hits);
-        add(&self.get_misses, misses);
-    }
-
-    pub fn count_set(&self) {
-        add(&self.cmd_set, 1);
-    }
-
-    pub fn count_touch(&self) {
-        add(&self.cmd_touch, 1);
-    }
-
-    pub fn count_flush(&self) {
-        add(&self.cmd_flush, 1);
-    }
-}
+/// The version the proxy reports (memcached's form, so clients that parse
+/// it for features see a meta-capable server).
+pub const VERSION: &str = "1.6.18";
 
 /// Figures of the backends' own `stats` that the proxy's general group
 /// gives summed over the backends that answered (clients read them for
@@ -127,7 +89,7 @@ pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
             put("pid", std::process::id().to_string());
             put("uptime", ctx.started.elapsed().as_secs().to_string());
             put("time", now.to_string());
-            put("version", crate::admin::VERSION.to_string());
+            put("version", VERSION.to_string());
             put("threads", ctx.threads.to_string());
             put("curr_connections", get(&s.curr_connections));
             put("total_connections", get(&s.total_connections));

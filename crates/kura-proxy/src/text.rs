@@ -9,12 +9,15 @@ use bytes::BufMut;
 use kura_proto::client::{Reply, Status};
 use std::borrow::Cow;
 
-use kura_proto::{parse, reply, Data, Frame, Limits, Request, StoreMode, KEY_MAX_LENGTH};
+use kura_proto::{
+    parse, reply, Arith, Data, Delete, Frame, Get, Limits, Request, Store, StoreMode, Touch,
+    KEY_MAX_LENGTH,
+};
 
 use crate::call::{num, server_error, unavailable, Call};
 use crate::config::DownReply;
-use crate::conn::{ready, Out, ReplyFut, Step};
 use crate::ctx::Ctx;
+use crate::reply::{ready, Out, ReplyFut, Step};
 
 /// memcached's defaults: 1 MiB items, CAS on.
 pub const LIMITS: Limits = Limits {
@@ -64,177 +67,193 @@ pub fn error_line(r: &Reply) -> Vec<u8> {
 
 async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -> Step {
     match req {
-        Request::Get(g) => {
-            let (n, bytes) = g.keys().fold((0, 0), |(n, b), k| (n + 1, b + k.len()));
-            let mut each = g.keys();
-            ctx.stats.count_get(n, g.touch.is_some());
-            if let (Some(key), None) = (each.next(), each.next()) {
-                let router = ctx.router();
-                if router.plain_reads {
-                    // One key alone goes as one `mg`; several as text gets (get.rs).
-                    let args: Cow<[u8]> = match (g.cas, g.touch) {
-                        (false, None) => Cow::Borrowed(b" v f"),
-                        (cas, touch) => {
-                            let mut args = b" v f".to_vec();
-                            if cas {
-                                args.extend_from_slice(b" c");
-                            }
-                            if let Some(t) = touch {
-                                args.extend_from_slice(b" T");
-                                num(&mut args, t);
-                            }
-                            Cow::Owned(args)
-                        }
-                    };
-                    return one_get(ctx, &router, lane, key, &args, g.cas, len).await;
-                }
-            }
-            let mut owned = crate::get::Keys::with_capacity(n, bytes);
-            g.keys().for_each(|k| owned.push(k));
-            let found = crate::get::start(ctx, lane, owned, g.cas, g.touch).await;
-            let stats = ctx.stats.clone();
-            Step::reply(
-                len,
-                Box::pin(async move {
-                    let found = found.await;
-                    if let Some(e) = found.error {
-                        return Out::Bytes(e);
-                    }
-                    let (out, hits) = hits_reply(&found);
-                    stats.count_hits(hits, n - hits);
-                    Out::Bytes(out)
-                }),
-            )
-        }
-        Request::Store(s) => {
-            ctx.stats.count_set();
-            let Data::Bytes(data) = s.data else {
-                let Data::TooLarge { len: n } = s.data else {
-                    unreachable!()
-                };
-                // memcached drops the old value of a plain set it refuses.
-                let drop_old = s.mode == StoreMode::Set && s.cas.is_none();
-                let reply = too_large(ctx, lane, s.key, drop_old, reply::TOO_LARGE).await;
-                return Step::Done {
-                    len,
-                    swallow: n + 2,
-                    reply: Some(quiet_unless(s.noreply, async { Out::Bytes(reply.await) })),
-                };
-            };
-            let mode: &[u8] = match s.mode {
-                StoreMode::Set => b"S",
-                StoreMode::Add => b"E",
-                StoreMode::Replace => b"R",
-                StoreMode::Append => b"A",
-                StoreMode::Prepend => b"P",
-                StoreMode::Rotate { .. } => b"W",
-            };
-            let size = s.key.len() + data.len() + 64;
-            let (call, _) = Call::one(&ctx.router(), lane, s.key, true, size, |b, op| {
-                b.put_slice(b"ms ");
-                b.put_slice(s.key);
-                b.put_slice(b" ");
-                num(b, data.len());
-                b.put_slice(b" F");
-                num(b, s.flags);
-                b.put_slice(b" T");
-                num(b, s.exptime);
-                b.put_slice(b" M");
-                b.put_slice(mode);
-                if let StoreMode::Rotate { max } = s.mode {
-                    b.put_slice(b" w");
-                    num(b, max);
-                }
-                if let Some(c) = s.cas {
-                    b.put_slice(b" C");
-                    num(b, c);
-                }
-                b.put_slice(b" O");
-                num(b, op);
-                b.put_slice(b"\r\n");
-                b.put_slice(data);
-                b.put_slice(b"\r\n");
-            })
-            .await;
-            Step::reply(
-                len,
-                quiet_unless(s.noreply, async move {
-                    match call.reply().await {
-                        Ok(r) => match r.status {
-                            Status::Done => Out::Static(reply::STORED),
-                            Status::NotStored => Out::Static(reply::NOT_STORED),
-                            Status::Exists => Out::Static(reply::EXISTS),
-                            Status::NotFound => Out::Static(reply::NOT_FOUND),
-                            _ => Out::Bytes(error_line(&r)),
-                        },
-                        Err(e) => Out::Bytes(server_error(&e)),
-                    }
-                }),
-            )
-        }
-        Request::Delete(d) => {
-            let call = Call::simple(&ctx.router(), lane, d.key, true, b"md", b"").await;
-            Step::reply(
-                len,
-                quiet_unless(d.noreply, async move {
-                    match call.reply().await {
-                        Ok(r) => match r.status {
-                            Status::Done => Out::Static(reply::DELETED),
-                            Status::NotFound => Out::Static(reply::NOT_FOUND),
-                            _ => Out::Bytes(error_line(&r)),
-                        },
-                        Err(e) => Out::Bytes(server_error(&e)),
-                    }
-                }),
-            )
-        }
-        Request::Arith(a) => {
-            let mut args = if a.incr {
-                b" v MI D".to_vec()
-            } else {
-                b" v MD D".to_vec()
-            };
-            num(&mut args, a.delta);
-            let call = Call::simple(&ctx.router(), lane, a.key, true, b"ma", &args).await;
-            Step::reply(
-                len,
-                quiet_unless(a.noreply, async move {
-                    match call.reply().await {
-                        Ok(r) => match (r.status, &r.value) {
-                            (Status::Value, Some(v)) => Out::Bytes([&v[..], b"\r\n"].concat()),
-                            (Status::NotFound, _) => Out::Static(reply::NOT_FOUND),
-                            _ => Out::Bytes(error_line(&r)),
-                        },
-                        Err(e) => Out::Bytes(server_error(&e)),
-                    }
-                }),
-            )
-        }
-        Request::Touch(t) => {
-            ctx.stats.count_touch();
-            let down_reply = ctx.router().down_reply;
-            let mut args = b" T".to_vec();
-            num(&mut args, t.exptime);
-            let call = Call::simple(&ctx.router(), lane, t.key, false, b"mg", &args).await;
-            Step::reply(
-                len,
-                quiet_unless(t.noreply, async move {
-                    match call.reply().await {
-                        Ok(r) => match r.status {
-                            Status::Done => Out::Static(reply::TOUCHED),
-                            Status::Miss => Out::Static(reply::NOT_FOUND),
-                            _ => Out::Bytes(error_line(&r)),
-                        },
-                        Err(e) if unavailable(&e) && down_reply == DownReply::Miss => {
-                            Out::Static(reply::NOT_FOUND)
-                        }
-                        Err(e) => Out::Bytes(server_error(&e)),
-                    }
-                }),
-            )
-        }
+        Request::Get(g) => get(ctx, lane, g, len).await,
+        Request::Store(s) => store(ctx, lane, s, len).await,
+        Request::Delete(d) => delete(ctx, lane, d, len).await,
+        Request::Arith(a) => arith(ctx, lane, a, len).await,
+        Request::Touch(t) => touch(ctx, lane, t, len).await,
         _ => crate::admin::route(ctx, lane, req, len).await,
     }
+}
+
+/// `get`, `gets`, `gat`, `gats`: one key alone as one `mg` where no
+/// route mirrors or warms, else a multi-get (`get.rs`).
+async fn get(ctx: &Arc<Ctx>, lane: usize, g: &Get<'_>, len: usize) -> Step {
+    let (n, bytes) = g.keys().fold((0, 0), |(n, b), k| (n + 1, b + k.len()));
+    let mut each = g.keys();
+    ctx.stats.count_get(n, g.touch.is_some());
+    if let (Some(key), None) = (each.next(), each.next()) {
+        let router = ctx.router();
+        if router.plain_reads {
+            // One key alone goes as one `mg`; several as text gets (get.rs).
+            let args: Cow<[u8]> = match (g.cas, g.touch) {
+                (false, None) => Cow::Borrowed(b" v f"),
+                (cas, touch) => {
+                    let mut args = b" v f".to_vec();
+                    if cas {
+                        args.extend_from_slice(b" c");
+                    }
+                    if let Some(t) = touch {
+                        args.extend_from_slice(b" T");
+                        num(&mut args, t);
+                    }
+                    Cow::Owned(args)
+                }
+            };
+            return one_get(ctx, &router, lane, key, &args, g.cas, len).await;
+        }
+    }
+    let mut owned = crate::get::Keys::with_capacity(n, bytes);
+    g.keys().for_each(|k| owned.push(k));
+    let found = crate::get::start(ctx, lane, owned, g.cas, g.touch).await;
+    let stats = ctx.stats.clone();
+    Step::reply(
+        len,
+        Box::pin(async move {
+            let found = found.await;
+            if let Some(e) = found.error {
+                return Out::Bytes(e);
+            }
+            let (out, hits) = hits_reply(&found);
+            stats.count_hits(hits, n - hits);
+            Out::Bytes(out)
+        }),
+    )
+}
+
+/// The storage commands as `ms` (a value over the limit refused here).
+async fn store(ctx: &Arc<Ctx>, lane: usize, s: &Store<'_>, len: usize) -> Step {
+    ctx.stats.count_set();
+    let Data::Bytes(data) = s.data else {
+        let Data::TooLarge { len: n } = s.data else {
+            unreachable!()
+        };
+        // memcached drops the old value of a plain set it refuses.
+        let drop_old = s.mode == StoreMode::Set && s.cas.is_none();
+        let reply = crate::call::too_large(ctx, lane, s.key, drop_old, reply::TOO_LARGE).await;
+        return Step::Done {
+            len,
+            swallow: n + 2,
+            reply: Some(quiet_unless(s.noreply, async { Out::Bytes(reply.await) })),
+        };
+    };
+    let mode: &[u8] = match s.mode {
+        StoreMode::Set => b"S",
+        StoreMode::Add => b"E",
+        StoreMode::Replace => b"R",
+        StoreMode::Append => b"A",
+        StoreMode::Prepend => b"P",
+        StoreMode::Rotate { .. } => b"W",
+    };
+    let size = s.key.len() + data.len() + 64;
+    let (call, _) = Call::one(&ctx.router(), lane, s.key, true, size, |b, op| {
+        b.put_slice(b"ms ");
+        b.put_slice(s.key);
+        b.put_slice(b" ");
+        num(b, data.len());
+        b.put_slice(b" F");
+        num(b, s.flags);
+        b.put_slice(b" T");
+        num(b, s.exptime);
+        b.put_slice(b" M");
+        b.put_slice(mode);
+        if let StoreMode::Rotate { max } = s.mode {
+            b.put_slice(b" w");
+            num(b, max);
+        }
+        if let Some(c) = s.cas {
+            b.put_slice(b" C");
+            num(b, c);
+        }
+        b.put_slice(b" O");
+        num(b, op);
+        b.put_slice(b"\r\n");
+        b.put_slice(data);
+        b.put_slice(b"\r\n");
+    })
+    .await;
+    Step::reply(
+        len,
+        quiet_unless(s.noreply, async move {
+            match call.reply().await {
+                Ok(r) => match r.status {
+                    Status::Done => Out::Static(reply::STORED),
+                    Status::NotStored => Out::Static(reply::NOT_STORED),
+                    Status::Exists => Out::Static(reply::EXISTS),
+                    Status::NotFound => Out::Static(reply::NOT_FOUND),
+                    _ => Out::Bytes(error_line(&r)),
+                },
+                Err(e) => Out::Bytes(server_error(&e)),
+            }
+        }),
+    )
+}
+
+/// `delete` as `md`.
+async fn delete(ctx: &Arc<Ctx>, lane: usize, d: &Delete<'_>, len: usize) -> Step {
+    let call = Call::simple(&ctx.router(), lane, d.key, true, b"md", b"").await;
+    Step::reply(
+        len,
+        quiet_unless(d.noreply, async move {
+            match call.reply().await {
+                Ok(r) => match r.status {
+                    Status::Done => Out::Static(reply::DELETED),
+                    Status::NotFound => Out::Static(reply::NOT_FOUND),
+                    _ => Out::Bytes(error_line(&r)),
+                },
+                Err(e) => Out::Bytes(server_error(&e)),
+            }
+        }),
+    )
+}
+
+/// `incr` and `decr` as `ma`.
+async fn arith(ctx: &Arc<Ctx>, lane: usize, a: &Arith<'_>, len: usize) -> Step {
+    let mut args = if a.incr {
+        b" v MI D".to_vec()
+    } else {
+        b" v MD D".to_vec()
+    };
+    num(&mut args, a.delta);
+    let call = Call::simple(&ctx.router(), lane, a.key, true, b"ma", &args).await;
+    Step::reply(
+        len,
+        quiet_unless(a.noreply, async move {
+            match call.reply().await {
+                Ok(r) => match (r.status, &r.value) {
+                    (Status::Value, Some(v)) => Out::Bytes([&v[..], b"\r\n"].concat()),
+                    (Status::NotFound, _) => Out::Static(reply::NOT_FOUND),
+                    _ => Out::Bytes(error_line(&r)),
+                },
+                Err(e) => Out::Bytes(server_error(&e)),
+            }
+        }),
+    )
+}
+
+/// `touch` as `mg` with `T`.
+async fn touch(ctx: &Arc<Ctx>, lane: usize, t: &Touch<'_>, len: usize) -> Step {
+    ctx.stats.count_touch();
+    let down_reply = ctx.router().down_reply;
+    let mut args = b" T".to_vec();
+    num(&mut args, t.exptime);
+    let call = Call::simple(&ctx.router(), lane, t.key, false, b"mg", &args).await;
+    Step::reply(
+        len,
+        quiet_unless(t.noreply, async move {
+            match call.reply().await {
+                Ok(r) => match r.status {
+                    Status::Done => Out::Static(reply::TOUCHED),
+                    Status::Miss => Out::Static(reply::NOT_FOUND),
+                    _ => Out::Bytes(error_line(&r)),
+                },
+                Err(e) if unavailable(&e) && down_reply == DownReply::Miss => {
+                    Out::Static(reply::NOT_FOUND)
+                }
+                Err(e) => Out::Bytes(server_error(&e)),
+            }
+        }),
+    )
 }
 
 /// The text reply of a retrieval's hits (their `VALUE` entries, in the
@@ -324,28 +343,5 @@ impl InlineKey {
 
     fn get(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
-    }
-}
-
-/// A store refused for its size: memcached's error, and the old value
-/// dropped on the backend when `drop_old`.
-pub async fn too_large(
-    ctx: &Ctx,
-    lane: usize,
-    key: &[u8],
-    drop_old: bool,
-    line: &'static [u8],
-) -> impl std::future::Future<Output = Vec<u8>> + 'static {
-    let call = if drop_old {
-        let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
-        Some(c)
-    } else {
-        None
-    };
-    async move {
-        if let Some(c) = call {
-            let _ = c.finish().await;
-        }
-        line.to_vec()
     }
 }

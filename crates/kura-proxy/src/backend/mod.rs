@@ -360,7 +360,7 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
             // sockets. A request alone while every client waits for a
             // reply is written at once: no one else can send, and yielding
             // would only cost it that look and a turn of the loop.
-            if conn.state.borrow().appended > 1 || crate::conn::any_idle() {
+            if conn.state.borrow().appended > 1 || crate::idle::any() {
                 tokio::task::yield_now().await;
             }
             continue;
