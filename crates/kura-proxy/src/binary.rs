@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use bytes::BufMut;
 use kura_proto::binary::{
     self, error_response, message_response, BinFrame, BinRequest, Command, Response, Status,
 };
-use kura_proto::client::{Reply, Status as Meta};
+use kura_proto::client::{meta, Reply, Status as Meta};
 use kura_proto::{Data, StoreMode};
 
-use crate::call::{b_flag, num, put_key, unavailable, Call};
+use crate::call::{num, unavailable, Call};
 use crate::config::DownReply;
 use crate::ctx::Ctx;
 use crate::reply::{ready, Out, ReplyFut, Step};
@@ -271,36 +270,26 @@ async fn store(q: &Req<'_>, mode: StoreMode, key: &[u8], fe: (u32, u32), data: &
             reply: Some(ready(e.error(Status::TooLarge))),
         };
     };
-    let m: &[u8] = match mode {
-        StoreMode::Set => b"S",
-        StoreMode::Add => b"E",
-        StoreMode::Replace => b"R",
-        StoreMode::Append => b"A",
-        StoreMode::Prepend => b"P",
-        StoreMode::Rotate { .. } => b"S",
+    let mode_flag = match mode {
+        StoreMode::Set | StoreMode::Rotate { .. } => b'S',
+        StoreMode::Add => b'E',
+        StoreMode::Replace => b'R',
+        StoreMode::Append => b'A',
+        StoreMode::Prepend => b'P',
+    };
+    let set = meta::Set {
+        key,
+        value: data,
+        flags,
+        ttl: i64::from(exptime),
+        mode: mode_flag,
+        rotate: None,
+        cas: (q.cas != 0).then_some(q.cas),
+        return_cas: true,
     };
     let size = 2 * key.len() + data.len() + 72;
     let (call, _) = Call::one(&q.router, q.lane, key, true, size, |b, op| {
-        b.put_slice(b"ms ");
-        put_key(b, key);
-        b.put_slice(b" ");
-        num(b, data.len());
-        b_flag(b, key);
-        b.put_slice(b" F");
-        num(b, flags);
-        b.put_slice(b" T");
-        num(b, exptime);
-        b.put_slice(b" M");
-        b.put_slice(m);
-        if q.cas != 0 {
-            b.put_slice(b" C");
-            num(b, q.cas);
-        }
-        b.put_slice(b" c O");
-        num(b, op);
-        b.put_slice(b"\r\n");
-        b.put_slice(data);
-        b.put_slice(b"\r\n");
+        set.write(b, op, false);
     })
     .await;
     let reply = reply_of(

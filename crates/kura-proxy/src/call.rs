@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::join_all;
 use kura_client::raw::Expect;
 use kura_client::Error;
-use kura_proto::client::{Reply, Status};
+use kura_proto::client::{meta, Reply, Status};
 
 use crate::backend::Pending;
 use crate::config::WriteMode;
@@ -107,7 +107,7 @@ impl Call {
         let build = |b: &mut BytesMut, op: u32| {
             b.put_slice(cmd);
             b.put_slice(b" ");
-            put_key(b, key);
+            meta::put_key(b, key);
             b_flag(b, key);
             b.put_slice(args);
             b.put_slice(b" O");
@@ -336,26 +336,9 @@ pub fn unavailable(e: &Error) -> bool {
     e.is_server_failure() || matches!(e, Error::ServerDown(_))
 }
 
-/// Whether meta can carry `key` as it is (else it goes base64, flag `b`).
-fn plain(key: &[u8]) -> bool {
-    key.iter().all(|&c| c > b' ' && c < 0x7f)
-}
-
-/// Appends a key as meta carries it: as is, or base64 when it has bytes
-/// meta keys cannot have (the `b` flag then goes among the flags: [`b_flag`]).
-pub fn put_key(b: &mut BytesMut, key: &[u8]) {
-    if plain(key) {
-        b.put_slice(key);
-    } else {
-        let mut enc = Vec::new();
-        kura_proto::reply::put_base64(&mut enc, key);
-        b.put_slice(&enc);
-    }
-}
-
-/// ` b` when `key` went base64.
-pub fn b_flag(b: &mut BytesMut, key: &[u8]) {
-    if !plain(key) {
+/// ` b` when `key` goes base64 (kura-proto's `meta::put_key`).
+fn b_flag(b: &mut BytesMut, key: &[u8]) {
+    if !meta::plain(key) {
         b.put_slice(b" b");
     }
 }

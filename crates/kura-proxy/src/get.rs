@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kura_client::raw::Expect;
-use kura_proto::client::{Reply, Status};
+use kura_proto::client::{meta, Reply, Status};
 
 use crate::call::{num, unavailable, Call};
 use crate::config::DownReply;
@@ -366,17 +366,18 @@ async fn warm_up(
         let value = hit.value.clone().unwrap_or_default();
         let ttl = hit.number::<i64>(b't').filter(|&t| t > 0).unwrap_or(0);
         let mut set = BytesMut::new();
-        set.put_slice(b"ms ");
-        set.put_slice(key);
-        set.put_slice(b" ");
-        num(&mut set, value.len());
-        set.put_slice(b" F");
-        num(&mut set, hit.number::<u32>(b'f').unwrap_or(0));
-        set.put_slice(b" T");
-        num(&mut set, ttl);
-        set.put_slice(b" ME O0 q\r\n");
-        set.put_slice(&value);
-        set.put_slice(b"\r\nmn\r\n");
+        meta::Set {
+            key,
+            value: &value,
+            flags: hit.number::<u32>(b'f').unwrap_or(0),
+            ttl,
+            mode: b'E',
+            rotate: None,
+            cas: None,
+            return_cas: false,
+        }
+        .write(&mut set, 0, true);
+        set.put_slice(b"mn\r\n");
         let fill = Call::to(cold, lane, &set, Expect::MetaBatch(1)).await;
         tokio::task::spawn_local(async move {
             let _ = fill.finish().await;

@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use bytes::BufMut;
-use kura_proto::client::{Reply, Status};
+use kura_proto::client::{meta, Reply, Status};
 use std::borrow::Cow;
 
 use kura_proto::{
@@ -137,39 +136,31 @@ async fn store(ctx: &Arc<Ctx>, lane: usize, s: &Store<'_>, len: usize) -> Step {
             reply: Some(quiet_unless(s.noreply, async { Out::Bytes(reply.await) })),
         };
     };
-    let mode: &[u8] = match s.mode {
-        StoreMode::Set => b"S",
-        StoreMode::Add => b"E",
-        StoreMode::Replace => b"R",
-        StoreMode::Append => b"A",
-        StoreMode::Prepend => b"P",
-        StoreMode::Rotate { .. } => b"W",
+    let mode = match s.mode {
+        StoreMode::Set => b'S',
+        StoreMode::Add => b'E',
+        StoreMode::Replace => b'R',
+        StoreMode::Append => b'A',
+        StoreMode::Prepend => b'P',
+        StoreMode::Rotate { .. } => b'W',
     };
-    let size = s.key.len() + data.len() + 64;
+    let rotate = match s.mode {
+        StoreMode::Rotate { max } => Some(max),
+        _ => None,
+    };
+    let set = meta::Set {
+        key: s.key,
+        value: data,
+        flags: s.flags,
+        ttl: i64::from(s.exptime),
+        mode,
+        rotate,
+        cas: s.cas,
+        return_cas: false,
+    };
+    let size = 2 * s.key.len() + data.len() + 64;
     let (call, _) = Call::one(&ctx.router(), lane, s.key, true, size, |b, op| {
-        b.put_slice(b"ms ");
-        b.put_slice(s.key);
-        b.put_slice(b" ");
-        num(b, data.len());
-        b.put_slice(b" F");
-        num(b, s.flags);
-        b.put_slice(b" T");
-        num(b, s.exptime);
-        b.put_slice(b" M");
-        b.put_slice(mode);
-        if let StoreMode::Rotate { max } = s.mode {
-            b.put_slice(b" w");
-            num(b, max);
-        }
-        if let Some(c) = s.cas {
-            b.put_slice(b" C");
-            num(b, c);
-        }
-        b.put_slice(b" O");
-        num(b, op);
-        b.put_slice(b"\r\n");
-        b.put_slice(data);
-        b.put_slice(b"\r\n");
+        set.write(b, op, false);
     })
     .await;
     Step::reply(

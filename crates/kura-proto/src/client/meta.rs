@@ -116,6 +116,86 @@ impl Cmd<'_> {
     }
 }
 
+/// An `ms` request as a proxy writes a client's store to a backend (a
+/// client's own stores are [`Cmd::Store`]): `ms <key> <size>[ b] F<flags>
+/// T<ttl> M<mode>[ w<max>][ C<cas>][ c] O<opaque>`, then the data block.
+#[derive(Debug, Clone, Copy)]
+pub struct Set<'a> {
+    /// The key as the client sent it: written as is, or in base64 with
+    /// `b` when meta cannot carry it ([`put_key`]).
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub ttl: i64,
+    /// The mode flag's letter: `S`, `E`, `R`, `A`, `P` or kura's `W`.
+    pub mode: u8,
+    /// kura's rotation bound (`w`), with mode `W`.
+    pub rotate: Option<u32>,
+    /// Compare and swap (`C`).
+    pub cas: Option<u64>,
+    /// Ask for the new CAS back (`c`).
+    pub return_cas: bool,
+}
+
+impl Set<'_> {
+    /// Appends the request, with `q` when `quiet`.
+    #[inline]
+    pub fn write(&self, buf: &mut BytesMut, opaque: u32, quiet: bool) {
+        buf.put_slice(b"ms ");
+        put_key(buf, self.key);
+        buf.put_u8(b' ');
+        num(buf, self.value.len());
+        if !plain(self.key) {
+            buf.put_slice(b" b");
+        }
+        buf.put_slice(b" F");
+        num(buf, self.flags);
+        buf.put_slice(b" T");
+        num(buf, self.ttl);
+        buf.put_slice(b" M");
+        buf.put_u8(self.mode);
+        if let Some(max) = self.rotate {
+            buf.put_slice(b" w");
+            num(buf, max);
+        }
+        if let Some(c) = self.cas {
+            buf.put_slice(b" C");
+            num(buf, c);
+        }
+        if self.return_cas {
+            buf.put_slice(b" c");
+        }
+        buf.put_slice(b" O");
+        num(buf, opaque);
+        if quiet {
+            buf.put_slice(b" q");
+        }
+        buf.put_slice(b"\r\n");
+        buf.put_slice(self.value);
+        buf.put_slice(b"\r\n");
+    }
+}
+
+/// Whether meta can carry `key` as it is (else it goes in base64, with
+/// the flag `b`).
+#[inline]
+pub fn plain(key: &[u8]) -> bool {
+    key.iter().all(|&c| c > b' ' && c < 0x7f)
+}
+
+/// Appends a key as meta carries it: as is, or in base64 when it has bytes
+/// meta keys cannot have (the caller then adds the flag `b`).
+#[inline]
+pub fn put_key(buf: &mut BytesMut, key: &[u8]) {
+    if plain(key) {
+        buf.put_slice(key);
+    } else {
+        let mut enc = Vec::new();
+        crate::reply::put_base64(&mut enc, key);
+        buf.put_slice(&enc);
+    }
+}
+
 /// Frames one meta reply from the front of `buf`: `Ok(None)` until it is
 /// complete.
 ///
@@ -214,6 +294,34 @@ mod tests {
         };
         assert_eq!(meta(decr, false), "ma n v MD D18446744073709551615 O7\r\n");
         assert_eq!(meta(Cmd::Delete { key: b"k" }, true), "md k O7 q\r\n");
+    }
+
+    #[test]
+    fn writes_a_proxys_set() {
+        let mut b = BytesMut::new();
+        let set = Set {
+            key: b"k",
+            value: b"hi",
+            flags: 3,
+            ttl: -1,
+            mode: b'W',
+            rotate: Some(5),
+            cas: Some(9),
+            return_cas: false,
+        };
+        set.write(&mut b, 7, false);
+        assert_eq!(&b[..], b"ms k 2 F3 T-1 MW w5 C9 O7\r\nhi\r\n");
+        b.clear();
+        let set = Set {
+            key: b"a b",
+            rotate: None,
+            cas: None,
+            return_cas: true,
+            mode: b'S',
+            ..set
+        };
+        set.write(&mut b, 1, true);
+        assert_eq!(&b[..], b"ms YSBi 2 b F3 T-1 MS c O1 q\r\nhi\r\n");
     }
 
     #[test]
