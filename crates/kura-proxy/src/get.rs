@@ -115,7 +115,7 @@ impl Found {
             match rep.status {
                 // A run of entries as the backend wrote them (kura_proto::client::values).
                 Status::Value if rep.value.is_none() => self.take_run(rep.tokens, &mut asked),
-                // One kura-client's framer made (values.rs left it to it).
+                // One the text framer made (values.rs left it to it).
                 Status::Value => {
                     let key = rep.tokens.split(|&c| c == b' ').next().unwrap_or_default();
                     match asked.find(|k| k == key) {
@@ -174,7 +174,7 @@ impl Found {
     }
 }
 
-/// The entry of a text `VALUE` reply kura-client's framer made (one
+/// The entry of a text `VALUE` reply kura-proto's text framer made (one
 /// values.rs left to it): `VALUE <tokens>\r\n<data>\r\n`.
 fn entry_of(r: &Reply) -> Bytes {
     let value = r.value.as_deref().unwrap_or_default();

@@ -7,7 +7,9 @@
 //! once, writes everything the worker's clients appended in that round of
 //! the event loop with one write; its reader task frames the replies and
 //! puts each request's into that request's slot, waking the client task
-//! that waits on it.
+//! that waits on it. Replies are framed with kura-proto's client codec
+//! (`raw::frame`; a multi-get's `VALUE` entries as one run,
+//! `kura_proto::client::values`).
 //!
 //! A reply is matched to its request by order and opaque token (kura-client's
 //! rules, `raw::take_reply`). Anything else, EOF, an I/O error or a request
@@ -377,7 +379,7 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
 /// request is past its deadline.
 async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    // Bytes of `VALUE` entries at the front already looked at (values.rs).
+    // Bytes of `VALUE` entries at the front already looked at (kura_proto::client::values).
     let mut scanned = 0;
     let idle = conn.request_timeout;
     // On the timer thread (`timer.rs`): armed at the oldest request's
