@@ -11,38 +11,10 @@
 //! an authenticated client stays authenticated, a TLS session keeps its
 //! certificate.
 
-use std::sync::Arc;
-
-use parking_lot::RwLock;
+pub use kura_keyspace::Reloadable;
 
 use crate::auth::Credentials;
 use crate::shared::Shared;
-
-/// A value read from a file that a reload may replace while readers hold
-/// the one they took.
-pub struct Reloadable<T>(RwLock<Arc<T>>);
-
-impl<T> Reloadable<T> {
-    pub fn new(value: impl Into<Arc<T>>) -> Reloadable<T> {
-        Reloadable(RwLock::new(value.into()))
-    }
-
-    /// The current value (a reference count, never a copy).
-    pub fn current(&self) -> Arc<T> {
-        self.0.read().clone()
-    }
-
-    /// Puts `value` in place for every later [`Reloadable::current`].
-    pub fn replace(&self, value: impl Into<Arc<T>>) {
-        *self.0.write() = value.into();
-    }
-}
-
-impl<T> std::fmt::Debug for Reloadable<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Reloadable")
-    }
-}
 
 /// What one part of a reload came to.
 #[derive(Debug)]
@@ -72,12 +44,12 @@ pub fn reload(shared: &Shared) -> Vec<Reloaded> {
             outcome: refresh_certs(shared),
         });
     }
-    let repl = &shared.replication;
-    if let (Some(creds), Some(path)) = (&repl.auth, &config.replica_auth_file) {
+    let repl = &shared.keyspace.config().replication;
+    if let (Some(login), Some(path)) = (&repl.login, &config.replica_auth_file) {
         done.push(Reloaded {
             what: "replica auth file",
             outcome: Credentials::load(path)
-                .map(|c| creds.replace(c))
+                .map(|c| login.replace(crate::server::replica_login(&c)))
                 .map_err(|e| e.to_string()),
         });
     }

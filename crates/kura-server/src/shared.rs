@@ -1,9 +1,13 @@
-//! State every connection of one server shares: the store, the settings,
-//! the counters and the shutdown signal.
+//! State every connection of one server shares: the settings of the front
+//! end (network, limits, TLS, authentication), the counters, the value
+//! budget, and the keyspace (store, tables, log, replication), whose run
+//! state is the server's shutdown signal.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+use kura_keyspace::Keyspace;
+pub use kura_keyspace::RunState;
 use kura_store::Store;
 use tokio::sync::watch;
 
@@ -18,63 +22,10 @@ pub const VERSION: &str = "1.6.18";
 /// kura's own version, in `stats` as `kura_version` and in `kura --version`.
 pub const KURA_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The fixed-length tables, by name.
-#[derive(Debug, Default, Clone)]
-pub struct Tables(Vec<(Box<[u8]>, Arc<kura_table::Table>)>);
-
-impl Tables {
-    /// Adds table `name`.
-    pub fn add(&mut self, name: &str, table: kura_table::Table) {
-        self.0.push((name.as_bytes().into(), Arc::new(table)));
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The table `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<kura_table::Table>> {
-        self.0
-            .iter()
-            .find(|(n, _)| **n == *name.as_bytes())
-            .map(|(_, t)| t)
-    }
-
-    /// The table named `name`.
-    pub fn by_name(&self, name: &[u8]) -> Option<&kura_table::Table> {
-        self.0.iter().find(|(n, _)| **n == *name).map(|(_, t)| &**t)
-    }
-
-    /// Every table with its name, in the order declared.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &kura_table::Table)> {
-        self.0.iter().map(|(n, t)| (&**n, &**t))
-    }
-
-    /// The table a key `NAME:REST` belongs to, and `REST`; `None` for an
-    /// ordinary key.
-    pub fn route<'k>(&self, key: &'k [u8]) -> Option<(&kura_table::Table, &'k [u8])> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let colon = key.iter().position(|&b| b == b':')?;
-        let (name, rest) = (&key[..colon], &key[colon + 1..]);
-        self.0
-            .iter()
-            .find(|(n, _)| **n == *name)
-            .map(|(_, t)| (&**t, rest))
-    }
-}
-
-/// Whether and how the server is stopping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    Running,
-    Stopping,
-}
-
 /// Shared by every connection of a server.
 #[derive(Debug)]
 pub struct Shared {
+    /// The keyspace's store (the same one), at hand for every request.
     pub store: Arc<Store>,
     pub config: ServerConfig,
     pub limits: kura_proto::Limits,
@@ -90,28 +41,24 @@ pub struct Shared {
     pub credentials: Option<crate::reload::Reloadable<crate::auth::Credentials>>,
     /// The certificate and key TLS listeners use (`-Z`).
     pub tls: Option<crate::tls::TlsContext>,
-    /// The update log and snapshots (`--data-dir`).
-    pub durable: Option<Arc<crate::durable::Durable>>,
-    /// Fixed-length tables (`--table`).
-    pub tables: Tables,
+    /// The keys this server holds: the store above, the tables, the
+    /// update log and replication.
+    pub keyspace: Arc<Keyspace>,
     /// Room for values being received (`budget`).
     pub values: crate::budget::ValueBudget,
     /// The listening sockets, for `stats conns`.
     pub listeners: Vec<crate::metrics::Listener>,
-    /// Replication: this server's replicas, or its primary.
-    pub replication: crate::replication::ReplicationState,
     /// Invalidation subscriptions (`mt`), observing the store from the
     /// first one on.
     pub tracking: Arc<crate::tracking::Registry>,
     pub tracking_observed: std::sync::Once,
     /// Dumps, watchers, hot keys and the crawler's settings (`inspect/`).
     pub inspect: crate::inspect::Inspection,
-    state: watch::Sender<RunState>,
 }
 
 impl Shared {
-    pub fn new(config: ServerConfig, store: Arc<Store>) -> Shared {
-        let (state, _) = watch::channel(RunState::Running);
+    pub fn new(config: ServerConfig, keyspace: Arc<Keyspace>) -> Shared {
+        let store: Arc<Store> = keyspace.store().clone();
         Shared {
             limits: config.limits(),
             thread_stats: (0..=config.threads * 2).map(|_| Arc::default()).collect(),
@@ -122,32 +69,29 @@ impl Shared {
             pid: std::process::id(),
             credentials: None,
             tls: None,
-            durable: None,
-            tables: Tables::default(),
             values: crate::budget::ValueBudget::for_config(&config),
             listeners: Vec::new(),
-            replication: crate::replication::ReplicationState::new(config.replica_of.clone()),
             tracking: Arc::default(),
             tracking_observed: std::sync::Once::new(),
             inspect: Default::default(),
             store,
+            keyspace,
             config,
-            state,
         }
     }
 
     /// Starts a shutdown: listeners stop, connections finish and close.
     pub fn shutdown(&self) {
-        self.state.send_replace(RunState::Stopping);
+        self.keyspace.shutdown();
     }
 
     /// A receiver that sees the shutdown.
     pub fn watch(&self) -> watch::Receiver<RunState> {
-        self.state.subscribe()
+        self.keyspace.watch()
     }
 
     pub fn is_stopping(&self) -> bool {
-        *self.state.borrow() == RunState::Stopping
+        self.keyspace.is_stopping()
     }
 
     pub fn verbosity(&self) -> u8 {

@@ -175,12 +175,13 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();
         let messages = handle_payload(&mut session, &buf[HEADER_LEN..n]);
-        crate::replication::primary::batch_done(&shared);
+        let keyspace = &shared.keyspace;
+        keyspace.batch_done();
         // Writes over UDP wait for a log that has fallen behind, as over
         // TCP (`--fsync always` is refused with UDP at startup).
-        if let Some(d) = &shared.durable {
-            let seq = crate::durable::take_last_seq();
-            if seq > 0 && !d.settle(seq).await {
+        if keyspace.durable().is_some() {
+            let ticket = keyspace.take_ticket();
+            if !ticket.is_none() && !keyspace.settle(ticket).await {
                 continue;
             }
         }
@@ -199,7 +200,10 @@ mod tests {
     use super::*;
 
     fn run(payload: &[u8]) -> Vec<Vec<u8>> {
-        let shared = Shared::new(crate::ServerConfig::default(), Arc::default());
+        let shared = Shared::new(
+            crate::ServerConfig::default(),
+            kura_keyspace::Keyspace::in_memory(Arc::default()),
+        );
         let stats = ThreadStats::default();
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();

@@ -249,7 +249,7 @@ fn table_declarations_are_checked() {
         ("fp:width=x:max=10", "expected NAME:width"),
     ] {
         let e = bad.parse::<TableSpec>().unwrap_err();
-        assert!(e.contains(why), "{bad}: {e}");
+        assert!(e.to_string().contains(why), "{bad}: {e}");
     }
     for (specs, why) in [
         (vec!["a:width=0:max=10"], "width must be"),

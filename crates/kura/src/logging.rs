@@ -24,7 +24,7 @@ pub fn init(verbosity: u8, format: LogFormat) {
     // What the durable mode says about recovery and snapshots is worth
     // seeing at any verbosity (like Redis's loading messages).
     let filter = tracing_subscriber::EnvFilter::try_from_env("KURA_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{level},kura_server::durable=info"))
+        tracing_subscriber::EnvFilter::new(format!("{level},kura_keyspace::durable=info"))
     });
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()

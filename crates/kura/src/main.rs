@@ -180,7 +180,7 @@ fn run_server(
     let handle = server.start()?;
     kura_service::ready();
     signals.wait_for_stop(handle.shared());
-    let durable = handle.shared().durable.clone();
+    let durable = handle.shared().keyspace.durable().cloned();
     handle.shutdown();
     handle.join();
     if let Some(path) = &config.pidfile {

@@ -33,6 +33,28 @@ const KEEP_CAPACITY: usize = 64 * 1024;
 /// records queued behind a client that stopped reading, and close_notify).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A connection's socket as a replication stream may send on it from any
+/// thread (kura-keyspace's `primary/direct.rs`): plain TCP only; TLS and
+/// Unix sockets are sent to by the stream's task.
+pub(crate) trait PlainTcp {
+    /// A second handle on the socket (`dup`), if it is plain TCP.
+    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
+        None
+    }
+}
+
+impl PlainTcp for tokio::net::TcpStream {
+    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
+        use std::os::fd::AsFd;
+        let fd = self.as_fd().try_clone_to_owned().ok()?;
+        Some(std::net::TcpStream::from(fd))
+    }
+}
+
+impl PlainTcp for tokio::net::UnixStream {}
+
+impl<S> PlainTcp for tokio_rustls::server::TlsStream<S> {}
+
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wire {
@@ -65,7 +87,7 @@ pub(crate) async fn serve<S>(
     conn: ConnGuard,
     resume: Option<Resume>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
+    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
 {
     let end = task::run(&mut stream, shared, stats, stop, &conn, resume).await;
     closed(shared, &conn, end);

@@ -15,7 +15,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::step::{configured_wire, step_one, wire_of};
-use super::{End, Resume, Wire, KEEP_CAPACITY, READ_CHUNK};
+use super::{End, PlainTcp, Resume, Wire, KEEP_CAPACITY, READ_CHUNK};
+use kura_keyspace::{Keyspace, Replicated, Ticket};
+
 use crate::budget::Room;
 use crate::exec::{Next, Session, Step};
 use crate::latency::{now_ns, Family};
@@ -33,7 +35,7 @@ pub(super) async fn run<S>(
     resume: Option<Resume>,
 ) -> End
 where
-    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
+    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
 {
     // One wait for the worker's stop signal for the connection's whole
     // life, polled beside every read and write (stop.rs).
@@ -78,11 +80,13 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_event = shared.config.reqs_per_event.max(1) as usize;
-    // With `--data-dir`, the number of the last record this connection's
+    // With `--data-dir`, the ticket of the last record this connection's
     // requests made: replies wait until it is on disk (`--fsync always`),
-    // or written when the log has fallen behind (durable/lag.rs).
-    let durable = shared.durable.as_deref();
-    let mut unsettled = 0u64;
+    // or written when the log has fallen behind (kura-keyspace's
+    // durable/lag.rs).
+    let keyspace = &*shared.keyspace;
+    let durable = keyspace.durable().is_some();
+    let mut unsettled = Ticket::NONE;
     // With `--min-replicas-ack`, each write waits for its replicas.
     let min_acks = shared.config.min_replicas_ack as usize;
     loop {
@@ -176,7 +180,7 @@ where
                     let have = rbuf.len() - pos;
                     if needed > have && !refusing && !room.try_cover(needed) {
                         // Send what is done before waiting for room.
-                        if unsettled > 0 && !settled(durable, &mut unsettled).await {
+                        if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
                             return End::Io;
                         }
                         if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn)
@@ -209,21 +213,20 @@ where
             if min_acks > 0 {
                 // A write is acknowledged once its replicas have it: this
                 // request's reply waits, or is taken back for an error.
-                let seq = crate::durable::take_last_seq().max(crate::replication::take_last_seq());
+                let ticket = keyspace.take_ticket();
                 let text = matches!(wire, Wire::Text);
                 // Meta's quiet mode still hears errors; classic noreply not.
                 let meta = matches!(
                     family,
                     Family::MetaGet | Family::MetaSet | Family::MetaDelete | Family::MetaArith
                 );
-                if seq > 0
-                    && !acknowledged(shared, durable, seq, &mut session.out, mark, (text, meta))
-                        .await
+                if !ticket.is_none()
+                    && !acknowledged(shared, ticket, &mut session.out, mark, (text, meta)).await
                 {
                     return End::Io;
                 }
-            } else if durable.is_some() {
-                unsettled = unsettled.max(crate::durable::take_last_seq());
+            } else if durable {
+                unsettled = unsettled.max(keyspace.take_ticket());
             }
             pos += len;
             match next {
@@ -246,7 +249,7 @@ where
             }
             served += 1;
             if session.out.pending() > HIGH_WATER {
-                if unsettled > 0 && !settled(durable, &mut unsettled).await {
+                if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
                     return End::Io;
                 }
                 if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
@@ -266,7 +269,7 @@ where
             // goes back with the room.
             rbuf = BytesMut::from(&rbuf[..]);
         }
-        if unsettled > 0 && !settled(durable, &mut unsettled).await {
+        if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
             return End::Io;
         }
         // Invalidations go between replies: after every reply of the batch.
@@ -307,11 +310,14 @@ async fn finish<S>(
     conn: &ConnGuard,
 ) -> End
 where
-    S: AsyncRead + AsyncWrite + Unpin + crate::replication::primary::PlainTcp,
+    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
 {
     if end == End::Replicate {
         if let Some((history, after)) = session.replicate.take() {
-            crate::replication::primary::serve(stream, shared, &conn.info.addr, &history, after)
+            let direct = stream.plain_tcp();
+            let peer = &conn.info.addr;
+            (shared.keyspace)
+                .serve_replica(stream, direct, peer, &history, after)
                 .await;
         }
     }
@@ -335,31 +341,26 @@ async fn read_some<S: AsyncRead + Unpin>(
 /// Waits until the records this connection made are logged as the fsync
 /// policy and the log's bounds ask; false if they never will be (the log
 /// failed): the connection then closes without acknowledging them.
-/// With `--min-replicas-ack`: waits until record `seq` (the last a request
-/// made) is in the log and acknowledged by enough replicas; on a timeout the
+/// With `--min-replicas-ack`: waits until `ticket` (the last record a
+/// request made) is in the log and acknowledged by enough replicas; on a timeout the
 /// request's reply (since `mark`) becomes an error, or, for a classic
 /// request that had none (noreply), stays none (meta's quiet mode hears it); a binary request's connection is closed
 /// (its reply cannot be taken back into a status). False when the
 /// connection is to be closed.
 async fn acknowledged(
     shared: &Shared,
-    durable: Option<&crate::durable::Durable>,
-    seq: u64,
+    ticket: Ticket,
     out: &mut Output,
     mark: (usize, usize),
     (text, meta): (bool, bool),
 ) -> bool {
-    if let Some(d) = durable {
-        if !d.settle(seq).await {
-            return false;
-        }
+    match shared.keyspace.replicated(ticket).await {
+        Replicated::Acknowledged => return true,
+        Replicated::LogFailed => return false,
+        Replicated::TimedOut => {}
     }
-    crate::replication::primary::batch_done(shared);
-    let n = shared.config.min_replicas_ack as usize;
+    let n = shared.config.min_replicas_ack;
     let timeout = Duration::from_millis(shared.config.min_replicas_timeout_ms);
-    if shared.replication.wait_acks(seq, n, timeout).await {
-        return true;
-    }
     if !text {
         return false;
     }
@@ -378,13 +379,10 @@ async fn acknowledged(
 
 /// Waits until the records this connection made (up to `unsettled`) are
 /// settled in the log; false if the log failed. Callers test
-/// `unsettled > 0` first: entering an async fn costs even with nothing to do.
-async fn settled(durable: Option<&crate::durable::Durable>, unsettled: &mut u64) -> bool {
-    let Some(d) = durable.filter(|_| *unsettled > 0) else {
-        return true;
-    };
-    let seq = std::mem::take(unsettled);
-    d.settle(seq).await
+/// `unsettled.is_none()` first: entering an async fn costs even with
+/// nothing to do.
+async fn settled(keyspace: &Keyspace, unsettled: &mut Ticket) -> bool {
+    keyspace.settle(unsettled.take()).await
 }
 
 /// Writes out pending replies; false if the connection is gone or the
@@ -403,7 +401,7 @@ where
     S: AsyncWrite + Unpin,
     F: std::future::Future<Output = ()>,
 {
-    crate::replication::primary::batch_done(shared);
+    shared.keyspace.batch_done();
     if out.is_empty() {
         return true;
     }

@@ -95,7 +95,7 @@ pub(super) fn memlimit(s: &mut Session<'_>, megabytes: Option<u32>, noreply: boo
 /// `replicaof no one`: stop following and take writes (promotion).
 /// Answers `OK` once done (docs/replication.md).
 pub(super) fn replica_of(s: &mut Session<'_>, host: &[u8], port: &[u8]) {
-    let state = &s.shared.replication;
+    let state = s.keyspace.replication();
     let done = if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         state.promote()
     } else {

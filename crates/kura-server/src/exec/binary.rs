@@ -115,7 +115,7 @@ fn item_key<'a>(c: &Command<'a>) -> Option<&'a [u8]> {
 
 fn run(s: &mut Session<'_>, r: &BinRequest<'_>) -> Next {
     // Fixed-length tables are served over the text and meta protocols only.
-    if item_key(&r.command).is_some_and(|k| s.shared.tables.route(k).is_some()) {
+    if item_key(&r.command).is_some_and(|k| s.keyspace.tables().route(k).is_some()) {
         fail(s, r, Status::InvalidArguments);
         return match &r.command {
             // The refused value's bytes are still to come.

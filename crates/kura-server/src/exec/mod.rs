@@ -23,6 +23,7 @@ mod table;
 mod touch;
 mod track;
 
+use kura_keyspace::{Keyspace, Refusal};
 use kura_proto::{reply, Frame, Request};
 use kura_store::{Expiry, Store};
 
@@ -64,6 +65,8 @@ pub enum Step {
 /// A connection's view of the server while it executes requests.
 pub struct Session<'a> {
     pub shared: &'a Shared,
+    /// The server's keyspace (`shared.keyspace`, at hand).
+    pub keyspace: &'a Keyspace,
     pub stats: &'a ThreadStats,
     pub out: Output,
     /// False until the client has authenticated, when the server asks for
@@ -108,6 +111,7 @@ impl Detached {
     pub fn attach<'a>(self, shared: &'a Shared, stats: &'a ThreadStats) -> Session<'a> {
         Session {
             shared,
+            keyspace: &shared.keyspace,
             stats,
             out: self.out,
             authenticated: self.authenticated,
@@ -126,6 +130,7 @@ impl<'a> Session<'a> {
     pub fn new(shared: &'a Shared, stats: &'a ThreadStats) -> Self {
         Session {
             shared,
+            keyspace: &shared.keyspace,
             stats,
             out: Output::with_capacity(16 * 1024),
             authenticated: shared.credentials.is_none(),
@@ -203,14 +208,21 @@ impl<'a> Session<'a> {
 
     /// The error line a request that changes data gets, if it is refused:
     /// on a read-only replica, or when the update log cannot be written
-    /// (durable/health.rs).
+    /// (kura-keyspace's durable/health.rs).
     #[inline]
     pub fn refused_change(&self) -> Option<Vec<u8>> {
-        if let Some(line) = self.shared.replication.refusal() {
-            return Some(line);
-        }
-        let d = self.shared.durable.as_deref()?;
-        d.health().refusing().then(|| d.health().reply())
+        Some(match self.keyspace.refusal()? {
+            Refusal::Replica(p) => format!(
+                "SERVER_ERROR this server is a read-only replica of {p}: write to the primary\r\n"
+            )
+            .into_bytes(),
+            Refusal::LogUnwritable(Some(error)) => format!(
+                "SERVER_ERROR the update log cannot be written ({error}); writes are refused until it can\r\n"
+            )
+            .into_bytes(),
+            // The log thread stopped without a write failing first.
+            Refusal::LogUnwritable(None) => Vec::new(),
+        })
     }
 
     /// Refuses a request that would change data with `line`: classic
@@ -241,13 +253,12 @@ impl<'a> Session<'a> {
     pub fn execute(&mut self, req: &Request<'_>) -> Next {
         // Table writes too: a replica refuses them, and so does a server
         // whose log cannot be written.
-        let guarded = self.shared.durable.is_some() || self.shared.replication.is_replica();
-        if guarded && req.changes_data() {
+        if self.keyspace.guarded() && req.changes_data() {
             if let Some(line) = self.refused_change() {
                 return self.refuse(req, &line);
             }
         }
-        if !self.shared.tables.is_empty() {
+        if !self.keyspace.tables().is_empty() {
             if let Some(next) = table::route(self, req) {
                 return next;
             }

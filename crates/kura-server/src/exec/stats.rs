@@ -176,7 +176,7 @@ fn general(s: &mut Session<'_>) {
         reply::stat(o, "tracking_invalidations", sh.tracking.sent.load(Relaxed));
         reply::stat(o, "tracking_overflows", sh.tracking.overflows.load(Relaxed));
     }
-    if let Some(d) = &sh.durable {
+    if let Some(d) = sh.keyspace.durable() {
         use std::sync::atomic::Ordering::Relaxed;
         let l = &d.stats;
         let lag = d.lag();
@@ -214,9 +214,10 @@ fn general(s: &mut Session<'_>) {
 /// Replication's figures (docs/replication.md).
 fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     use std::sync::atomic::Ordering::Relaxed;
-    let r = &sh.replication;
+    let ks = &*sh.keyspace;
+    let r = ks.replication();
     let history = r
-        .current_history(sh)
+        .current_history(ks)
         .map_or_else(|| "-".to_string(), |h| h.id);
     match r.primary().filter(|_| r.is_replica()) {
         Some(primary) => {
@@ -229,7 +230,7 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
             reply::stat(o, "repl_lag_records", r.lag_records());
             reply::stat(o, "repl_lag_seconds", format!("{:.3}", r.lag_seconds()));
             let heard = r.heard_ms.load(Relaxed);
-            let since = crate::replication::primary::unix_millis().saturating_sub(heard);
+            let since = kura_keyspace::replication::primary::unix_millis().saturating_sub(heard);
             reply::stat(
                 o,
                 "repl_last_heard_seconds",
@@ -255,11 +256,11 @@ fn replication(o: &mut crate::output::Output, sh: &crate::shared::Shared) {
     }
     // The last record numbered (this server's or its primary's), and the
     // backlog replicas resume from.
-    let backlog = match &sh.durable {
+    let backlog = match ks.durable() {
         Some(d) => Some(d.backlog()),
         None => r.journal.get().map(|j| j.backlog()),
     };
-    let last = match &sh.durable {
+    let last = match ks.durable() {
         Some(d) => d.lag().written(),
         None => backlog.map_or(0, |b| b.last()),
     };

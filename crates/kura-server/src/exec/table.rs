@@ -8,7 +8,7 @@
 //! where it lives, in order.
 //!
 //! With `--data-dir`, every write that changes a record is logged as its
-//! result (durable/tables.rs), numbered under the record's lock
+//! result (kura-keyspace's durable/tables.rs), numbered under the record's lock
 //! ([`Table::edit`]'s hook); the connection then settles as for any write.
 
 use kura_proto::{reply, Data, MetaKey, Request, StoreMode};
@@ -64,20 +64,12 @@ fn name_of<'k>(key: &'k [u8], rest: &[u8]) -> &'k [u8] {
 /// Logs a change of record `id` of table `name`, when the server has a data
 /// dir: called under the record's lock.
 fn logger<'s>(s: &Session<'s>, name: &'s [u8], id: u64) -> impl FnOnce(New<'_>) + 's {
-    let durable = s.shared.durable.as_deref();
-    let journal = s.shared.replication.journal.get();
-    move |new| {
-        if let Some(d) = durable {
-            d.log_table(name, id, new);
-        } else if let Some(j) = journal {
-            j.table(name, id, new);
-        }
-    }
+    s.keyspace.table_logger(name, id)
 }
 
 /// Runs `req` if it is about a table key.
 pub(super) fn route(s: &mut Session<'_>, req: &Request<'_>) -> Option<Next> {
-    let tables = &s.shared.tables;
+    let tables = s.keyspace.tables();
     let key_is_table = |k: &[u8]| tables.route(k).is_some();
     match req {
         Request::Get(g) if g.keys().any(key_is_table) => {
@@ -121,7 +113,7 @@ pub(super) fn route(s: &mut Session<'_>, req: &Request<'_>) -> Option<Next> {
 fn get_keys(s: &mut Session<'_>, g: &kura_proto::Get<'_>) {
     // Refuse the whole request if a table key is bad, before any reply.
     for key in g.keys() {
-        if let Some((t, rest)) = s.shared.tables.route(key) {
+        if let Some((t, rest)) = s.keyspace.tables().route(key) {
             if target(t, rest).is_none() {
                 s.out.extend_from_slice(BAD_ID);
                 return;
@@ -138,7 +130,7 @@ fn get_keys(s: &mut Session<'_>, g: &kura_proto::Get<'_>) {
     };
     let mut buf = Vec::new();
     for key in g.keys() {
-        let Some((t, rest)) = s.shared.tables.route(key) else {
+        let Some((t, rest)) = s.keyspace.tables().route(key) else {
             get::one(s, key, &opts, g.cas);
             continue;
         };
@@ -180,7 +172,7 @@ fn store(s: &mut Session<'_>, c: &kura_proto::Store<'_>) -> Next {
         Data::Bytes(v) => v,
     };
     incr(&s.stats.cmd_set);
-    let Some((t, rest)) = s.shared.tables.route(c.key) else {
+    let Some((t, rest)) = s.keyspace.tables().route(c.key) else {
         return Next::Continue;
     };
     let line = match one_id(t, rest) {
@@ -262,7 +254,7 @@ fn remove(t: &Table, id: u64, log: impl FnOnce(New<'_>)) -> bool {
 }
 
 fn delete(s: &mut Session<'_>, key: &[u8], noreply: bool) {
-    let Some((t, rest)) = s.shared.tables.route(key) else {
+    let Some((t, rest)) = s.keyspace.tables().route(key) else {
         return;
     };
     let line = match one_id(t, rest) {
@@ -295,8 +287,8 @@ fn meta_record<'a>(
     f: &kura_proto::MetaFlags<'_>,
     allowed: &[u8],
 ) -> Option<(&'a Table, u64)> {
-    let shared: &'a crate::shared::Shared = s.shared;
-    let (t, rest) = shared.tables.route(&key.bytes)?;
+    let keyspace: &'a kura_keyspace::Keyspace = s.keyspace;
+    let (t, rest) = keyspace.tables().route(&key.bytes)?;
     match one_id(t, rest) {
         Err(e) => s.out.extend_from_slice(e),
         Ok(_) if key.binary || !meta_supported(f, allowed) => s.out.extend_from_slice(UNSUPPORTED),
@@ -307,7 +299,7 @@ fn meta_record<'a>(
 
 /// The table name of a meta request's key (a table key: checked before).
 fn meta_name<'k>(s: &Session<'_>, key: &'k MetaKey<'_>) -> &'k [u8] {
-    match s.shared.tables.route(&key.bytes) {
+    match s.keyspace.tables().route(&key.bytes) {
         Some((_, rest)) => name_of(&key.bytes, rest),
         None => &[],
     }

@@ -87,7 +87,11 @@ fn not_ready(shared: &Shared) -> Option<&'static str> {
     if shared.is_stopping() {
         return Some("stopping");
     }
-    if shared.durable.as_ref().is_some_and(|d| d.health().failed()) {
+    if shared
+        .keyspace
+        .durable()
+        .is_some_and(|d| d.health().failed())
+    {
         return Some("the update log failed");
     }
     None

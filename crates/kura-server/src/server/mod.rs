@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use kura_keyspace::{Keyspace, KeyspaceConfig, Login, Reloadable};
 use kura_store::{Reaper, Store};
 use tokio::sync::mpsc;
 
@@ -133,14 +134,7 @@ impl Server {
         // read: a server that cannot start should not have loaded the data.
         // (Tables are opened once the data dir is locked: their files may
         // live in it.)
-        let (durable, tables) = match config.durable_config() {
-            Some(d) => {
-                let (d, tables) =
-                    crate::durable::Durable::open(d, &store, || open_tables(&config))?;
-                (Some(Arc::new(d)), tables)
-            }
-            None => (None, open_tables(&config)?),
-        };
+        let keyspace = Keyspace::open(keyspace_config(&config)?, store)?;
         // Connections are taken only now that the data is loaded: a
         // health check that only connects does not call a loading server
         // up, and nothing queues behind a recovery that fails.
@@ -155,35 +149,11 @@ impl Server {
         let metrics = metrics
             .map(|socket| listen(socket, config.backlog))
             .transpose()?;
-        let mut shared = Shared::new(config, store);
+        let mut shared = Shared::new(config, keyspace);
         shared.listeners = listeners(&tcp, unix.as_ref(), &udp);
-        if let Some(path) = &shared.config.replica_auth_file {
-            shared.replication.auth = Some(crate::reload::Reloadable::new(
-                crate::auth::Credentials::load(path)?,
-            ));
-        }
-        shared.replication.sasl = shared.config.replica_sasl;
-        let rt = &shared.config.replica_tls;
-        if let Some(ca) = &rt.ca {
-            let cert_key = rt.cert.as_deref().zip(rt.key.as_deref());
-            shared.replication.tls = Some(crate::reload::Reloadable::new(
-                crate::tls::replica_config(ca, cert_key)?,
-            ));
-            shared.replication.tls_name = rt.name.clone();
-        }
-        shared.tables = tables;
         shared.credentials = credentials.map(crate::reload::Reloadable::new);
         shared.tls = tls;
-        shared.durable = durable;
         let shared = Arc::new(shared);
-        if let Some(d) = &shared.durable {
-            let weak = Arc::downgrade(&shared);
-            d.on_failure(move || {
-                if let Some(s) = weak.upgrade() {
-                    s.shutdown();
-                }
-            });
-        }
         Ok(Server {
             shared,
             tcp,
@@ -275,10 +245,7 @@ impl Server {
                 .spawn(move || acceptor(shared, listeners, senders))?
         };
         threads.push(acceptor);
-        shared.replication.bind(&shared);
-        if let Some(primary) = shared.config.replica_of.clone() {
-            shared.replication.follow(primary)?;
-        }
+        shared.keyspace.start()?;
         Ok(ServerHandle {
             shared,
             threads,
@@ -311,43 +278,33 @@ impl ServerHandle {
         for t in self.threads {
             let _ = t.join();
         }
-        // The replica's thread may be logging what it applies.
-        self.shared.replication.stop_following();
-        // Every connection is closed: the rest of the log goes to disk.
-        if let Some(d) = &self.shared.durable {
-            d.close();
-        }
+        // Every connection is closed: the replica's thread stops and the
+        // rest of the log goes to disk.
+        self.shared.keyspace.close();
     }
 }
 
-/// Opens the fixed-length tables (`--table`).
-fn open_tables(config: &ServerConfig) -> anyhow::Result<crate::shared::Tables> {
-    let mut tables = crate::shared::Tables::default();
-    for spec in &config.tables {
-        let path = spec.path.clone().or_else(|| {
-            config
-                .data_dir
-                .as_ref()
-                .map(|d| d.join(format!("{}.ktbl", spec.name)))
-        });
-        if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
-            std::fs::create_dir_all(dir).ok();
-        }
-        let durability = match config.fsync_policy()? {
-            kura_log::FsyncPolicy::Always => kura_table::Durability::Always,
-            kura_log::FsyncPolicy::EverySec => kura_table::Durability::EverySec,
-            kura_log::FsyncPolicy::No => kura_table::Durability::No,
-        };
-        let table = kura_table::Table::open(
-            path.as_deref(),
-            kura_table::TableOptions {
-                width: spec.width,
-                max: spec.max,
-                durability,
-            },
-        )
-        .with_context(|| format!("table {}", spec.name))?;
-        tables.add(&spec.name, table);
+/// The keyspace's settings, with the replica's login and TLS read from
+/// their files.
+fn keyspace_config(config: &ServerConfig) -> anyhow::Result<KeyspaceConfig> {
+    let mut k = config.keyspace_config();
+    if let Some(path) = &config.replica_auth_file {
+        k.replication.login = Some(Reloadable::new(replica_login(
+            &crate::auth::Credentials::load(path)?,
+        )));
     }
-    Ok(tables)
+    let rt = &config.replica_tls;
+    if let Some(ca) = &rt.ca {
+        let cert_key = rt.cert.as_deref().zip(rt.key.as_deref());
+        k.replication.tls = Some(Reloadable::new(crate::tls::replica_config(ca, cert_key)?));
+    }
+    Ok(k)
+}
+
+/// What a replica authenticates with: the first user of its auth file.
+pub(crate) fn replica_login(c: &crate::auth::Credentials) -> Option<Login> {
+    c.first().map(|(user, pass)| Login {
+        user: user.to_vec(),
+        pass: pass.to_vec(),
+    })
 }

@@ -203,7 +203,7 @@ impl<'a> Client<'a> {
                 if matches!(ran, Outcome::Again) {
                     return ran;
                 }
-                crate::replication::primary::batch_done(w.shared);
+                w.shared.keyspace.batch_done();
                 if !self.session.out.is_empty() {
                     self.guard.info.set_state(ConnState::Write);
                     let pending = self.session.out.pending();

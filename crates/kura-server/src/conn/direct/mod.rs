@@ -47,7 +47,7 @@ pub(crate) fn enabled(shared: &Shared) -> bool {
     c.worker_loop == crate::config::WorkerLoop::Direct
         && c.idle_timeout == 0
         && c.min_replicas_ack == 0
-        && shared.durable.is_none()
+        && shared.keyspace.durable().is_none()
 }
 
 /// The connections of one worker's loop, by token.
@@ -126,7 +126,7 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver
     // thread's.
     let handle = handle_rx.recv().ok();
     let _entered = handle.as_ref().map(|h| h.enter());
-    crate::replication::primary::serves_in_batches();
+    kura_keyspace::serves_in_batches();
     serve_loop(
         &shared,
         &shared.thread_stats[index],
@@ -163,7 +163,7 @@ fn task_thread(
     };
     let _ = handle_tx.send(rt.handle().clone());
     crate::server::place_worker(&shared, index);
-    crate::replication::primary::serves_in_batches();
+    kura_keyspace::serves_in_batches();
     // The tasks' own counters (one writer a ThreadStats).
     let stats = shared.thread_stats[shared.config.threads + 1 + index].clone();
     let stop = Rc::new(StopSignal::default());
@@ -372,7 +372,10 @@ mod tests {
 
     #[test]
     fn a_connection_the_task_thread_cannot_take_is_closed_and_uncounted() {
-        let shared = Shared::new(crate::ServerConfig::default(), Arc::default());
+        let shared = Shared::new(
+            crate::ServerConfig::default(),
+            kura_keyspace::Keyspace::in_memory(Arc::default()),
+        );
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let mut client =
             std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");

@@ -17,7 +17,6 @@
 //! else sends. A stream that is not live (catching up from the log's
 //! files, TLS, a Unix socket) is sent to by its own task only.
 
-use std::cell::Cell;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -272,48 +271,33 @@ fn remaining<'a>(parts: &[&'a [u8]], mut done: usize) -> Vec<IoSlice<'a>> {
     out
 }
 
-thread_local! {
-    /// This thread appended records to the journal since it last sent.
-    static APPENDED: Cell<bool> = const { Cell::new(false) };
-    /// This thread's requests end in [`batch_done`] (a worker's or the
-    /// acceptor's event loop): what they append is sent from there.
-    static BATCHES: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Said by the journal after it appended a record on this thread (under
 /// the shard's lock: it only sets a flag). On a thread whose requests end
-/// in [`batch_done`], the records wait for it; elsewhere (the reaper, a
-/// thread of tests) the streams' own tasks are told.
+/// in [`Keyspace::batch_done`](crate::Keyspace::batch_done), the records
+/// wait for it; elsewhere (the reaper, a thread of tests) the streams' own
+/// tasks are told.
 pub(crate) fn appended(backlog: &Backlog) {
     if !backlog.has_directs() {
         return;
     }
-    if BATCHES.with(Cell::get) {
-        APPENDED.with(|a| a.set(true));
+    if crate::ticket::batches() {
+        crate::ticket::mark_appended();
         return;
     }
     backlog.kick_directs();
 }
 
-/// Said once by a thread that serves requests: each batch of requests it
-/// serves ends in [`batch_done`].
-pub(crate) fn serves_in_batches() {
-    BATCHES.with(|b| b.set(true));
-}
-
-/// Said by a connection after a batch of requests, before it writes their
-/// replies or waits for anything: what the batch (and any other batch of
-/// this loop since) appended to the journal is sent, here when a frame is
-/// due, else soon after (primary/sender.rs). Redis feeds its replicas in
-/// the same turn of its loop; a task woken per batch to do it cost a task
-/// switch, a `Notify` and a `select!` a set
-/// (bench/results/2026-11-27-replication-batch-send.txt).
+/// What a batch of requests appended to the journal (and any other batch
+/// of this loop since) is sent, here when a frame is due, else soon after
+/// (primary/sender.rs). Redis feeds its replicas in the same turn of its
+/// loop; a task woken per batch to do it cost a task switch, a `Notify` and
+/// a `select!` a set (bench/results/2026-11-27-replication-batch-send.txt).
 #[inline]
-pub(crate) fn batch_done(shared: &crate::shared::Shared) {
-    if !APPENDED.with(|a| a.replace(false)) {
+pub(crate) fn batch_done(replication: &crate::replication::ReplicationState) {
+    if !crate::ticket::take_appended() {
         return;
     }
-    if let Some(j) = shared.replication.journal.get() {
+    if let Some(j) = replication.journal.get() {
         let backlog = j.backlog();
         backlog.sender().send_soon(backlog);
     }
@@ -587,8 +571,9 @@ mod tests {
 
     impl PlainForTest for tokio::net::TcpStream {
         fn plain_tcp_for_test(&self) -> std::net::TcpStream {
-            use super::super::PlainTcp;
-            self.plain_tcp().unwrap()
+            use std::os::fd::AsFd;
+            let fd = self.as_fd().try_clone_to_owned().unwrap();
+            std::net::TcpStream::from(fd)
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Whether the update log can be written. When a write to it fails (a full
 //! disk, a quota, an I/O error), the log thread keeps the records it could
 //! not write and tries again every second; meanwhile the server refuses
-//! requests that would change data, with a `SERVER_ERROR` that says why, and
+//! requests that would change data, with an error that says why (kura-server's `SERVER_ERROR`), and
 //! goes on serving reads, as Redis refuses writes after a failed save. An
 //! fsync that fails is different: what was written since the last good one
 //! may not be on disk whatever the file reads back, so the server stops,
@@ -16,8 +16,8 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct Health {
     refusing: AtomicBool,
-    /// The error line refused requests get.
-    reply: Mutex<Vec<u8>>,
+    /// Why the last write to the log failed.
+    reason: Mutex<Option<String>>,
     changed: watch::Sender<bool>,
     failed: AtomicBool,
     write_errors: AtomicU64,
@@ -27,7 +27,7 @@ impl Default for Health {
     fn default() -> Health {
         Health {
             refusing: AtomicBool::new(false),
-            reply: Mutex::new(Vec::new()),
+            reason: Mutex::new(None),
             changed: watch::Sender::new(false),
             failed: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
@@ -39,10 +39,7 @@ impl Health {
     /// A write to the log failed with `error`: refuse changes until it works.
     pub(super) fn refuse(&self, error: &str) {
         self.write_errors.fetch_add(1, Ordering::Relaxed);
-        let line = format!(
-            "SERVER_ERROR the update log cannot be written ({error}); writes are refused until it can\r\n"
-        );
-        *self.reply.lock() = line.into_bytes();
+        *self.reason.lock() = Some(error.to_string());
         self.refusing.store(true, Ordering::Release);
         self.changed.send_replace(true);
     }
@@ -66,9 +63,10 @@ impl Health {
         self.refusing.load(Ordering::Acquire)
     }
 
-    /// The reply a refused request gets (a text protocol line).
-    pub fn reply(&self) -> Vec<u8> {
-        self.reply.lock().clone()
+    /// Why the last write to the log failed (none if the log thread
+    /// stopped without one failing).
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().clone()
     }
 
     /// Whether the log thread stopped on an error (the server's exit

@@ -11,7 +11,6 @@
 //! not numbered: the replica thread puts the primary's records in the
 //! backlog as it applies them, so that it can have replicas of its own.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -32,25 +31,13 @@ struct MemSink {
     following: AtomicBool,
 }
 
-thread_local! {
-    /// The number of the last record this thread made (a connection
-    /// waits for its replicas under `--min-replicas-ack`).
-    static LAST_SEQ: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The number of the last record made on this thread since the last call
-/// (0 if none).
-pub(crate) fn take_last_seq() -> u64 {
-    LAST_SEQ.with(|c| c.replace(0))
-}
-
 impl ChangeSink for MemSink {
     fn record(&self, change: Change<'_>) {
         if self.following.load(Ordering::Acquire) {
             return;
         }
         let seq = self.backlog.append(&mutation(&change));
-        LAST_SEQ.with(|c| c.set(seq));
+        crate::ticket::made(seq);
         super::primary::appended(&self.backlog);
     }
 }
@@ -121,7 +108,7 @@ impl Journal {
             None => MutationRef::TableDelete { table, id },
         };
         let seq = self.sink.backlog.append(&m);
-        LAST_SEQ.with(|c| c.set(seq));
+        crate::ticket::made(seq);
         super::primary::appended(&self.sink.backlog);
     }
 

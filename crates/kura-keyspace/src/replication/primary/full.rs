@@ -54,7 +54,7 @@ async fn from_disk<S>(
 where
     S: AsyncWrite + Unpin,
 {
-    let (d, store) = (durable.clone(), source.shared.store.clone());
+    let (d, store) = (durable.clone(), source.keyspace.store.clone());
     let (path, at) = tokio::task::spawn_blocking(move || {
         let written = d.lag().written();
         if let Some(newest) = kura_log::snapshot_files(d.dir())?.pop() {
@@ -104,10 +104,10 @@ async fn from_memory<S>(
 where
     S: AsyncWrite + Unpin,
 {
-    let store = source.shared.store.clone();
-    let tables = source.shared.tables.clone();
+    let store = source.keyspace.store.clone();
+    let tables = source.keyspace.tables.clone();
     anyhow::ensure!(
-        source.shared.replication.journal.get().is_some(),
+        source.keyspace.replication.journal.get().is_some(),
         "no journal"
     );
     // Every change numbered up to `at` was made under a shard lock that is
@@ -174,7 +174,7 @@ where
         r = send => r?,
         () = hold.until_lost() => anyhow::bail!(
             "the records written while the snapshot was sent outgrew --repl-resync-buffer ({} bytes beyond --repl-backlog-size): the replica will try again",
-            source.shared.config.repl_resync_buffer
+            source.keyspace.config.replication.resync_buffer_bytes
         ),
     }
     Ok((at, hold))

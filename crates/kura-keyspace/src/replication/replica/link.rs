@@ -12,7 +12,7 @@ use kura_proto::binary::{self, BinRequest, Command};
 use rustls_pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConnection, StreamOwned};
 
-use crate::replication::ReplicationState;
+use crate::config::ReplicationConfig;
 
 /// A connection to the primary.
 pub(super) enum Link {
@@ -50,7 +50,7 @@ impl Link {
     /// the state has it; reads wait `read_timeout` at most.
     pub(super) fn connect(
         primary: &str,
-        state: &ReplicationState,
+        config: &ReplicationConfig,
         timeout: Duration,
         read_timeout: Duration,
     ) -> anyhow::Result<Link> {
@@ -63,17 +63,17 @@ impl Link {
             .with_context(|| format!("cannot connect to {primary}"))?;
         tcp.set_read_timeout(Some(read_timeout))?;
         tcp.set_nodelay(true)?;
-        let Some(config) = state.tls.as_ref().map(|t| t.current()) else {
+        let Some(tls) = config.tls.as_ref().map(|t| t.current()) else {
             return Ok(Link::Plain(tcp));
         };
-        let host = match &state.tls_name {
+        let host = match &config.tls_name {
             Some(name) => name.clone(),
             None => host_of(primary).to_string(),
         };
         let name = ServerName::try_from(host.clone())
             .map_err(|_| anyhow!("{host:?} is not a name a certificate can carry"))?;
         let conn =
-            ClientConnection::new(config, name).map_err(|e| anyhow!("TLS to {primary}: {e}"))?;
+            ClientConnection::new(tls, name).map_err(|e| anyhow!("TLS to {primary}: {e}"))?;
         let mut link = Link::Tls(Box::new(StreamOwned::new(conn, tcp)));
         // The handshake now, so that a certificate refused says so here.
         if let Link::Tls(s) = &mut link {

@@ -48,7 +48,6 @@ use log_thread::{LogThread, OnFailure};
 pub(crate) use recovery::apply;
 use recovery::{load_snapshot, replay_log, Progress};
 pub use reset::SnapshotHold;
-pub(crate) use sink::take_last_seq;
 use sink::{LogSink, Msg};
 use snapshot::take_snapshot;
 pub use snapshot::SnapshotBusy;
@@ -129,8 +128,8 @@ impl Durable {
     pub fn open(
         config: DurableConfig,
         store: &Arc<Store>,
-        open_tables: impl FnOnce() -> anyhow::Result<crate::shared::Tables>,
-    ) -> anyhow::Result<(Durable, crate::shared::Tables)> {
+        open_tables: impl FnOnce() -> anyhow::Result<crate::Tables>,
+    ) -> anyhow::Result<(Durable, crate::Tables)> {
         let dir = &config.dir;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create data dir {}", dir.display()))?;

@@ -26,37 +26,15 @@ use super::backlog::{Backlog, Read};
 use super::wire::Handshake;
 use super::StreamInfo;
 use crate::durable::Durable;
-use crate::shared::Shared;
+use crate::Keyspace;
 
-pub(crate) use direct::{appended, batch_done, serves_in_batches, Direct};
+pub(crate) use direct::{appended, batch_done, Direct};
 pub(crate) use sender::Sender;
-pub(crate) use stream::unix_millis;
-
-/// A connection's socket as a stream may send on it from any thread
-/// (direct.rs): plain TCP only; TLS and Unix sockets are sent to by the
-/// stream's task.
-pub(crate) trait PlainTcp {
-    /// A second handle on the socket (`dup`), if it is plain TCP.
-    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
-        None
-    }
-}
-
-impl PlainTcp for tokio::net::TcpStream {
-    fn plain_tcp(&self) -> Option<std::net::TcpStream> {
-        use std::os::fd::AsFd;
-        let fd = self.as_fd().try_clone_to_owned().ok()?;
-        Some(std::net::TcpStream::from(fd))
-    }
-}
-
-impl PlainTcp for tokio::net::UnixStream {}
-
-impl<S> PlainTcp for tokio_rustls::server::TlsStream<S> {}
+pub use stream::unix_millis;
 
 /// Where a stream's records come from.
 pub(super) struct Source<'a> {
-    pub(super) shared: &'a Shared,
+    pub(super) keyspace: &'a Keyspace,
     pub(super) durable: Option<&'a Arc<Durable>>,
     pub(super) backlog: &'a Arc<Backlog>,
 }
@@ -73,17 +51,18 @@ impl Source<'_> {
 /// history `history` (`-`: none) until it goes or the server stops.
 pub(crate) async fn serve<S>(
     stream: &mut S,
-    shared: &Shared,
+    direct: Option<std::net::TcpStream>,
+    keyspace: &Keyspace,
     peer: &str,
     history: &[u8],
     after: u64,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
-    let counters = &shared.replication;
-    let backlog = match &shared.durable {
+    let counters = &keyspace.replication;
+    let backlog = match &keyspace.durable {
         Some(d) => Ok(d.backlog().clone()),
-        None => counters.journal(shared).map(|j| j.backlog().clone()),
+        None => counters.journal(keyspace).map(|j| j.backlog().clone()),
     };
     let backlog = match backlog {
         Ok(b) => b,
@@ -95,8 +74,8 @@ pub(crate) async fn serve<S>(
     };
     backlog.activate();
     let source = Source {
-        shared,
-        durable: shared.durable.as_ref(),
+        keyspace,
+        durable: keyspace.durable.as_ref(),
         backlog: &backlog,
     };
     let history = String::from_utf8_lossy(history).into_owned();
@@ -109,7 +88,7 @@ pub(crate) async fn serve<S>(
     });
     counters.streams.lock().push(info.clone());
     counters.replicas.fetch_add(1, Ordering::Relaxed);
-    match stream_to(stream, &source, &info, &history, after).await {
+    match stream_to(stream, direct, &source, &info, &history, after).await {
         Ok(()) => {}
         Err(e) => tracing::warn!("replication stream to {peer} ended: {e:#}"),
     }
@@ -124,7 +103,7 @@ pub(crate) async fn serve<S>(
 /// more while a full resync's stream has not reached the backlog).
 fn retain(source: &Source<'_>) {
     if let Some(d) = source.durable {
-        let streams = source.shared.replication.streams.lock();
+        let streams = source.keyspace.replication.streams.lock();
         let from = streams
             .iter()
             .map(|s| {
@@ -137,14 +116,15 @@ fn retain(source: &Source<'_>) {
             })
             .min()
             .unwrap_or(u64::MAX);
-        let config = &source.shared.config;
+        let config = &source.keyspace.config;
         let resyncing = streams.iter().any(|s| s.resyncing.load(Ordering::Relaxed));
         let bytes = if resyncing {
             config
-                .repl_backlog_size
-                .saturating_add(config.repl_resync_buffer)
+                .replication
+                .backlog_bytes
+                .saturating_add(config.replication.resync_buffer_bytes)
         } else {
-            config.repl_backlog_size
+            config.replication.backlog_bytes
         };
         d.stats.retain_bytes.store(bytes, Ordering::Relaxed);
         d.stats.retain_from.store(from, Ordering::Relaxed);
@@ -207,16 +187,17 @@ fn still_held(source: &Source<'_>, after: u64, written: u64) -> anyhow::Result<b
 
 async fn stream_to<S>(
     stream: &mut S,
+    direct: Option<std::net::TcpStream>,
     source: &Source<'_>,
     info: &Arc<StreamInfo>,
     history: &str,
     after: u64,
 ) -> anyhow::Result<()>
 where
-    S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = source.shared;
-    let Some(ours) = shared.replication.current_history(shared) else {
+    let keyspace = source.keyspace;
+    let Some(ours) = keyspace.replication.current_history(keyspace) else {
         anyhow::bail!("no history yet");
     };
     let written = source.written();
@@ -232,7 +213,7 @@ where
         }
         Resync::Full => false,
     };
-    let counters = &shared.replication;
+    let counters = &keyspace.replication;
     let (next, held) = if partial {
         counters.partial_resyncs.fetch_add(1, Ordering::Relaxed);
         let line = Handshake::Continue {
@@ -250,9 +231,8 @@ where
     // Until it acknowledges more, it needs what follows its position.
     info.acked.store(next - 1, Ordering::Relaxed);
     retain(source);
-    let wants_acks = shared.config.min_replicas_ack > 0;
-    let direct = stream
-        .plain_tcp()
+    let wants_acks = keyspace.config.replication.min_replicas_ack > 0;
+    let direct = direct
         .and_then(|s| tokio::net::TcpStream::from_std(s).ok())
         .map(|s| Arc::new(Direct::new(s, info.clone(), wants_acks)));
     let Some(d) = direct else {

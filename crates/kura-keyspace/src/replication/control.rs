@@ -13,7 +13,7 @@ use kura_log::History;
 use super::journal::Journal;
 use super::replica::Follower;
 use super::ReplicationState;
-use crate::shared::Shared;
+use crate::Keyspace;
 
 /// Why `replicaof` could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -27,13 +27,13 @@ pub enum ReplicaOfError {
 }
 
 impl ReplicationState {
-    /// Ties the state to its server (once it is shared), so that it can
+    /// Ties the state to its keyspace (once it is shared), so that it can
     /// start the thread that follows a primary.
-    pub fn bind(&self, server: &Arc<Shared>) {
+    pub(crate) fn bind(&self, server: &Arc<Keyspace>) {
         let _ = self.server.set(Arc::downgrade(server));
     }
 
-    fn server(&self) -> Result<Arc<Shared>, ReplicaOfError> {
+    fn server(&self) -> Result<Arc<Keyspace>, ReplicaOfError> {
         self.server
             .get()
             .and_then(Weak::upgrade)
@@ -46,14 +46,14 @@ impl ReplicationState {
     /// # Errors
     /// The thread cannot be started.
     pub fn follow(&self, primary: String) -> Result<(), ReplicaOfError> {
-        let shared = self.server()?;
+        let keyspace = self.server()?;
         let mut follower = self.follower.lock();
         if let Some(old) = follower.take() {
             old.stop();
         }
         *self.primary.lock() = Some(primary.clone());
         self.following.store(true, Ordering::Release);
-        if let Some(d) = &shared.durable {
+        if let Some(d) = &keyspace.durable {
             d.set_following(true);
             self.applied.store(d.next_seq() - 1, Ordering::Relaxed);
         } else if let Some(j) = self.journal.get() {
@@ -62,7 +62,7 @@ impl ReplicationState {
         self.link_up.store(false, Ordering::Relaxed);
         self.primary_last.store(0, Ordering::Relaxed);
         tracing::info!("following {primary}");
-        *follower = Some(Follower::start(shared.clone(), primary)?);
+        *follower = Some(Follower::start(keyspace.clone(), primary)?);
         Ok(())
     }
 
@@ -74,7 +74,7 @@ impl ReplicationState {
     /// The new history cannot be saved (the server still follows none,
     /// and refuses writes until it can).
     pub fn promote(&self) -> Result<(), ReplicaOfError> {
-        let shared = self.server()?;
+        let keyspace = self.server()?;
         let mut follower = self.follower.lock();
         if let Some(old) = follower.take() {
             old.stop();
@@ -82,7 +82,7 @@ impl ReplicationState {
         if !self.is_replica() {
             return Ok(());
         }
-        let last = match &shared.durable {
+        let last = match &keyspace.durable {
             Some(d) => {
                 let last = d.next_seq() - 1;
                 let promoted = d.history().promoted(last);
@@ -119,7 +119,7 @@ impl ReplicationState {
     ///
     /// # Errors
     /// Its thread cannot be started, or no history can be made.
-    pub fn journal(&self, shared: &Shared) -> std::io::Result<&Journal> {
+    pub fn journal(&self, keyspace: &Keyspace) -> std::io::Result<&Journal> {
         if let Some(j) = self.journal.get() {
             return Ok(j);
         }
@@ -130,10 +130,10 @@ impl ReplicationState {
             }
             let last = self.applied.load(Ordering::Acquire);
             let j = Journal::start(
-                &shared.store,
+                &keyspace.store,
                 last,
-                shared.config.backlog_bytes(),
-                shared.config.resync_buffer_bytes(),
+                keyspace.config.replication.backlog_size(),
+                keyspace.config.replication.resync_buffer_size(),
                 self.is_replica(),
             );
             let _ = self.journal.set(j);
@@ -151,8 +151,8 @@ impl ReplicationState {
     }
 
     /// The history this server's log belongs to, if it has one yet.
-    pub fn current_history(&self, shared: &Shared) -> Option<History> {
-        match &shared.durable {
+    pub fn current_history(&self, keyspace: &Keyspace) -> Option<History> {
+        match &keyspace.durable {
             Some(d) => Some(d.history()),
             None => self.history.lock().clone(),
         }

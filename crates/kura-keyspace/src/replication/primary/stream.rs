@@ -66,7 +66,7 @@ pub(super) async fn follow<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = source.shared;
+    let keyspace = source.keyspace;
     let (mut reader, writer) = tokio::io::split(stream);
     let mut out = match direct {
         Some(d) => Out::Direct(d),
@@ -79,17 +79,17 @@ where
     let mut line = Vec::new();
     let mut chunk = [0u8; 256];
     let mut written = source.durable.map(|d| d.lag().watch_written());
-    let mut stop = shared.watch();
+    let mut stop = keyspace.watch();
     let mut tail: Option<LogTail> = None;
     // Writes wait for replicas' acknowledgements: ask for them at once.
-    let wants_acks = shared.config.min_replicas_ack > 0;
+    let wants_acks = keyspace.config.replication.min_replicas_ack > 0;
     let mut head = Vec::with_capacity(5);
     let mut was_live = false;
     // The heartbeat's timer lives across turns of the loop and is moved on
     // when it fires before the stream has been quiet for HEARTBEAT (a new
     // one each turn would, on a worker without a time driver, be a trip
     // to the timer thread each: timer.rs).
-    let mut beat = crate::timer::sleep(HEARTBEAT);
+    let mut beat = kura_timer::sleep(HEARTBEAT);
     let mut quiet_since = Instant::now();
     let mut rearmed = false;
     // First of all, how far this primary has written: the replica says its
@@ -216,7 +216,7 @@ where
         };
         tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s == crate::shared::RunState::Stopping) => return Ok(()),
+            _ = stop.wait_for(|s| *s == crate::RunState::Stopping) => return Ok(()),
             () = more => {
                 // Let the writers that woke this stream go on a moment, so
                 // that what they write leaves in one frame, not one each.
@@ -237,9 +237,9 @@ where
                 while let Some(end) = line.iter().position(|&b| b == b'\n') {
                     let text = String::from_utf8_lossy(&line[..end]);
                     if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                        shared.replication.acked.fetch_max(n, Ordering::Relaxed);
+                        keyspace.replication.acked.fetch_max(n, Ordering::Relaxed);
                         info.acked.store(n, Ordering::Release);
-                        shared.replication.acks.notify_waiters();
+                        keyspace.replication.acks.notify_waiters();
                         super::retain(source);
                     }
                     line.drain(..=end);
@@ -251,11 +251,11 @@ where
             () = &mut beat => {
                 let due = quiet_since + HEARTBEAT;
                 if Instant::now() < due {
-                    beat = crate::timer::sleep_until(due);
+                    beat = kura_timer::sleep_until(due);
                     rearmed = true;
                     continue;
                 }
-                beat = crate::timer::sleep(HEARTBEAT);
+                beat = kura_timer::sleep(HEARTBEAT);
                 if let Some(d) = direct {
                     // Records added where nobody sends (none are expected)
                     // wait at most this long.
@@ -311,7 +311,7 @@ fn read_frame(tail: &mut LogTail) -> Result<Vec<u8>, LogError> {
 }
 
 /// Milliseconds since the Unix epoch.
-pub(crate) fn unix_millis() -> u64 {
+pub fn unix_millis() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

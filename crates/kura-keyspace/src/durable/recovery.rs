@@ -9,7 +9,7 @@ use kura_log::{read_snapshot, LogReader, Mutation};
 use kura_store::{Change, EntryRef, Item, Store};
 
 use super::tables::{Replay, TableMismatch};
-use crate::shared::Tables;
+use crate::Tables;
 
 /// Applies a recovered record to the store or, for a table record, to
 /// `tables` (tables.rs).

@@ -49,23 +49,23 @@ impl Cx<'_> {
         at: u64,
         bytes: u64,
     ) -> anyhow::Result<()> {
-        let (shared, store) = (self.shared, &self.shared.store);
+        let (keyspace, store) = (self.keyspace, &self.keyspace.store);
         let name = std::path::Path::new("the primary's snapshot");
         // A table record this server cannot hold stops the resync (the
         // records after it are not applied; the next attempt starts over).
         let misfit = std::cell::RefCell::new(None);
         let each = |rec: Record| {
             if misfit.borrow().is_none() {
-                if let Err(e) = apply(store, &shared.tables, &rec.mutation) {
+                if let Err(e) = apply(store, &keyspace.tables, &rec.mutation) {
                     *misfit.borrow_mut() = Some(e);
                 }
             }
         };
-        let state = &shared.replication;
-        let seq = match &shared.durable {
+        let state = &keyspace.replication;
+        let seq = match &keyspace.durable {
             None => {
                 store.replay(Change::Flush { at: 0 });
-                clear_tables(&shared.tables);
+                clear_tables(&keyspace.tables);
                 state.applied.store(0, Ordering::Relaxed);
                 let (seq, n) = read_snapshot_stream(r.take(bytes), bytes, name, each)?;
                 if let Some(e) = misfit.take() {
@@ -81,7 +81,7 @@ impl Cx<'_> {
             Some(d) => {
                 let _hold = d.hold_snapshots()?;
                 store.replay(Change::Flush { at: 0 });
-                clear_tables(&shared.tables);
+                clear_tables(&keyspace.tables);
                 let tmp = kura_log::snapshot_tmp_path(d.dir(), at);
                 let file = std::fs::File::create(&tmp)?;
                 let mut tee = Tee {
@@ -125,8 +125,8 @@ impl Cx<'_> {
     /// Applies the records that come until the stream breaks or the thread
     /// is told to stop.
     pub(super) fn stream(&self, r: &mut BufReader<Link>) -> anyhow::Result<()> {
-        let (shared, state) = (self.shared, &self.shared.replication);
-        let durable = shared.durable.as_deref();
+        let (keyspace, state) = (self.keyspace, &self.keyspace.replication);
+        let durable = keyspace.durable.as_deref();
         let mut applied = state.applied.load(Ordering::Relaxed);
         let mut acked = applied;
         let mut short_poll = false;
@@ -173,7 +173,7 @@ impl Cx<'_> {
                             }
                             // Never half-applied: a table record that does
                             // not fit changes nothing and drops the link.
-                            apply(&shared.store, &shared.tables, &rec.mutation)
+                            apply(&keyspace.store, &keyspace.tables, &rec.mutation)
                                 .map_err(|e| anyhow!("record {}: {e}", rec.seq))?;
                             applied = rec.seq;
                             if let Some(d) = durable {

@@ -1,12 +1,25 @@
 //! The server's settings. Command-line flags (memcached's) and a TOML file
 //! (`--config`) both fill this one struct; the defaults are memcached's,
-//! except that kura listens on 127.0.0.1 unless told otherwise.
+//! except that kura listens on 127.0.0.1 unless told otherwise. The struct
+//! is flat (the TOML file's keys are the flags' names); its checks and
+//! what it derives are by section: the network, authentication and TLS
+//! (net.rs), the limits and the store (limits.rs), and the keyspace: data
+//! dir, replication, tables, and the `KeyspaceConfig` built from them
+//! (keyspace.rs).
+
+mod keyspace;
+mod limits;
+mod net;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::tls::{TlsConfig, VerifyMode};
+pub use kura_keyspace::TableSpec;
+
+use crate::tls::TlsConfig;
 
 /// memcached's defaults, which are kura's.
 pub mod defaults {
@@ -246,56 +259,6 @@ pub struct ServerConfig {
     pub metrics_listen: Option<String>,
 }
 
-/// A fixed-length table: `--table NAME:width=W:max=N[:path=FILE]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableSpec {
-    /// Its keys are `NAME:ID`.
-    pub name: String,
-    /// Bytes per record.
-    pub width: u32,
-    /// The largest id (ids are 1 to max).
-    pub max: u64,
-    /// Its file; default `DATA_DIR/NAME.ktbl` with `--data-dir`, else in
-    /// memory.
-    pub path: Option<PathBuf>,
-}
-
-impl std::str::FromStr for TableSpec {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "expected NAME:width=BYTES:max=ID[:path=FILE]";
-        let mut parts = s.split(':');
-        let name = parts.next().unwrap_or_default().to_string();
-        let (mut width, mut max, mut path) = (None, None, None);
-        for p in parts {
-            let (k, v) = p
-                .split_once('=')
-                .ok_or_else(|| format!("invalid table '{s}': {usage}"))?;
-            match k {
-                "width" => width = v.parse::<u32>().ok(),
-                "max" => max = v.parse::<u64>().ok(),
-                "path" => path = Some(PathBuf::from(v)),
-                _ => {
-                    return Err(format!(
-                        "invalid table '{s}': unknown setting '{k}'; {usage}"
-                    ))
-                }
-            }
-        }
-        match (width, max) {
-            (Some(width), Some(max)) => Ok(TableSpec {
-                name,
-                width,
-                max,
-                path,
-            }),
-            _ => Err(format!("invalid table '{s}': {usage}")),
-        }
-    }
-}
-
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -423,322 +386,8 @@ impl ServerConfig {
     /// # Errors
     /// The first setting that cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.item_size_max < 1024 {
-            return Err(ConfigError::ItemSizeTooSmall);
-        }
-        if self.item_size_max > 1024 * 1024 * 1024 {
-            return Err(ConfigError::ItemSizeTooLarge);
-        }
-        if self.memory_limit == 0 {
-            return Err(ConfigError::NoMemory);
-        }
-        if self.item_size_max as u64 > self.memory_bytes() / 2 {
-            return Err(ConfigError::ItemSizeOverHalfMemory);
-        }
-        if self.threads == 0 {
-            return Err(ConfigError::NoThreads);
-        }
-        if !kura_sched::valid_setting(self.worker_slice_us) {
-            return Err(ConfigError::WorkerSlice(self.worker_slice_us));
-        }
-        if !self.worker_cpulist.is_empty() {
-            // Checked here, not when each worker starts: a list naming a CPU
-            // the process cannot use is an operator's mistake to hear of at
-            // once. (Should the kernel not tell, the workers' pinning logs.)
-            if let Ok(allowed) = kura_sched::allowed_cpus() {
-                if let Some(&cpu) = self.worker_cpulist.iter().find(|c| !allowed.contains(c)) {
-                    let list = allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>();
-                    return Err(ConfigError::WorkerCpu(cpu, list.join(",")));
-                }
-            }
-        }
-        if self.max_connections == 0 {
-            return Err(ConfigError::NoConnections);
-        }
-        if self.listen.is_empty() && self.unix_socket.is_none() {
-            return Err(ConfigError::NoListener);
-        }
-        if self.sasl && self.protocol == Protocol::Ascii {
-            return Err(ConfigError::SaslWithAscii);
-        }
-        if !self.sasl && self.auth_file.is_some() && self.protocol == Protocol::Binary {
-            return Err(ConfigError::AsciiAuthWithBinary);
-        }
-        if self.sasl && self.credentials_file().is_none() {
-            return Err(ConfigError::SaslWithoutCredentials);
-        }
-        if !self.tcp && !self.udp() && self.unix_socket.is_none() {
-            return Err(ConfigError::NothingToListenOn);
-        }
-        if self.udp() && (self.sasl || self.auth_file.is_some()) {
-            return Err(ConfigError::UdpWithAuth);
-        }
-        let tls = &self.tls;
-        if tls.enabled && (tls.chain_cert.is_none() || tls.key.is_none()) {
-            return Err(ConfigError::TlsWithoutCert);
-        }
-        if tls.enabled && tls.verify_mode != VerifyMode::None && tls.ca_cert.is_none() {
-            return Err(ConfigError::VerifyWithoutCa(tls.verify_mode.number()));
-        }
-        if self.eviction != "none" {
-            self.eviction
-                .parse::<kura_store::EvictionKind>()
-                .map_err(|e| ConfigError::Eviction(format!("{e}, none")))?;
-        }
-        let fsync = self.fsync_policy()?;
-        if self.data_dir.is_some() && fsync == kura_log::FsyncPolicy::Always && self.udp() {
-            return Err(ConfigError::UdpWithFsyncAlways);
-        }
-        if self.log_file_size < 4096 {
-            return Err(ConfigError::LogFileTooSmall);
-        }
-        if !(self.log_max_lag.is_finite() && (0.0..=3600.0).contains(&self.log_max_lag)) {
-            return Err(ConfigError::LogMaxLag(self.log_max_lag.to_string()));
-        }
-        for (i, t) in self.tables.iter().enumerate() {
-            let bad = |why: &str| Err(ConfigError::Table(t.name.clone(), why.to_string()));
-            if t.name.is_empty() || t.name.bytes().any(|b| b == b':' || b <= b' ' || b == 0x7f) {
-                return bad("a name is one or more characters without ':', spaces or controls");
-            }
-            if t.width == 0 || t.width > kura_table::MAX_WIDTH {
-                return bad("width must be 1 to 1048576 bytes");
-            }
-            if t.max == 0 {
-                return bad("max must be at least 1");
-            }
-            if self.tables[..i].iter().any(|o| o.name == t.name) {
-                return bad("declared twice");
-            }
-        }
-        Ok(())
-    }
-
-    /// The `--fsync` policy.
-    ///
-    /// # Errors
-    /// An unknown policy name.
-    pub fn fsync_policy(&self) -> Result<kura_log::FsyncPolicy, ConfigError> {
-        self.fsync.parse().map_err(ConfigError::Fsync)
-    }
-
-    /// The durable mode's settings, when `--data-dir` is given.
-    pub fn durable_config(&self) -> Option<crate::durable::DurableConfig> {
-        Some(crate::durable::DurableConfig {
-            dir: self.data_dir.clone()?,
-            fsync: self.fsync_policy().unwrap_or_default(),
-            segment_size: self.log_file_size,
-            snapshot_log_bytes: self.snapshot_log_size,
-            snapshot_interval: std::time::Duration::from_secs(self.snapshot_interval),
-            lag: crate::durable::LagLimits {
-                time: std::time::Duration::from_secs_f64(self.log_max_lag),
-                bytes: self.log_max_lag_bytes(),
-            },
-            backlog_bytes: self.backlog_bytes(),
-        })
-    }
-
-    /// `--repl-backlog-size` as a size in memory.
-    pub fn backlog_bytes(&self) -> usize {
-        usize::try_from(self.repl_backlog_size).unwrap_or(usize::MAX)
-    }
-
-    /// `--repl-resync-buffer` as a size in memory.
-    pub fn resync_buffer_bytes(&self) -> usize {
-        usize::try_from(self.repl_resync_buffer).unwrap_or(usize::MAX)
-    }
-
-    /// The protocols connections may speak once authentication is taken
-    /// into account: SASL makes the server binary-only and ASCII
-    /// authentication ASCII-only, as in memcached.
-    pub fn effective_protocol(&self) -> Protocol {
-        if self.sasl {
-            Protocol::Binary
-        } else if self.auth_file.is_some() {
-            Protocol::Ascii
-        } else {
-            self.protocol
-        }
-    }
-
-    /// Whether UDP is on (`-U` with a port, or `-U -1`).
-    pub fn udp(&self) -> bool {
-        self.udp_port != 0 || self.udp_free
-    }
-
-    /// Where the credentials come from: `-Y FILE`, or for SASL memcached's
-    /// `MEMCACHED_SASL_PWDB` environment variable.
-    pub fn credentials_file(&self) -> Option<PathBuf> {
-        self.auth_file.clone().or_else(|| {
-            self.sasl
-                .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from))
-                .flatten()
-        })
-    }
-
-    /// The update log's byte bound: as given, or derived from `-m`.
-    pub fn log_max_lag_bytes(&self) -> u64 {
-        if self.log_max_lag_bytes > 0 {
-            return self.log_max_lag_bytes;
-        }
-        let shards = self.store_config().shards.max(1) as u64;
-        (self.memory_bytes() / shards / 4).clamp(
-            defaults::LOG_MAX_LAG_BYTES_MIN,
-            defaults::LOG_MAX_LAG_BYTES_MAX,
-        )
-    }
-
-    /// The memory limit in bytes.
-    pub fn memory_bytes(&self) -> u64 {
-        self.memory_limit.saturating_mul(1024 * 1024)
-    }
-
-    /// The store configuration these settings ask for.
-    pub fn store_config(&self) -> kura_store::StoreConfig {
-        kura_store::StoreConfig {
-            capacity: usize::try_from(self.memory_bytes()).unwrap_or(usize::MAX),
-            shards: if self.shards == 0 {
-                kura_store::default_shards(self.threads)
-            } else {
-                self.shards
-            },
-            eviction: self.eviction.parse().unwrap_or_default(),
-            // `--eviction none` makes a store, not a cache: full means
-            // "out of memory" (memcached's -M).
-            evict: !self.disable_evictions && self.eviction != "none",
-            cas: !self.disable_cas,
-            // Set by `Server::bind` from the data dir (durable mode).
-            hash_seed: None,
-            huge_pages: self.large_pages,
-        }
-    }
-
-    /// The framing limits of the protocol parser.
-    pub fn limits(&self) -> kura_proto::Limits {
-        kura_proto::Limits {
-            item_size_max: self.item_size_max,
-            cas_enabled: !self.disable_cas,
-            max_get_line: self.item_size_max.max(64 * 1024),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_valid() {
-        ServerConfig::default().validate().unwrap();
-    }
-
-    #[test]
-    fn a_worker_slice_is_the_kernels_or_in_its_range() {
-        for (us, ok) in [
-            (0, true),
-            (99, false),
-            (100, true),
-            (100_000, true),
-            (100_001, false),
-        ] {
-            let c = ServerConfig {
-                worker_slice_us: us,
-                ..Default::default()
-            };
-            assert_eq!(c.validate().is_ok(), ok, "{us}");
-        }
-    }
-
-    #[test]
-    fn workers_are_pinned_only_to_cpus_the_process_may_use() {
-        let allowed = kura_sched::allowed_cpus().unwrap();
-        let ok = ServerConfig {
-            worker_cpulist: allowed.clone(),
-            ..Default::default()
-        };
-        assert_eq!(ok.validate(), Ok(()));
-        let outside = (0..1024).find(|c| !allowed.contains(c)).unwrap();
-        let bad = ServerConfig {
-            worker_cpulist: vec![allowed[0], outside],
-            ..Default::default()
-        };
-        let e = bad.validate().unwrap_err();
-        assert!(
-            matches!(e, ConfigError::WorkerCpu(c, _) if c == outside),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn item_size_must_fit_in_half_the_memory() {
-        let c = ServerConfig {
-            memory_limit: 1,
-            ..Default::default()
-        };
-        assert_eq!(c.validate(), Err(ConfigError::ItemSizeOverHalfMemory));
-    }
-
-    /// memcached's item size test lives twice: in the parser (for the
-    /// announced length) and in the store (for append/prepend results).
-    #[test]
-    fn parser_and_store_size_tests_agree() {
-        for cas in [true, false] {
-            let c = ServerConfig {
-                disable_cas: !cas,
-                ..Default::default()
-            };
-            let limits = c.limits();
-            let store = kura_store::SizeLimit {
-                item_size_max: c.item_size_max,
-                cas,
-            };
-            for key in [1, 10, 250] {
-                for flags in [0, 7] {
-                    for len in 1_048_400..1_048_530 {
-                        assert_eq!(
-                            limits.too_large(key, flags, len),
-                            !store.fits(key, flags, len)
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn toml_uses_the_same_names() {
-        let c: ServerConfig =
-            toml::from_str("port = 22122\nthreads = 2\nlisten = [\"0.0.0.0\"]").unwrap();
-        assert_eq!(c.port, 22122);
-        assert_eq!(c.threads, 2);
-        assert_eq!(c.listen, vec!["0.0.0.0"]);
-        assert!(toml::from_str::<ServerConfig>("bogus = 1").is_err());
-        let c: ServerConfig = toml::from_str("worker_loop = \"tasks\"").unwrap();
-        assert_eq!(c.worker_loop, WorkerLoop::Tasks);
-        assert!(toml::from_str::<ServerConfig>("worker_loop = \"epoll\"").is_err());
-    }
-
-    #[test]
-    fn tls_section() {
-        let c: ServerConfig = toml::from_str(
-            "[tls]\nenabled = true\nchain_cert = \"c.pem\"\nkey = \"k.pem\"\nca_cert = \"ca.pem\"\nverify_mode = 2\nmin_version = 3",
-        )
-        .unwrap();
-        assert!(c.tls.enabled);
-        assert_eq!(c.tls.verify_mode, VerifyMode::Require);
-        assert_eq!(c.tls.min_version, crate::tls::MinVersion::Tls13);
-        c.validate().unwrap();
-        assert!(toml::from_str::<ServerConfig>("[tls]\nverify_mode = 5").is_err());
-    }
-
-    #[test]
-    fn tls_needs_its_files() {
-        let mut c = ServerConfig::default();
-        c.tls.enabled = true;
-        assert_eq!(c.validate(), Err(ConfigError::TlsWithoutCert));
-        c.tls.chain_cert = Some("c.pem".into());
-        c.tls.key = Some("k.pem".into());
-        c.validate().unwrap();
-        c.tls.verify_mode = VerifyMode::Request;
-        assert_eq!(c.validate(), Err(ConfigError::VerifyWithoutCa(1)));
+        self.validate_limits()?;
+        self.validate_net()?;
+        self.validate_keyspace()
     }
 }

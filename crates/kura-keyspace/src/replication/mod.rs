@@ -12,7 +12,7 @@
 pub mod backlog;
 mod control;
 pub mod journal;
-pub(crate) mod primary;
+pub mod primary;
 pub mod replica;
 pub mod wire;
 
@@ -23,7 +23,6 @@ use kura_log::History;
 use parking_lot::Mutex;
 
 pub use control::ReplicaOfError;
-pub(crate) use journal::take_last_seq;
 
 /// Replication's counters and, on a replica, its state, for `stats` and
 /// for refusing writes.
@@ -58,14 +57,6 @@ pub struct ReplicationState {
     /// The history of a server without a data dir (a durable server's is
     /// its data dir's).
     pub history: Mutex<Option<History>>,
-    /// What this replica authenticates with (`--replica-auth-file`).
-    pub auth: Option<crate::reload::Reloadable<crate::auth::Credentials>>,
-    /// Authenticate with SASL over binary rather than ASCII (`--replica-sasl`).
-    pub sasl: bool,
-    /// TLS to the primary (`--replica-tls-ca`), and the name its
-    /// certificate must carry when not the primary's host.
-    pub tls: Option<crate::reload::Reloadable<tokio_rustls::rustls::ClientConfig>>,
-    pub tls_name: Option<String>,
     /// The streams to this server's replicas.
     pub streams: Mutex<Vec<Arc<StreamInfo>>>,
     /// The journal of a server without a data dir, once a replica
@@ -79,7 +70,7 @@ pub struct ReplicationState {
     pub ack_timeouts: AtomicU64,
     /// The thread following the primary, and the server it works for.
     follower: Mutex<Option<replica::Follower>>,
-    server: OnceLock<Weak<crate::shared::Shared>>,
+    server: OnceLock<Weak<crate::Keyspace>>,
 }
 
 /// One replica streaming from this server, for `stats`.
@@ -120,21 +111,6 @@ impl ReplicationState {
         self.primary.lock().clone()
     }
 
-    /// The reply a write gets on a replica.
-    #[inline]
-    pub fn refusal(&self) -> Option<Vec<u8>> {
-        if !self.is_replica() {
-            return None;
-        }
-        let p = self.primary()?;
-        Some(
-            format!(
-                "SERVER_ERROR this server is a read-only replica of {p}: write to the primary\r\n"
-            )
-            .into_bytes(),
-        )
-    }
-
     /// Whether `n` replicas streaming from this server acknowledged record
     /// `seq`.
     pub fn acknowledged_by(&self, seq: u64, n: usize) -> bool {
@@ -159,7 +135,7 @@ impl ReplicationState {
             if self.acknowledged_by(seq, n) {
                 return true;
             }
-            if crate::timer::timeout_at(deadline, notified).await.is_none() {
+            if kura_timer::timeout_at(deadline, notified).await.is_none() {
                 self.ack_timeouts.fetch_add(1, Ordering::Relaxed);
                 return false;
             }

@@ -2,7 +2,6 @@
 //! made it and sends it, holding the item handle rather than a copy, to the
 //! log thread.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
@@ -10,18 +9,6 @@ use kura_log::{Mutation, MutationRef};
 use kura_store::{Change, ChangeSink, EntryRef, Item};
 
 use super::lag::Lag;
-
-thread_local! {
-    /// The number of the last record this thread made: its connection
-    /// waits for it under `--fsync always`, or when the log falls behind.
-    static LAST_SEQ: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The number of the last record made on this thread since the last call
-/// (0 if none). A connection calls it after each request it executes.
-pub(crate) fn take_last_seq() -> u64 {
-    LAST_SEQ.with(|c| c.replace(0))
-}
 
 /// A change, owned: what travels to the log thread.
 pub(super) enum Owned {
@@ -117,7 +104,7 @@ pub struct LogSink {
     /// primary's history.
     pub(super) diverged: AtomicBool,
     /// The fixed-length tables, whose writes are logged too (tables.rs).
-    pub(super) tables: crate::shared::Tables,
+    pub(super) tables: crate::Tables,
 }
 
 impl LogSink {
@@ -129,7 +116,7 @@ impl LogSink {
             return;
         }
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
-        LAST_SEQ.with(|c| c.set(seq));
+        crate::ticket::made(seq);
         let owned = Owned::Copy(m);
         let len = owned.as_mutation().encoded_len();
         self.lag.owe(len);
@@ -151,7 +138,7 @@ impl ChangeSink for LogSink {
             return;
         }
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
-        LAST_SEQ.with(|c| c.set(seq));
+        crate::ticket::made(seq);
         let owned = Owned::of(change);
         let len = owned.as_mutation().encoded_len();
         self.lag.owe(len);

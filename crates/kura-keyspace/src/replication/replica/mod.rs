@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use super::wire::Handshake;
-use crate::shared::Shared;
+use crate::Keyspace;
 use link::Link;
 
 /// The primary is taken for gone after this long without a byte (it sends
@@ -40,18 +40,18 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Starts following `primary` for the server `shared`.
+    /// Starts following `primary` for `keyspace`.
     ///
     /// # Errors
     /// The thread cannot be started.
-    pub fn start(shared: Arc<Shared>, primary: String) -> std::io::Result<Follower> {
+    pub fn start(keyspace: Arc<Keyspace>, primary: String) -> std::io::Result<Follower> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("kura-replica".into())
             .spawn(move || {
                 let cx = Cx {
-                    shared: &shared,
+                    keyspace: &keyspace,
                     stop: &flag,
                     primary: &primary,
                 };
@@ -70,7 +70,7 @@ impl Follower {
 
 /// What the thread works with.
 struct Cx<'a> {
-    shared: &'a Shared,
+    keyspace: &'a Keyspace,
     stop: &'a AtomicBool,
     primary: &'a str,
 }
@@ -119,7 +119,7 @@ impl Default for Backoff {
 
 impl Cx<'_> {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire) || self.shared.is_stopping()
+        self.stop.load(Ordering::Acquire) || self.keyspace.is_stopping()
     }
 
     fn run(&self) {
@@ -132,12 +132,12 @@ impl Cx<'_> {
         while !self.stopping() {
             let outcome = self.follow(&mut whole);
             // Synced: the primary answered and its first heartbeat came.
-            let synced = self.shared.replication.link_up.load(Ordering::Relaxed);
+            let synced = self.keyspace.replication.link_up.load(Ordering::Relaxed);
             match outcome {
                 Ok(Ended::Stopped) => break,
                 Ok(Ended::Again) => continue,
                 Err(e) => {
-                    self.shared
+                    self.keyspace
                         .replication
                         .link_up
                         .store(false, Ordering::Relaxed);
@@ -152,7 +152,7 @@ impl Cx<'_> {
                         .chars()
                         .map(|c| if c.is_control() { ' ' } else { c })
                         .collect();
-                    *self.shared.replication.last_error.lock() = Some(line);
+                    *self.keyspace.replication.last_error.lock() = Some(line);
                 }
             }
             let until = Instant::now() + backoff.wait(synced);
@@ -160,7 +160,7 @@ impl Cx<'_> {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        self.shared
+        self.keyspace
             .replication
             .link_up
             .store(false, Ordering::Relaxed);
@@ -168,9 +168,9 @@ impl Cx<'_> {
 
     /// The history and last record this server would go on from.
     fn position(&self, whole: bool) -> (String, u64) {
-        let state = &self.shared.replication;
+        let state = &self.keyspace.replication;
         let diverged = self
-            .shared
+            .keyspace
             .durable
             .as_ref()
             .is_some_and(|d| d.take_diverged());
@@ -183,8 +183,8 @@ impl Cx<'_> {
             }
             return ("-".into(), 0);
         }
-        let history = state.current_history(self.shared);
-        let applied = match &self.shared.durable {
+        let history = state.current_history(self.keyspace);
+        let applied = match &self.keyspace.durable {
             Some(d) => d.next_seq() - 1,
             None => state.applied.load(Ordering::Relaxed),
         };
@@ -194,18 +194,19 @@ impl Cx<'_> {
 
     /// One connection to the primary, until it breaks.
     fn follow(&self, whole: &mut bool) -> anyhow::Result<Ended> {
-        let (primary, state) = (self.primary, &self.shared.replication);
-        let mut link = Link::connect(primary, state, CONNECT, SILENCE)?;
-        let creds = state.auth.as_ref().map(|c| c.current());
-        match creds.as_deref().and_then(|c| c.first()) {
-            Some((user, pass)) if state.sasl => link.sasl_auth(user, pass)?,
-            Some((user, pass)) => link.ascii_auth(user, pass)?,
-            None if state.sasl => bail!("--replica-sasl needs --replica-auth-file"),
+        let (primary, state) = (self.primary, &self.keyspace.replication);
+        let config = &self.keyspace.config.replication;
+        let mut link = Link::connect(primary, config, CONNECT, SILENCE)?;
+        let login = config.login.as_ref().map(|c| c.current());
+        match login.as_deref().and_then(Option::as_ref) {
+            Some(l) if config.sasl => link.sasl_auth(&l.user, &l.pass)?,
+            Some(l) => link.ascii_auth(&l.user, &l.pass)?,
+            None if config.sasl => bail!("--replica-sasl needs --replica-auth-file"),
             None => {}
         }
         let (history, applied) = self.position(*whole);
         state.applied.store(applied, Ordering::Relaxed);
-        link.ask(&history, applied, state.sasl)?;
+        link.ask(&history, applied, config.sasl)?;
         let mut r = BufReader::with_capacity(1 << 20, link);
         let mut line = String::new();
         // An answer is one short line; a peer that sends more is no primary.
@@ -235,7 +236,7 @@ impl Cx<'_> {
             }) => {
                 // A replica whose last full resync was at record 0 holds
                 // data without having applied a record.
-                if applied > 0 || !self.shared.store.is_empty() {
+                if applied > 0 || !self.keyspace.store.is_empty() {
                     // Loud: everything this replica holds is replaced.
                     tracing::warn!(
                         "{primary} cannot continue our history {history} after record {applied} (its history is {}: restarted empty, or too far ahead of us): full resync, replacing everything this replica holds",
@@ -268,11 +269,11 @@ impl Cx<'_> {
 
     /// Takes the primary's history as this server's.
     fn adopt(&self, history: kura_log::History) -> anyhow::Result<()> {
-        match &self.shared.durable {
+        match &self.keyspace.durable {
             Some(d) if d.history() != history => d.set_history(history),
             Some(_) => Ok(()),
             None => {
-                *self.shared.replication.history.lock() = Some(history);
+                *self.keyspace.replication.history.lock() = Some(history);
                 Ok(())
             }
         }
@@ -282,9 +283,9 @@ impl Cx<'_> {
     /// to it (with a data dir), or else resync whole.
     fn rewind(&self, id: &str, to: u64, applied: u64, whole: &mut bool) {
         let primary = self.primary;
-        let ours = self.shared.replication.current_history(self.shared);
+        let ours = self.keyspace.replication.current_history(self.keyspace);
         let Some(d) = self
-            .shared
+            .keyspace
             .durable
             .as_ref()
             .filter(|_| ours.is_some_and(|h| h.id == id))
@@ -296,10 +297,13 @@ impl Cx<'_> {
         tracing::warn!("{primary}'s history forked from ours after record {to}: dropping records {} to {applied}, which only this server had", to + 1);
         let done = d
             .hold_snapshots()
-            .and_then(|_hold| d.rewind(to, &self.shared.store));
+            .and_then(|_hold| d.rewind(to, &self.keyspace.store));
         match done {
             Ok(()) => {
-                self.shared.replication.applied.store(to, Ordering::Relaxed);
+                self.keyspace
+                    .replication
+                    .applied
+                    .store(to, Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::warn!("cannot cut back to record {to}: {e:#}; resyncing whole");

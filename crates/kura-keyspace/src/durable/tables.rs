@@ -19,7 +19,7 @@ use kura_store::Store;
 use kura_table::{Edit, Table};
 
 use super::Durable;
-use crate::shared::Tables;
+use crate::Tables;
 
 /// A table record this server cannot hold.
 #[derive(Debug, thiserror::Error)]
