@@ -3,6 +3,9 @@
 //! waits where a connection of the readiness loop cannot: for a client
 //! that does not read, room in the value budget, the durable log's
 //! acknowledgement, replicas' acknowledgements, the idle timeout, the stop.
+//! `run` is the loop; `TaskConn` holds the connection between reads and
+//! carries out each part: resuming, reading, a batch of requests, what a
+//! write waits for.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,13 +14,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use kura_keyspace::{Keyspace, Replicated, Ticket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::step::{configured_wire, step_one, wire_of};
 use super::{End, PlainTcp, Resume, Wire, KEEP_CAPACITY, READ_CHUNK};
-use kura_keyspace::{Keyspace, Replicated, Ticket};
-
 use crate::budget::Room;
 use crate::exec::{Next, Session, Step};
 use crate::latency::{now_ns, Family};
@@ -41,262 +43,414 @@ where
     // life, polled beside every read and write (stop.rs).
     let stop = stop.stopped();
     tokio::pin!(stop);
-    let mut session = Session::new(shared, stats);
-    session.cfd = conn.id() as i64;
-    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut swallow = 0usize;
-    let mut wire = configured_wire(shared);
-    // Frames already read (a connection moved here from the worker's
-    // readiness loop) are run before the next read.
-    let mut buffered = false;
+    let mut c = TaskConn::new(shared, stats, conn);
     if let Some(r) = resume {
-        session = r.session.attach(shared, stats);
-        rbuf = r.rbuf;
-        swallow = r.swallow;
-        wire = r.wire;
-        buffered = !rbuf.is_empty();
-        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-            return End::Io;
-        }
-        if let Some(end) = r.then {
-            return finish(end, stream, shared, &mut session, conn).await;
-        }
-        if let Some(job) = session.stream.take() {
-            if let Err(end) =
-                super::stream::run(*job, stream, &mut session, stop.as_mut(), conn).await
-            {
-                return end;
-            }
+        if let Err(end) = c.resume(r, stream, stop.as_mut()).await {
+            return end;
         }
     }
-    // Room for the large frame at the front of `rbuf`, if any.
-    let mut room = Room::new(&shared.values);
-    let no_room = kura_proto::Limits {
-        item_size_max: 0,
-        ..shared.limits
-    };
-    let idle = match shared.config.idle_timeout {
-        0 => None,
-        s => Some(Duration::from_secs(s)),
-    };
-    let per_event = shared.config.reqs_per_event.max(1) as usize;
-    // With `--data-dir`, the ticket of the last record this connection's
-    // requests made: replies wait until it is on disk (`--fsync always`),
-    // or written when the log has fallen behind (kura-keyspace's
-    // durable/lag.rs).
-    let keyspace = &*shared.keyspace;
-    let durable = keyspace.durable().is_some();
-    let mut unsettled = Ticket::NONE;
-    // With `--min-replicas-ack`, each write waits for its replicas.
-    let min_acks = shared.config.min_replicas_ack as usize;
     loop {
         // A buffer grown for a large frame already has room for the rest.
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && !room.holds() {
-            rbuf.reserve(READ_CHUNK);
+        if c.rbuf.capacity() - c.rbuf.len() < READ_CHUNK / 4 && !c.room.holds() {
+            c.rbuf.reserve(READ_CHUNK);
         }
         conn.info.set_state(ConnState::Waiting);
-        let n = if std::mem::take(&mut buffered) {
+        let n = if std::mem::take(&mut c.buffered) {
             0
         } else {
-            let read = match session.tracking.as_ref().map(|t| t.subscriber()) {
-                // The common case, no idle timer and no invalidations to send,
-                // in one poll function rather than a select over futures (some
-                // 150 instructions a request less).
-                None if idle.is_none() => {
-                    let read = std::future::poll_fn(|cx| {
-                        if stop.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(None);
-                        }
-                        poll_read_buf(Pin::new(&mut *stream), cx, &mut rbuf).map(Some)
-                    });
-                    match read.await {
-                        Some(r) => Some(r),
-                        None => return End::Stopping,
-                    }
-                }
-                None => tokio::select! {
-                    biased;
-                    _ = &mut stop => return End::Stopping,
-                    r = read_some(stream, &mut rbuf, idle) => r,
-                },
-                // A tracking connection also wakes for invalidations to send.
-                Some(sub) => tokio::select! {
-                    biased;
-                    _ = &mut stop => return End::Stopping,
-                    () = sub.notify.notified() => {
-                        if let Some(t) = session.tracking.as_mut() {
-                            t.drain(&mut session.out);
-                        }
-                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-                            return End::Io;
-                        }
-                        continue;
-                    }
-                    r = read_some(stream, &mut rbuf, idle) => r,
-                },
-            };
-            match read {
-                None => {
-                    incr(&stats.idle_kicks);
-                    return End::Idle;
-                }
-                Some(Ok(0)) => return End::Eof,
-                Some(Ok(n)) => n,
-                Some(Err(_)) => return End::Io,
+            match c.read(stream, stop.as_mut()).await {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(end) => return end,
             }
         };
+        if let Err(end) = c.batch(stream, stop.as_mut(), n).await {
+            return end;
+        }
+    }
+}
+
+/// A connection served by its task, between two reads.
+struct TaskConn<'a> {
+    shared: &'a Shared,
+    keyspace: &'a Keyspace,
+    stats: &'a ThreadStats,
+    conn: &'a ConnGuard,
+    session: Session<'a>,
+    rbuf: BytesMut,
+    /// Payload bytes still to drop (a value too large).
+    swallow: usize,
+    wire: Option<Wire>,
+    /// Frames already read (a connection moved here from the worker's
+    /// readiness loop, or the requests after a dump) are run before the
+    /// next read.
+    buffered: bool,
+    /// Room for the large frame at the front of `rbuf`, if any.
+    room: Room<'a>,
+    no_room: kura_proto::Limits,
+    idle: Option<Duration>,
+    per_event: usize,
+    /// With `--data-dir`, the ticket of the last record this connection's
+    /// requests made: replies wait until it is on disk (`--fsync always`),
+    /// or written when the log has fallen behind (kura-keyspace's
+    /// durable/lag.rs).
+    durable: bool,
+    unsettled: Ticket,
+    /// With `--min-replicas-ack`, each write waits for its replicas.
+    min_acks: usize,
+}
+
+/// How the requests of a batch ended.
+struct Ran {
+    /// The connection ends once the replies are written.
+    end: Option<End>,
+    /// The read buffer grew for a large frame that is done.
+    shrink: bool,
+}
+
+impl<'a> TaskConn<'a> {
+    fn new(shared: &'a Shared, stats: &'a ThreadStats, conn: &'a ConnGuard) -> Self {
+        let mut session = Session::new(shared, stats);
+        session.cfd = conn.id() as i64;
+        let keyspace = &*shared.keyspace;
+        TaskConn {
+            shared,
+            keyspace,
+            stats,
+            conn,
+            session,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            swallow: 0,
+            wire: configured_wire(shared),
+            buffered: false,
+            room: Room::new(&shared.values),
+            no_room: kura_proto::Limits {
+                item_size_max: 0,
+                ..shared.limits
+            },
+            idle: match shared.config.idle_timeout {
+                0 => None,
+                s => Some(Duration::from_secs(s)),
+            },
+            per_event: shared.config.reqs_per_event.max(1) as usize,
+            durable: keyspace.durable().is_some(),
+            unsettled: Ticket::NONE,
+            min_acks: shared.config.min_replicas_ack as usize,
+        }
+    }
+
+    /// Takes over a connection from the worker's readiness loop: writes
+    /// what it left, ends it or carries its dump or watch if it asked.
+    async fn resume<S, F>(
+        &mut self,
+        r: Resume,
+        stream: &mut S,
+        mut stop: Pin<&mut F>,
+    ) -> Result<(), End>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
+        F: Future<Output = ()>,
+    {
+        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
+        self.session = r.session.attach(shared, stats);
+        self.rbuf = r.rbuf;
+        self.swallow = r.swallow;
+        self.wire = r.wire;
+        self.buffered = !self.rbuf.is_empty();
+        if !flush(
+            shared,
+            stream,
+            &mut self.session.out,
+            stats,
+            stop.as_mut(),
+            conn,
+        )
+        .await
+        {
+            return Err(End::Io);
+        }
+        if let Some(end) = r.then {
+            return Err(finish(end, stream, shared, &mut self.session, conn).await);
+        }
+        if let Some(job) = self.session.stream.take() {
+            super::stream::run(*job, stream, &mut self.session, stop, conn).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads what the client sent: the bytes read, `None` when there is
+    /// nothing to run (invalidations were sent instead), or how the
+    /// connection ends.
+    async fn read<S, F>(
+        &mut self,
+        stream: &mut S,
+        mut stop: Pin<&mut F>,
+    ) -> Result<Option<usize>, End>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+        F: Future<Output = ()>,
+    {
+        let rbuf = &mut self.rbuf;
+        let read = match self.session.tracking.as_ref().map(|t| t.subscriber()) {
+            // The common case, no idle timer and no invalidations to send,
+            // in one poll function rather than a select over futures (some
+            // 150 instructions a request less).
+            None if self.idle.is_none() => {
+                let read = std::future::poll_fn(|cx| {
+                    if stop.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                    poll_read_buf(Pin::new(&mut *stream), cx, rbuf).map(Some)
+                });
+                match read.await {
+                    Some(r) => Some(r),
+                    None => return Err(End::Stopping),
+                }
+            }
+            None => tokio::select! {
+                biased;
+                _ = stop.as_mut() => return Err(End::Stopping),
+                r = read_some(stream, rbuf, self.idle) => r,
+            },
+            // A tracking connection also wakes for invalidations to send.
+            Some(sub) => tokio::select! {
+                biased;
+                _ = stop.as_mut() => return Err(End::Stopping),
+                () = sub.notify.notified() => {
+                    if let Some(t) = self.session.tracking.as_mut() {
+                        t.drain(&mut self.session.out);
+                    }
+                    let (shared, stats, conn) = (self.shared, self.stats, self.conn);
+                    if !flush(shared, stream, &mut self.session.out, stats, stop, conn).await {
+                        return Err(End::Io);
+                    }
+                    return Ok(None);
+                }
+                r = read_some(stream, rbuf, self.idle) => r,
+            },
+        };
+        match read {
+            None => {
+                incr(&self.stats.idle_kicks);
+                Err(End::Idle)
+            }
+            Some(Ok(0)) => Err(End::Eof),
+            Some(Ok(n)) => Ok(Some(n)),
+            Some(Err(_)) => Err(End::Io),
+        }
+    }
+
+    /// Runs what `n` new bytes completed, writes the replies, and carries
+    /// out what the requests asked for after them.
+    async fn batch<S, F>(
+        &mut self,
+        stream: &mut S,
+        mut stop: Pin<&mut F>,
+        n: usize,
+    ) -> Result<(), End>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
+        F: Future<Output = ()>,
+    {
+        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
         add(&stats.bytes_read, n as u64);
         // Under -B auto the first byte decides, once per connection.
-        let wire = *wire.get_or_insert_with(|| wire_of(rbuf.first()));
-        if swallow > 0 {
-            let k = swallow.min(rbuf.len());
-            rbuf.advance(k);
-            swallow -= k;
-            if swallow > 0 {
+        let wire = *self.wire.get_or_insert_with(|| wire_of(self.rbuf.first()));
+        if self.swallow > 0 {
+            let k = self.swallow.min(self.rbuf.len());
+            self.rbuf.advance(k);
+            self.swallow -= k;
+            if self.swallow > 0 {
                 conn.info.set_state(ConnState::Swallow);
-                continue;
+                return Ok(());
             }
         }
         conn.info.set_state(ConnState::ParseCmd);
-        session.now = shared.store.now();
-        conn.info.set_last_cmd(session.now);
+        self.session.now = shared.store.now();
+        conn.info.set_last_cmd(self.session.now);
+        let ran = self.frames(stream, stop.as_mut(), wire).await?;
+        if ran.shrink {
+            // The buffer grew for a large frame that is done: its memory
+            // goes back with the room.
+            self.rbuf = BytesMut::from(&self.rbuf[..]);
+        }
+        if !self.unsettled.is_none() && !settled(self.keyspace, &mut self.unsettled).await {
+            return Err(End::Io);
+        }
+        // Invalidations go between replies: after every reply of the batch.
+        if let Some(t) = self.session.tracking.as_mut() {
+            t.drain(&mut self.session.out);
+        }
+        if !flush(
+            shared,
+            stream,
+            &mut self.session.out,
+            stats,
+            stop.as_mut(),
+            conn,
+        )
+        .await
+        {
+            return Err(End::Io);
+        }
+        if let Some(end) = ran.end {
+            return Err(finish(end, stream, shared, &mut self.session, conn).await);
+        }
+        if let Some(job) = self.session.stream.take() {
+            super::stream::run(*job, stream, &mut self.session, stop, conn).await?;
+            // The requests after it, already read, are run next.
+            self.buffered = !self.rbuf.is_empty();
+        }
+        if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
+            self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        if self.session.out.capacity() > KEEP_CAPACITY * 4 {
+            self.session.out = Output::with_capacity(READ_CHUNK);
+        }
+        Ok(())
+    }
+
+    /// Runs every complete frame in the read buffer (replies written early
+    /// past the high-water mark, the loop yielding every `-R` requests).
+    async fn frames<S, F>(
+        &mut self,
+        stream: &mut S,
+        mut stop: Pin<&mut F>,
+        wire: Wire,
+    ) -> Result<Ran, End>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+        F: Future<Output = ()>,
+    {
+        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
         let mut pos = 0;
         let mut served = 0;
-        let mut end = None;
-        let mut shrink = false;
+        let mut ran = Ran {
+            end: None,
+            shrink: false,
+        };
         // Each request's time runs from here or from the previous one's end.
         let mut clock = now_ns();
-        while pos < rbuf.len() {
+        while pos < self.rbuf.len() {
             // A request refused for lack of room is framed as if its value
             // were too large: answered at once, its value skipped.
-            let refusing = session.no_room;
-            let limits = if refusing { &no_room } else { &shared.limits };
-            let mark = session.out.mark();
-            let (step, family) =
-                step_one(&mut session, wire, &rbuf[pos..], limits, &conn.info.addr);
-            session.no_room = false;
+            let refusing = self.session.no_room;
+            let limits = if refusing {
+                &self.no_room
+            } else {
+                &shared.limits
+            };
+            let mark = self.session.out.mark();
+            let (step, family) = step_one(
+                &mut self.session,
+                wire,
+                &self.rbuf[pos..],
+                limits,
+                &conn.info.addr,
+            );
+            self.session.no_room = false;
             let (len, next) = match step {
                 Step::More { needed } => {
-                    let have = rbuf.len() - pos;
-                    if needed > have && !refusing && !room.try_cover(needed) {
+                    let have = self.rbuf.len() - pos;
+                    if needed > have && !refusing && !self.room.try_cover(needed) {
                         // Send what is done before waiting for room.
-                        if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
-                            return End::Io;
-                        }
-                        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn)
-                            .await
-                        {
-                            return End::Io;
-                        }
-                        let covered = room.wait_cover(needed).await;
+                        self.write_out(stream, stop.as_mut()).await?;
+                        let covered = self.room.wait_cover(needed).await;
                         clock = now_ns();
                         if !covered {
-                            session.no_room = true;
+                            self.session.no_room = true;
                             continue;
                         }
                     }
                     if needed > have {
-                        rbuf.reserve(needed - have);
+                        self.rbuf.reserve(needed - have);
                     }
                     break;
                 }
                 Step::Garbage => {
-                    end = Some(End::Garbage);
+                    ran.end = Some(End::Garbage);
                     break;
                 }
                 Step::Done { len, next } => {
-                    shrink |= room.release();
+                    ran.shrink |= self.room.release();
                     clock = stats.latency.record_since(family, clock);
                     (len, next)
                 }
             };
-            if min_acks > 0 {
-                // A write is acknowledged once its replicas have it: this
-                // request's reply waits, or is taken back for an error.
-                let ticket = keyspace.take_ticket();
-                let text = matches!(wire, Wire::Text);
-                // Meta's quiet mode still hears errors; classic noreply not.
-                let meta = matches!(
-                    family,
-                    Family::MetaGet | Family::MetaSet | Family::MetaDelete | Family::MetaArith
-                );
-                if !ticket.is_none()
-                    && !acknowledged(shared, ticket, &mut session.out, mark, (text, meta)).await
-                {
-                    return End::Io;
-                }
-            } else if durable {
-                unsettled = unsettled.max(keyspace.take_ticket());
-            }
+            self.wrote(wire, family, mark).await?;
             pos += len;
             match next {
                 Next::Continue => {}
                 Next::Swallow(n) => {
-                    let k = n.min(rbuf.len() - pos);
+                    let k = n.min(self.rbuf.len() - pos);
                     pos += k;
-                    swallow = n - k;
+                    self.swallow = n - k;
                 }
                 Next::Close => {
-                    end = Some(End::Quit);
+                    ran.end = Some(End::Quit);
                     break;
                 }
                 Next::Replicate => {
-                    end = Some(End::Replicate);
+                    ran.end = Some(End::Replicate);
                     break;
                 }
                 // Carried out below, once the replies before it are written.
                 Next::Stream => break,
             }
             served += 1;
-            if session.out.pending() > HIGH_WATER {
-                if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
-                    return End::Io;
-                }
-                if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-                    return End::Io;
-                }
+            if self.session.out.pending() > HIGH_WATER {
+                self.write_out(stream, stop.as_mut()).await?;
                 clock = now_ns();
             }
-            if served % per_event == 0 {
+            if served % self.per_event == 0 {
                 incr(&stats.conn_yields);
                 tokio::task::yield_now().await;
                 clock = now_ns();
             }
         }
-        rbuf.advance(pos.min(rbuf.len()));
-        if shrink {
-            // The buffer grew for a large frame that is done: its memory
-            // goes back with the room.
-            rbuf = BytesMut::from(&rbuf[..]);
-        }
-        if !unsettled.is_none() && !settled(keyspace, &mut unsettled).await {
-            return End::Io;
-        }
-        // Invalidations go between replies: after every reply of the batch.
-        if let Some(t) = session.tracking.as_mut() {
-            t.drain(&mut session.out);
-        }
-        if !flush(shared, stream, &mut session.out, stats, stop.as_mut(), conn).await {
-            return End::Io;
-        }
-        if let Some(end) = end {
-            return finish(end, stream, shared, &mut session, conn).await;
-        }
-        if let Some(job) = session.stream.take() {
-            if let Err(end) =
-                super::stream::run(*job, stream, &mut session, stop.as_mut(), conn).await
+        self.rbuf.advance(pos.min(self.rbuf.len()));
+        Ok(ran)
+    }
+
+    /// After a request: with `--min-replicas-ack`, a write is acknowledged
+    /// once its replicas have it (its reply, since `mark`, waits, or is
+    /// taken back for an error); with `--data-dir`, its record is noted for
+    /// the batch's replies to wait for.
+    async fn wrote(&mut self, wire: Wire, family: Family, mark: (usize, usize)) -> Result<(), End> {
+        if self.min_acks > 0 {
+            let ticket = self.keyspace.take_ticket();
+            let text = matches!(wire, Wire::Text);
+            // Meta's quiet mode still hears errors; classic noreply not.
+            let meta = matches!(
+                family,
+                Family::MetaGet | Family::MetaSet | Family::MetaDelete | Family::MetaArith
+            );
+            let out = &mut self.session.out;
+            if !ticket.is_none()
+                && !acknowledged(self.shared, ticket, out, mark, (text, meta)).await
             {
-                return end;
+                return Err(End::Io);
             }
-            // The requests after it, already read, are run next.
-            buffered = !rbuf.is_empty();
+        } else if self.durable {
+            self.unsettled = self.unsettled.max(self.keyspace.take_ticket());
         }
-        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
-            rbuf = BytesMut::with_capacity(READ_CHUNK);
+        Ok(())
+    }
+
+    /// Writes the replies so far, once the records they made are settled.
+    async fn write_out<S, F>(&mut self, stream: &mut S, stop: Pin<&mut F>) -> Result<(), End>
+    where
+        S: AsyncWrite + Unpin,
+        F: Future<Output = ()>,
+    {
+        if !self.unsettled.is_none() && !settled(self.keyspace, &mut self.unsettled).await {
+            return Err(End::Io);
         }
-        if session.out.capacity() > KEEP_CAPACITY * 4 {
-            session.out = Output::with_capacity(READ_CHUNK);
+        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
+        if !flush(shared, stream, &mut self.session.out, stats, stop, conn).await {
+            return Err(End::Io);
         }
+        Ok(())
     }
 }
 

@@ -7,7 +7,12 @@
 
 use kura_proto::{reply, Stats};
 
+use kura_store::StoreStats;
+
 use super::Session;
+use crate::metrics::StatsTotals;
+use crate::output::Output;
+use crate::shared::Shared;
 
 fn rusage() -> (String, String) {
     // SAFETY: getrusage only writes into the zeroed struct we pass.
@@ -38,10 +43,26 @@ fn general(s: &mut Session<'_>) {
     let now = sh.store.now();
     let t = sh.totals();
     let st = sh.store.stats();
+    let o = &mut s.out;
+    process(o, sh, now);
+    commands(o, &t, &st);
+    server(o, sh, now, &t, &st);
+    items(o, &st);
+    kura_own(o, sh, &st);
+    if let Some(d) = sh.keyspace.durable() {
+        durable(o, d);
+    }
+    replication(o, sh);
+}
+
+fn load(a: &std::sync::atomic::AtomicU64) -> u64 {
+    a.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The process and its connections.
+fn process(o: &mut Output, sh: &Shared, now: u32) {
     let (user, system) = rusage();
     let curr = sh.counters.curr.load(std::sync::atomic::Ordering::Relaxed);
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    let o = &mut s.out;
     reply::stat(o, "pid", sh.pid);
     reply::stat(o, "uptime", now.saturating_sub(sh.started));
     reply::stat(o, "time", now);
@@ -68,6 +89,10 @@ fn general(s: &mut Session<'_>) {
             "reserved_fds",
         ],
     );
+}
+
+/// Commands and their outcomes.
+fn commands(o: &mut Output, t: &StatsTotals, st: &StoreStats) {
     reply::stat(o, "cmd_get", t.cmd_get);
     reply::stat(o, "cmd_set", t.cmd_set);
     reply::stat(o, "cmd_flush", t.cmd_flush);
@@ -92,6 +117,10 @@ fn general(s: &mut Session<'_>) {
     reply::stat(o, "store_no_memory", t.store_no_memory);
     reply::stat(o, "auth_cmds", t.auth_cmds);
     reply::stat(o, "auth_errors", t.auth_errors);
+}
+
+/// The server: traffic, threads, the hash table, watchers, TLS.
+fn server(o: &mut Output, sh: &Shared, now: u32, t: &StatsTotals, st: &StoreStats) {
     // As memcached: only with an idle timeout.
     if sh.config.idle_timeout > 0 {
         reply::stat(o, "idle_kicks", t.idle_kicks);
@@ -143,6 +172,10 @@ fn general(s: &mut Session<'_>) {
         );
     }
     zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);
+}
+
+/// The items and what left.
+fn items(o: &mut Output, st: &StoreStats) {
     reply::stat(o, "bytes", st.bytes);
     reply::stat(o, "curr_items", st.curr_items);
     reply::stat(o, "total_items", st.total_items);
@@ -165,7 +198,10 @@ fn general(s: &mut Session<'_>) {
             "lru_bumps_dropped",
         ],
     );
-    // kura's own figures, after all of memcached's.
+}
+
+/// kura's own figures, after all of memcached's.
+fn kura_own(o: &mut Output, sh: &Shared, st: &StoreStats) {
     reply::stat(o, "store_shards", st.shards);
     reply::stat(o, "kura_version", crate::shared::KURA_VERSION);
     {
@@ -176,39 +212,40 @@ fn general(s: &mut Session<'_>) {
         reply::stat(o, "tracking_invalidations", sh.tracking.sent.load(Relaxed));
         reply::stat(o, "tracking_overflows", sh.tracking.overflows.load(Relaxed));
     }
-    if let Some(d) = sh.keyspace.durable() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let l = &d.stats;
-        let lag = d.lag();
-        let next = d.next_seq();
-        reply::stat(o, "log_next_seq", next);
-        reply::stat(o, "log_written_seq", lag.written());
-        reply::stat(o, "log_synced_seq", l.synced.load(Relaxed));
-        reply::stat(o, "log_bytes", l.bytes.load(Relaxed));
-        reply::stat(o, "log_snapshots", l.snapshots.load(Relaxed));
-        reply::stat(o, "log_snapshot_seq", l.snapshot_seq.load(Relaxed));
-        reply::stat(
-            o,
-            "log_lag_records",
-            (next - 1).saturating_sub(lag.written()),
-        );
-        reply::stat(o, "log_lag_bytes", lag.owed_bytes());
-        reply::stat(
-            o,
-            "log_lag_seconds",
-            format!("{:.6}", lag.age(next).as_secs_f64()),
-        );
-        reply::stat(o, "log_write_waits", lag.waits());
-        let health = d.health();
-        reply::stat(o, "log_write_errors", health.write_errors());
-        reply::stat(o, "log_refusing_writes", u8::from(health.refusing()));
-        reply::stat(
-            o,
-            "log_snapshots_skipped",
-            l.snapshots_skipped.load(Relaxed),
-        );
-    }
-    replication(o, sh);
+}
+
+/// The update log's figures (`--data-dir`).
+fn durable(o: &mut Output, d: &kura_keyspace::Durable) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let l = &d.stats;
+    let lag = d.lag();
+    let next = d.next_seq();
+    reply::stat(o, "log_next_seq", next);
+    reply::stat(o, "log_written_seq", lag.written());
+    reply::stat(o, "log_synced_seq", l.synced.load(Relaxed));
+    reply::stat(o, "log_bytes", l.bytes.load(Relaxed));
+    reply::stat(o, "log_snapshots", l.snapshots.load(Relaxed));
+    reply::stat(o, "log_snapshot_seq", l.snapshot_seq.load(Relaxed));
+    reply::stat(
+        o,
+        "log_lag_records",
+        (next - 1).saturating_sub(lag.written()),
+    );
+    reply::stat(o, "log_lag_bytes", lag.owed_bytes());
+    reply::stat(
+        o,
+        "log_lag_seconds",
+        format!("{:.6}", lag.age(next).as_secs_f64()),
+    );
+    reply::stat(o, "log_write_waits", lag.waits());
+    let health = d.health();
+    reply::stat(o, "log_write_errors", health.write_errors());
+    reply::stat(o, "log_refusing_writes", u8::from(health.refusing()));
+    reply::stat(
+        o,
+        "log_snapshots_skipped",
+        l.snapshots_skipped.load(Relaxed),
+    );
 }
 
 /// Replication's figures (docs/replication.md).

@@ -96,9 +96,7 @@ where
     // link is up only once it knows, so a replica that has just come back
     // never reports itself caught up while it is still behind (kura proxy
     // waits for that before it reads from it: docs/proxy.md).
-    let mut hello = Vec::with_capacity(17);
-    wire::heartbeat(&mut hello, source.written(), unix_millis());
-    out.send(&[&hello]).await?;
+    heartbeat(&mut out, source, None).await?;
     loop {
         if !std::mem::take(&mut rearmed) {
             quiet_since = Instant::now();
@@ -110,15 +108,9 @@ where
         }
         let mut live = false;
         if let Some(d) = direct {
-            let (is_live, pending, failed) = d.status();
-            if let Some(e) = failed {
-                return Err(e.into());
-            }
-            if pending {
-                d.drain().await?;
-                d.flush(source.backlog);
+            let Some(is_live) = direct_turn(d, source).await? else {
                 continue;
-            }
+            };
             if is_live || was_live {
                 next = d.next();
             }
@@ -135,31 +127,9 @@ where
         // not have what is written yet: Wait is the end only when nothing
         // more is written). Only looked at while it does.
         if held.is_some() || info.resyncing.load(Ordering::Relaxed) {
-            let near_end = match &read {
-                Read::Records { last, .. } => source.backlog.within_size(*last),
-                Read::Wait => live || next > source.written(),
-                Read::Behind { .. } => false,
-            };
-            if near_end {
-                held = None;
-                super::resynced(source, info);
-            } else if let (Read::Records { last, .. }, Some(h)) = (&read, &held) {
-                h.advance(last + 1);
-            }
+            resyncing(source, info, (&read, live, next), &mut held);
         }
-        // Behind: the replica hears how far, so its lag is true under load
-        // too, not only when the stream is idle.
-        let trailer = |next: u64| {
-            let written = source.written();
-            let mut frame = Vec::with_capacity(18);
-            if written >= next {
-                wire::heartbeat(&mut frame, written, unix_millis());
-            }
-            if wants_acks {
-                wire::ack_now(&mut frame);
-            }
-            frame
-        };
+        let trailer = |next: u64| trailer(source, wants_acks, next);
         match read {
             _ if live => {}
             Read::Records { bytes, last } => {
@@ -172,10 +142,7 @@ where
                 tail = None;
                 info.sent.store(last, Ordering::Relaxed);
                 if let Some(d) = caught_up {
-                    // Caught up: from now on whoever adds records sends
-                    // them, beginning with those added meanwhile.
-                    d.set_live(next);
-                    d.flush(source.backlog);
+                    go_live(d, source, next);
                 }
                 continue;
             }
@@ -202,12 +169,7 @@ where
             ),
             Read::Wait => {}
         }
-        let file_grew = async {
-            match written.as_mut() {
-                Some(w) if !live => w.changed().await,
-                _ => std::future::pending().await,
-            }
-        };
+        let file_grew = grown(written.as_mut().filter(|_| !live));
         let more = async {
             match direct {
                 Some(d) if live => d.kicked().await,
@@ -217,16 +179,7 @@ where
         tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s == crate::RunState::Stopping) => return Ok(()),
-            () = more => {
-                // Let the writers that woke this stream go on a moment, so
-                // that what they write leaves in one frame, not one each.
-                for _ in 0..4 {
-                    if live {
-                        break;
-                    }
-                    tokio::task::yield_now().await;
-                }
-            }
+            () = more => let_writers_on(live).await,
             r = file_grew => r?,
             r = reader.read(&mut chunk) => {
                 let n = r?;
@@ -234,19 +187,7 @@ where
                     return Ok(());
                 }
                 line.extend_from_slice(&chunk[..n]);
-                while let Some(end) = line.iter().position(|&b| b == b'\n') {
-                    let text = String::from_utf8_lossy(&line[..end]);
-                    if let Some(n) = text.trim_end().strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                        keyspace.replication.acked.fetch_max(n, Ordering::Relaxed);
-                        info.acked.store(n, Ordering::Release);
-                        keyspace.replication.acks.notify_waiters();
-                        super::retain(source);
-                    }
-                    line.drain(..=end);
-                }
-                // A replica sends short `ack` lines; anything longer is not
-                // one, and is not kept growing.
-                anyhow::ensure!(line.len() <= 64, "a replica sent a line of {}+ bytes", line.len());
+                take_acks(&mut line, source, info)?;
             }
             () = &mut beat => {
                 let due = quiet_since + HEARTBEAT;
@@ -256,17 +197,142 @@ where
                     continue;
                 }
                 beat = kura_timer::sleep(HEARTBEAT);
-                if let Some(d) = direct {
-                    // Records added where nobody sends (none are expected)
-                    // wait at most this long.
-                    d.flush(source.backlog);
-                }
-                let mut frame = Vec::with_capacity(17);
-                wire::heartbeat(&mut frame, source.written(), unix_millis());
-                out.send(&[&frame]).await?;
+                heartbeat(&mut out, source, direct).await?;
             }
         }
     }
+}
+
+/// Resolves when the log's files grow (with a data dir, while the stream
+/// is not live), else never.
+async fn grown(
+    written: Option<&mut tokio::sync::watch::Receiver<u64>>,
+) -> Result<(), tokio::sync::watch::error::RecvError> {
+    match written {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Lets the writers that woke a stream that is not `live` go on a moment,
+/// so that what they write leaves in one frame, not one each.
+async fn let_writers_on(live: bool) {
+    for _ in 0..4 {
+        if live {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The direct handle at the top of a turn: whether the stream is live, or
+/// `None` when bytes a socket did not take were pending (now sent, and
+/// what waited behind them: look again).
+async fn direct_turn(d: &Direct, source: &Source<'_>) -> anyhow::Result<Option<bool>> {
+    let (is_live, pending, failed) = d.status();
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    if pending {
+        d.drain().await?;
+        d.flush(source.backlog);
+        return Ok(None);
+    }
+    Ok(Some(is_live))
+}
+
+/// Caught up: from now on whoever adds records sends them, beginning
+/// with those added meanwhile (from `next`).
+fn go_live(d: &Direct, source: &Source<'_>, next: u64) {
+    d.set_live(next);
+    d.flush(source.backlog);
+}
+
+/// A heartbeat, after a second of nothing sent.
+async fn heartbeat<W: AsyncWrite + Unpin>(
+    out: &mut Out<'_, W>,
+    source: &Source<'_>,
+    direct: Option<&Direct>,
+) -> std::io::Result<()> {
+    if let Some(d) = direct {
+        // Records added where nobody sends (none are expected) wait at
+        // most this long.
+        d.flush(source.backlog);
+    }
+    let mut frame = Vec::with_capacity(17);
+    wire::heartbeat(&mut frame, source.written(), unix_millis());
+    out.send(&[&frame]).await
+}
+
+/// A full resync's stream keeps what follows it (in the backlog, or a data
+/// dir's log files) until it is near the last record: within half the
+/// backlog, or caught up (a durable server's backlog may not have what is
+/// written yet: Wait is the end only when nothing more is written). `read`
+/// is what the backlog gave for `next`, while the stream is `live` or not.
+fn resyncing(
+    source: &Source<'_>,
+    info: &StreamInfo,
+    (read, live, next): (&Read, bool, u64),
+    held: &mut Option<Hold>,
+) {
+    let near_end = match read {
+        Read::Records { last, .. } => source.backlog.within_size(*last),
+        Read::Wait => live || next > source.written(),
+        Read::Behind { .. } => false,
+    };
+    if near_end {
+        *held = None;
+        super::resynced(source, info);
+    } else if let (Read::Records { last, .. }, Some(h)) = (read, held) {
+        h.advance(last + 1);
+    }
+}
+
+/// What follows a frame of records sent to a stream that is behind: the
+/// replica hears how far, so its lag is true under load too, not only
+/// when the stream is idle; and, when writes wait for replicas, a request
+/// for an acknowledgement.
+fn trailer(source: &Source<'_>, wants_acks: bool, next: u64) -> Vec<u8> {
+    let written = source.written();
+    let mut frame = Vec::with_capacity(18);
+    if written >= next {
+        wire::heartbeat(&mut frame, written, unix_millis());
+    }
+    if wants_acks {
+        wire::ack_now(&mut frame);
+    }
+    frame
+}
+
+/// Takes the replica's complete `ack` lines out of `line`: each moves its
+/// acknowledged record on (and wakes the writes waiting for replicas).
+///
+/// # Errors
+/// A line too long to be an `ack`.
+fn take_acks(line: &mut Vec<u8>, source: &Source<'_>, info: &StreamInfo) -> anyhow::Result<()> {
+    let replication = &source.keyspace.replication;
+    while let Some(end) = line.iter().position(|&b| b == b'\n') {
+        let text = String::from_utf8_lossy(&line[..end]);
+        if let Some(n) = text
+            .trim_end()
+            .strip_prefix("ack ")
+            .and_then(|n| n.parse().ok())
+        {
+            replication.acked.fetch_max(n, Ordering::Relaxed);
+            info.acked.store(n, Ordering::Release);
+            replication.acks.notify_waiters();
+            super::retain(source);
+        }
+        line.drain(..=end);
+    }
+    // A replica sends short `ack` lines; anything longer is not one, and
+    // is not kept growing.
+    anyhow::ensure!(
+        line.len() <= 64,
+        "a replica sent a line of {}+ bytes",
+        line.len()
+    );
+    Ok(())
 }
 
 /// Up to a frame's worth of the records from `next` on, from the log's
