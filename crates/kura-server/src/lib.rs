@@ -12,6 +12,7 @@ pub mod budget;
 pub mod cli;
 pub mod config;
 mod conn;
+mod error;
 pub mod exec;
 pub mod inspect;
 pub mod latency;
@@ -30,6 +31,7 @@ mod udp;
 
 pub use cli::{ProcessOptions, ServerArgs};
 pub use config::{LogFormat, Protocol, ServerConfig, WorkerLoop};
+pub use error::ServerError;
 pub use server::{Server, ServerHandle};
 pub use shared::{Shared, KURA_VERSION, VERSION};
 pub use tls::TlsConfig;

@@ -13,8 +13,9 @@
 
 pub use kura_keyspace::Reloadable;
 
-use crate::auth::Credentials;
+use crate::auth::{AuthFileError, Credentials};
 use crate::shared::Shared;
+use crate::tls::TlsError;
 
 /// What one part of a reload came to.
 #[derive(Debug)]
@@ -22,7 +23,28 @@ pub struct Reloaded {
     /// The part: `auth file`, `TLS certificates`, ...
     pub what: &'static str,
     /// `Err` with why the old one was kept.
-    pub outcome: Result<(), String>,
+    pub outcome: Result<(), ReloadError>,
+}
+
+/// Why a part of a reload kept what it had.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// `refresh_certs` on a server without TLS (memcached's wording).
+    #[error("Error TLS not enabled")]
+    TlsNotEnabled,
+    /// The listeners' certificates (memcached's wording, on one line: it
+    /// is `refresh_certs`'s reply).
+    #[error("Error loading the certificates: {}", one_line(.0))]
+    Certificates(TlsError),
+    #[error(transparent)]
+    Auth(#[from] AuthFileError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// An error's text on one line, whatever it holds.
+fn one_line(e: &TlsError) -> String {
+    e.to_string().replace(['\r', '\n'], " ")
 }
 
 /// Reads again every file the server was started with (SIGHUP); one entry
@@ -35,7 +57,7 @@ pub fn reload(shared: &Shared) -> Vec<Reloaded> {
             what: "auth file",
             outcome: Credentials::load(&path)
                 .map(|c| creds.replace(c))
-                .map_err(|e| e.to_string()),
+                .map_err(ReloadError::from),
         });
     }
     if shared.tls.is_some() {
@@ -50,7 +72,7 @@ pub fn reload(shared: &Shared) -> Vec<Reloaded> {
             what: "replica auth file",
             outcome: Credentials::load(path)
                 .map(|c| login.replace(crate::server::replica_login(&c)))
-                .map_err(|e| e.to_string()),
+                .map_err(ReloadError::from),
         });
     }
     let rt = &config.replica_tls;
@@ -60,7 +82,7 @@ pub fn reload(shared: &Shared) -> Vec<Reloaded> {
             what: "replica TLS files",
             outcome: crate::tls::replica_config(ca, cert_key)
                 .map(|c| tls.replace(c))
-                .map_err(|e| e.to_string()),
+                .map_err(ReloadError::from),
         });
     }
     for r in &done {
@@ -92,16 +114,12 @@ pub fn summary(done: &[Reloaded]) -> String {
 /// # Errors
 /// memcached's wording: "Error TLS not enabled" without `-Z`, else which
 /// file could not be used and why; the old certificates stay in use.
-pub fn refresh_certs(shared: &Shared) -> Result<(), String> {
+pub fn refresh_certs(shared: &Shared) -> Result<(), ReloadError> {
     let Some(tls) = &shared.tls else {
-        return Err("Error TLS not enabled".into());
+        return Err(ReloadError::TlsNotEnabled);
     };
     tls.reload(&shared.config.tls, shared.store.now())
-        .map_err(|e| {
-            // One reply line, whatever the error's text holds.
-            let why = e.to_string().replace(['\r', '\n'], " ");
-            format!("Error loading the certificates: {why}")
-        })
+        .map_err(ReloadError::Certificates)
 }
 
 #[cfg(test)]

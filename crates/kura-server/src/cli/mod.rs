@@ -291,8 +291,8 @@ pub enum CliError {
     Table(#[from] kura_keyspace::config::TableSpecError),
     #[error("invalid unix socket mask '{0}': expected an octal number")]
     BadMask(String),
-    #[error("{0}")]
-    Protocol(String),
+    #[error(transparent)]
+    Protocol(#[from] crate::config::UnknownProtocol),
     #[error("{0} is not available yet in kura")]
     Unsupported(&'static str),
     #[error("-o {0} is not supported by kura's TLS (rustls); kura takes ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat=1 (PEM), ssl_session_cache and ssl_wbuf_size (ignored)")]

@@ -97,13 +97,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// A name `-o log_format` or `--log-format` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown log format {0:?}: text or json")]
+pub struct UnknownLogFormat(pub String);
+
 impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownLogFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownLogFormat> {
         match s {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            other => Err(format!("unknown log format {other:?}: text or json")),
+            other => Err(UnknownLogFormat(other.to_string())),
         }
     }
 }
@@ -118,16 +123,19 @@ impl WorkerLoop {
     }
 }
 
+/// A `-B` value memcached does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for binding protocol: {0} -- should be one of auto, binary, or ascii")]
+pub struct UnknownProtocol(pub String);
+
 impl std::str::FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownProtocol;
+    fn from_str(s: &str) -> Result<Self, UnknownProtocol> {
         match s {
             "auto" => Ok(Protocol::Auto),
             "ascii" => Ok(Protocol::Ascii),
             "binary" => Ok(Protocol::Binary),
-            other => Err(format!(
-                "invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"
-            )),
+            other => Err(UnknownProtocol(other.to_string())),
         }
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn refresh_certs(s: &mut Session<'_>, noreply: bool) {
         }
         Err(why) => {
             tracing::warn!("refresh_certs: {why}; the old certificates stay in use");
-            s.out.extend_from_slice(why.as_bytes());
+            s.out.extend_from_slice(why.to_string().as_bytes());
             s.out.extend_from_slice(b"\r\n");
         }
     }

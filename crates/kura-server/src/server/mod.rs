@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use kura_keyspace::{Keyspace, KeyspaceConfig, Login, Reloadable};
 use kura_store::{Reaper, Store};
 use tokio::sync::mpsc;
 
 use crate::config::ServerConfig;
+use crate::error::ServerError;
 use crate::metrics::ConnGuard;
 use crate::shared::Shared;
 use crate::tls::{strip_notls, TlsContext};
@@ -55,7 +55,7 @@ impl Server {
     ///
     /// # Errors
     /// Invalid settings, or an address that cannot be bound.
-    pub fn bind(config: ServerConfig) -> anyhow::Result<Server> {
+    pub fn bind(config: ServerConfig) -> Result<Server, ServerError> {
         config.validate()?;
         let mut store_config = config.store_config();
         // A durable store keeps the seed that places its keys in shards, so that a restart
@@ -71,7 +71,7 @@ impl Server {
     ///
     /// # Errors
     /// Invalid settings, or an address that cannot be bound.
-    pub fn bind_with_store(config: ServerConfig, store: Arc<Store>) -> anyhow::Result<Server> {
+    pub fn bind_with_store(config: ServerConfig, store: Arc<Store>) -> Result<Server, ServerError> {
         config.validate()?;
         let mut bound = Vec::new();
         let mut udp = Vec::new();
@@ -96,8 +96,7 @@ impl Server {
                 let (_, addr) = strip_notls(entry);
                 let (host, _) = host_port(addr, port);
                 for sa in resolve(&host, port)? {
-                    let s = UdpSocket::bind(sa)
-                        .with_context(|| format!("failed to listen on UDP {sa}"))?;
+                    let s = UdpSocket::bind(sa).map_err(|e| ServerError::Udp(sa, e))?;
                     s.set_nonblocking(true)?;
                     if port == 0 {
                         port = s.local_addr()?.port();
@@ -109,14 +108,13 @@ impl Server {
         let metrics = match &config.metrics_listen {
             Some(addr) => {
                 if !addr.contains(':') || addr.ends_with(']') {
-                    bail!("--metrics-listen {addr}: give host:port, e.g. 127.0.0.1:9150");
+                    return Err(ServerError::MetricsAddress(addr.clone()));
                 }
                 let sa = resolve(addr, 0)?
                     .into_iter()
                     .next()
-                    .with_context(|| format!("metrics address {addr} resolves to nothing"))?;
-                let socket = bind_tcp(sa)
-                    .with_context(|| format!("failed to listen for metrics on {sa}"))?;
+                    .ok_or_else(|| ServerError::MetricsNowhere(addr.clone()))?;
+                let socket = bind_tcp(sa).map_err(|e| ServerError::Metrics(sa, Box::new(e)))?;
                 Some(socket)
             }
             None => None,
@@ -141,7 +139,7 @@ impl Server {
         let tcp = bound
             .into_iter()
             .map(|(socket, tls)| Ok((listen(socket, config.backlog)?, tls)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect::<std::io::Result<Vec<_>>>()?;
         let unix = match &config.unix_socket {
             Some(path) => Some((bind_unix(path, config.unix_mask)?, path.clone())),
             None => None,
@@ -214,7 +212,7 @@ impl Server {
     ///
     /// # Errors
     /// A thread or event loop that cannot be created.
-    pub fn start(self) -> anyhow::Result<ServerHandle> {
+    pub fn start(self) -> Result<ServerHandle, ServerError> {
         let shared = self.shared;
         let reaper = Reaper::spawn(&shared.store, REAP_INTERVAL);
         // The shared timer thread starts here, not from the first worker
@@ -286,7 +284,7 @@ impl ServerHandle {
 
 /// The keyspace's settings, with the replica's login and TLS read from
 /// their files.
-fn keyspace_config(config: &ServerConfig) -> anyhow::Result<KeyspaceConfig> {
+fn keyspace_config(config: &ServerConfig) -> Result<KeyspaceConfig, ServerError> {
     let mut k = config.keyspace_config();
     if let Some(path) = &config.replica_auth_file {
         k.replication.login = Some(Reloadable::new(replica_login(

@@ -6,8 +6,9 @@ use std::net::{SocketAddr, TcpListener, ToSocketAddrs, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use socket2::{Domain, Socket, Type};
+
+use crate::error::ServerError;
 
 /// Splits `host` or `host:port` (IPv6 as `[::1]:port` or bare `::1`).
 pub(super) fn host_port(addr: &str, default_port: u16) -> (String, u16) {
@@ -25,14 +26,14 @@ pub(super) fn host_port(addr: &str, default_port: u16) -> (String, u16) {
     }
 }
 
-pub(super) fn resolve(addr: &str, port: u16) -> anyhow::Result<Vec<SocketAddr>> {
+pub(super) fn resolve(addr: &str, port: u16) -> Result<Vec<SocketAddr>, ServerError> {
     let (host, port) = host_port(addr, port);
     let addrs: Vec<SocketAddr> = (host.as_str(), port)
         .to_socket_addrs()
-        .with_context(|| format!("cannot resolve listen address {addr}"))?
+        .map_err(|e| ServerError::Resolve(addr.to_string(), e))?
         .collect();
     if addrs.is_empty() {
-        bail!("listen address {addr} resolves to nothing");
+        return Err(ServerError::NoAddress(addr.to_string()));
     }
     Ok(addrs)
 }
@@ -40,7 +41,7 @@ pub(super) fn resolve(addr: &str, port: u16) -> anyhow::Result<Vec<SocketAddr>> 
 /// Binds a TCP address without listening yet: the address is taken (a
 /// port in use fails the start at once, `-p 0` gets its port), but a
 /// client's connect is refused until [`listen`], after recovery.
-pub(super) fn bind_tcp(addr: SocketAddr) -> anyhow::Result<Socket> {
+pub(super) fn bind_tcp(addr: SocketAddr) -> Result<Socket, ServerError> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -48,23 +49,22 @@ pub(super) fn bind_tcp(addr: SocketAddr) -> anyhow::Result<Socket> {
     }
     socket
         .bind(&addr.into())
-        .with_context(|| format!("failed to listen on TCP {addr}"))?;
+        .map_err(|e| ServerError::Tcp(addr, e))?;
     Ok(socket)
 }
 
 /// Starts listening on a socket from [`bind_tcp`].
-pub(super) fn listen(socket: Socket, backlog: u32) -> anyhow::Result<TcpListener> {
+pub(super) fn listen(socket: Socket, backlog: u32) -> std::io::Result<TcpListener> {
     socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
 }
 
 /// Binds and listens on the Unix socket at `path`.
-pub(super) fn bind_unix(path: &std::path::Path, mask: u32) -> anyhow::Result<UnixListener> {
+pub(super) fn bind_unix(path: &std::path::Path, mask: u32) -> Result<UnixListener, ServerError> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)
-        .with_context(|| format!("failed to listen on unix socket {}", path.display()))?;
+    let listener = UnixListener::bind(path).map_err(|e| ServerError::Unix(path.to_owned(), e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask))?;
     listener.set_nonblocking(true)?;
     Ok(listener)

@@ -23,7 +23,8 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 pub use settings::{
-    strip_notls, MinVersion, TlsConfig, VerifyMode, HANDSHAKE_TIMEOUT_SECS, NOTLS_PREFIX,
+    strip_notls, MinVersion, TlsConfig, TlsSettingError, VerifyMode, HANDSHAKE_TIMEOUT_SECS,
+    NOTLS_PREFIX,
 };
 
 use crate::shared::{RunState, Shared};

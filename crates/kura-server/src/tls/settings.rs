@@ -33,17 +33,27 @@ pub enum VerifyMode {
     Once,
 }
 
+/// An `ssl_verify_mode` or `ssl_min_version` number memcached does not
+/// know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TlsSettingError {
+    #[error(
+        "ssl_verify_mode {0}: valid values are 0 (none), 1 (request), 2 (require) or 3 (once)"
+    )]
+    VerifyMode(u8),
+    #[error("ssl_min_version {0}: valid values are 0 (tlsv1.0), 1 (tlsv1.1), 2 (tlsv1.2) or 3 (tlsv1.3)")]
+    MinVersion(u8),
+}
+
 impl TryFrom<u8> for VerifyMode {
-    type Error = String;
-    fn try_from(n: u8) -> Result<Self, String> {
+    type Error = TlsSettingError;
+    fn try_from(n: u8) -> Result<Self, TlsSettingError> {
         match n {
             0 => Ok(VerifyMode::None),
             1 => Ok(VerifyMode::Request),
             2 => Ok(VerifyMode::Require),
             3 => Ok(VerifyMode::Once),
-            other => Err(format!(
-                "ssl_verify_mode {other}: valid values are 0 (none), 1 (request), 2 (require) or 3 (once)"
-            )),
+            other => Err(TlsSettingError::VerifyMode(other)),
         }
     }
 }
@@ -82,14 +92,12 @@ pub enum MinVersion {
 }
 
 impl TryFrom<u8> for MinVersion {
-    type Error = String;
-    fn try_from(n: u8) -> Result<Self, String> {
+    type Error = TlsSettingError;
+    fn try_from(n: u8) -> Result<Self, TlsSettingError> {
         match n {
             0..=2 => Ok(MinVersion::Tls12),
             3 => Ok(MinVersion::Tls13),
-            other => Err(format!(
-                "ssl_min_version {other}: valid values are 0 (tlsv1.0), 1 (tlsv1.1), 2 (tlsv1.2) or 3 (tlsv1.3)"
-            )),
+            other => Err(TlsSettingError::MinVersion(other)),
         }
     }
 }
