@@ -208,8 +208,11 @@ impl<'a> Session<'a> {
 
     /// The error line a request that changes data gets, if it is refused:
     /// on a read-only replica, or when the update log cannot be written
-    /// (kura-keyspace's durable/health.rs).
-    #[inline]
+    /// (kura-keyspace's durable/health.rs). Out of line: it is rare, and
+    /// inlined its formatting made `execute` too large for the commands'
+    /// own functions to be inlined into it (instructions a request).
+    #[cold]
+    #[inline(never)]
     pub fn refused_change(&self) -> Option<Vec<u8>> {
         Some(match self.keyspace.refusal()? {
             Refusal::Replica(p) => format!(
