@@ -65,9 +65,9 @@ impl Tables {
         let mut tables = Tables::default();
         for spec in &config.specs {
             let table =
-                open_one(spec, config.durability, data_dir).map_err(|source| TableOpenError {
+                open_one(spec, config.durability, data_dir).map_err(|error| TableOpenError {
                     name: spec.name.clone(),
-                    source,
+                    error,
                 })?;
             tables.add(&spec.name, table);
         }
@@ -75,13 +75,12 @@ impl Tables {
     }
 }
 
-/// A table that could not be opened.
+/// A table that could not be opened (its message says why, whole).
 #[derive(Debug, thiserror::Error)]
-#[error("table {name}")]
+#[error("table {name}: {error}")]
 pub struct TableOpenError {
     pub name: String,
-    #[source]
-    pub source: kura_table::TableError,
+    pub error: kura_table::TableError,
 }
 
 fn open_one(

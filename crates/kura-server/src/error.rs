@@ -1,5 +1,6 @@
 //! Why a server could not be bound or started: [`ServerError`], the error
-//! of kura-server's public API (the `kura` binary reports it).
+//! of kura-server's public API (the `kura` binary reports it). Each message
+//! is whole, its cause included, as the crate's other errors write theirs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,22 +17,25 @@ pub enum ServerError {
     /// The data dir's hash seed could not be read or made.
     #[error(transparent)]
     Seed(#[from] kura_log::LogError),
-    #[error("cannot resolve listen address {0}")]
-    Resolve(String, #[source] std::io::Error),
+    #[error("cannot resolve listen address {0}: {1}")]
+    Resolve(String, std::io::Error),
     #[error("listen address {0} resolves to nothing")]
     NoAddress(String),
-    #[error("failed to listen on TCP {0}")]
-    Tcp(SocketAddr, #[source] std::io::Error),
-    #[error("failed to listen on UDP {0}")]
-    Udp(SocketAddr, #[source] std::io::Error),
-    #[error("failed to listen on unix socket {}", .0.display())]
-    Unix(PathBuf, #[source] std::io::Error),
+    #[error("failed to listen on TCP {0}: {1}")]
+    Tcp(SocketAddr, std::io::Error),
+    #[error("failed to listen on UDP {0}: {1}")]
+    Udp(SocketAddr, std::io::Error),
+    #[error("failed to listen on unix socket {}: {error}", path.display())]
+    Unix {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("--metrics-listen {0}: give host:port, e.g. 127.0.0.1:9150")]
     MetricsAddress(String),
     #[error("metrics address {0} resolves to nothing")]
     MetricsNowhere(String),
-    #[error("failed to listen for metrics on {0}")]
-    Metrics(SocketAddr, #[source] Box<ServerError>),
+    #[error("failed to listen for metrics on {0}: {1}")]
+    Metrics(SocketAddr, Box<ServerError>),
     /// A socket's setting, or a thread or event loop, that could not be
     /// made.
     #[error(transparent)]

@@ -64,7 +64,10 @@ pub(super) fn listen(socket: Socket, backlog: u32) -> std::io::Result<TcpListene
 pub(super) fn bind_unix(path: &std::path::Path, mask: u32) -> Result<UnixListener, ServerError> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path).map_err(|e| ServerError::Unix(path.to_owned(), e))?;
+    let listener = UnixListener::bind(path).map_err(|error| ServerError::Unix {
+        path: path.to_owned(),
+        error,
+    })?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask))?;
     listener.set_nonblocking(true)?;
     Ok(listener)
