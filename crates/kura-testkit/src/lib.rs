@@ -5,6 +5,7 @@
 //! * [`process`]: children killed and reaped on drop, waited for until they listen;
 //! * [`tools`]: third-party programs located (memcached, Redis), skipped with a message
 //!   when missing, a failure under CI (`CI=true` or `KURA_REQUIRE_MEMCACHED=1`);
+//! * [`memcached`]: Debian's memcached as the differential tests run it;
 //! * [`servers`]: `kura server` processes of this workspace, Debian's memcached and a
 //!   private redis-server, each on a free port;
 //! * [`fake`]: servers that never answer, or answer what the test says;
@@ -16,6 +17,7 @@
 //!   or cut (root, iproute2 and nftables).
 
 pub mod fake;
+pub mod memcached;
 pub mod netns;
 mod ports;
 pub mod process;

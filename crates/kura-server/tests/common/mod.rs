@@ -1,11 +1,9 @@
 //! Test support: a real kura server on an ephemeral port, and a raw client
 //! that sends bytes and reads exactly the reply bytes expected.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test file uses its own part
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kura_server::{Server, ServerConfig, ServerHandle};
@@ -253,103 +251,6 @@ impl Client {
     }
 }
 
-/// Debian's memcached for differential tests: `$KURA_MEMCACHED` or
-/// `/usr/bin/memcached`. When missing: `None` after printing "skipped",
-/// or a panic under `KURA_REQUIRE_MEMCACHED=1`.
-pub fn memcached_bin() -> Option<PathBuf> {
-    let bin = std::env::var_os("KURA_MEMCACHED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/memcached"));
-    if !bin.exists() {
-        if std::env::var("KURA_REQUIRE_MEMCACHED").as_deref() == Ok("1") {
-            panic!(
-                "memcached not found at {} and KURA_REQUIRE_MEMCACHED=1 \
-                 (install Debian's memcached or set KURA_MEMCACHED)",
-                bin.display()
-            );
-        }
-        println!("skipped: memcached not installed");
-        return None;
-    }
-    Some(bin)
-}
-
-/// A memcached child process, killed when dropped.
-pub struct Memcached {
-    child: Child,
-    pub addr: SocketAddr,
-}
-
-impl Memcached {
-    pub fn start(bin: &Path) -> Memcached {
-        Memcached::start_with(bin, &[])
-    }
-
-    /// Starts `bin` with the differential tests' settings plus `extra` args.
-    pub fn start_with(bin: &Path, extra: &[&str]) -> Memcached {
-        let mut args = extra.to_vec();
-        // memcached's LRU maintainer and crawler threads briefly hold
-        // references to items, and an item someone else holds is not
-        // rewritten in place: an incr then makes a new item (no space
-        // padding, not fetched, token and stale marks gone) at random.
-        // Without them the replies are deterministic; the protocol is the
-        // same.
-        args.extend(["-o", "no_lru_crawler,no_lru_maintainer"]);
-        Memcached::start_default(bin, &args)
-    }
-
-    /// Starts `bin` with the common settings (port, `-m 64 -t 2`) plus
-    /// `extra`, its LRU maintainer and crawler left on as by default.
-    pub fn start_default(bin: &Path, extra: &[&str]) -> Memcached {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(bin)
-                .args([
-                    "-u",
-                    "root",
-                    "-U",
-                    "0",
-                    "-l",
-                    "127.0.0.1",
-                    "-m",
-                    "64",
-                    "-t",
-                    "2",
-                ])
-                .args(["-p", &port.to_string()])
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    // Most likely the port was taken meanwhile; try another.
-                    break;
-                }
-                if TcpStream::connect(addr).is_ok() {
-                    return Memcached { child, addr };
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("memcached did not start listening on {addr}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        panic!("memcached failed to start 5 times");
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 pub use kura_testkit::free_port;
+pub use kura_testkit::memcached::Memcached;
+pub use kura_testkit::tools::memcached_bin;
