@@ -145,37 +145,46 @@ impl<'a> TaskConn<'a> {
         &mut self,
         r: Resume,
         stream: &mut S,
-        mut stop: Pin<&mut F>,
+        stop: Pin<&mut F>,
     ) -> Result<(), End>
     where
         S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
         F: Future<Output = ()>,
     {
-        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
-        self.session = r.session.attach(shared, stats);
+        self.session = r.session.attach(self.shared, self.stats);
         self.rbuf = r.rbuf;
         self.swallow = r.swallow;
         self.wire = r.wire;
         self.buffered = !self.rbuf.is_empty();
-        if !flush(
-            shared,
-            stream,
-            &mut self.session.out,
-            stats,
-            stop.as_mut(),
-            conn,
-        )
-        .await
-        {
+        self.reply_then(stream, stop, r.then).await?;
+        Ok(())
+    }
+
+    /// Writes the replies so far; then ends the connection (`end`), or
+    /// carries out the dump or watch a request asked for (true).
+    async fn reply_then<S, F>(
+        &mut self,
+        stream: &mut S,
+        mut stop: Pin<&mut F>,
+        end: Option<End>,
+    ) -> Result<bool, End>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
+        F: Future<Output = ()>,
+    {
+        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
+        let out = &mut self.session.out;
+        if !flush(shared, stream, out, stats, stop.as_mut(), conn).await {
             return Err(End::Io);
         }
-        if let Some(end) = r.then {
+        if let Some(end) = end {
             return Err(finish(end, stream, shared, &mut self.session, conn).await);
         }
-        if let Some(job) = self.session.stream.take() {
-            super::stream::run(*job, stream, &mut self.session, stop, conn).await?;
-        }
-        Ok(())
+        let Some(job) = self.session.stream.take() else {
+            return Ok(false);
+        };
+        super::stream::run(*job, stream, &mut self.session, stop, conn).await?;
+        Ok(true)
     }
 
     /// Reads what the client sent: the bytes read, `None` when there is
@@ -281,23 +290,7 @@ impl<'a> TaskConn<'a> {
         if let Some(t) = self.session.tracking.as_mut() {
             t.drain(&mut self.session.out);
         }
-        if !flush(
-            shared,
-            stream,
-            &mut self.session.out,
-            stats,
-            stop.as_mut(),
-            conn,
-        )
-        .await
-        {
-            return Err(End::Io);
-        }
-        if let Some(end) = ran.end {
-            return Err(finish(end, stream, shared, &mut self.session, conn).await);
-        }
-        if let Some(job) = self.session.stream.take() {
-            super::stream::run(*job, stream, &mut self.session, stop, conn).await?;
+        if self.reply_then(stream, stop, ran.end).await? {
             // The requests after it, already read, are run next.
             self.buffered = !self.rbuf.is_empty();
         }
