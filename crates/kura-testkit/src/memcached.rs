@@ -2,11 +2,12 @@
 //! workers, no UDP; [`Memcached::start_with`] also turns off its LRU maintainer and crawler,
 //! whose moves make some replies differ at random.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::process::await_listen;
 use crate::{free_port, ChildGuard};
 
 /// A memcached child process, killed when dropped.
@@ -38,7 +39,7 @@ impl Memcached {
     pub fn start_default(bin: &Path, extra: &[&str]) -> Memcached {
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Command::new(bin)
+            let child = Command::new(bin)
                 .args([
                     "-u",
                     "root",
@@ -59,24 +60,12 @@ impl Memcached {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if let Ok(Some(_)) = child.try_wait() {
-                    // Most likely the port was taken meanwhile; try another.
-                    break;
-                }
-                if TcpStream::connect(addr).is_ok() {
-                    return Memcached {
-                        _child: ChildGuard(child),
-                        addr,
-                    };
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("memcached did not start listening on {addr}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
+            // None: it exited, most likely because the port was taken meanwhile; try another.
+            if let Some(child) = await_listen(child, addr, "memcached", Duration::from_secs(10)) {
+                return Memcached {
+                    _child: child,
+                    addr,
+                };
             }
         }
         panic!("memcached failed to start 5 times");
