@@ -156,11 +156,14 @@ impl Call {
                     // request, writes with their TTL capped, and the key is
                     // journaled for the server all the same.
                     Some((g, ttl)) => {
-                        if let Some(k) = write_key {
-                            node.journal_key(k);
-                        }
+                        // Its copy there is deleted before the server
+                        // serves again: once this write is answered.
+                        let guard = write_key.map(|k| node.gutter_write(&g, k, ttl));
                         let bytes = if write { cap_ttl(&bytes, ttl) } else { bytes };
                         let sent = g.send(lane, &bytes, expect, None).await;
+                        if let (Ok(p), Some(guard)) = (&sent, guard) {
+                            p.hold(guard);
+                        }
                         Kind::One((g, sent))
                     }
                     None => {

@@ -17,7 +17,9 @@
 //!   commands as meta commands to the backends, and the replies back;
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
 //! - `router.rs`: pools, routes, backends and their gate; `journal.rs` the
-//!   rejoin journal that keeps a returning backend from serving old values;
+//!   rejoin journal that keeps a returning backend from serving old values
+//!   and `rejoin.rs` its replay (and the cleanup of the gutter's copies);
+//!   `membership.rs` what a reload's ring changes mean for them;
 //!   `catch_up.rs` keeps a kura replica that is behind its primary from
 //!   serving (`rejoin = "caught-up"`).
 //! - `stats.rs` (`stats`, from the counters of `counters.rs` and the
@@ -39,8 +41,10 @@ mod ctx;
 mod get;
 mod idle;
 mod journal;
+mod membership;
 mod meta;
 mod metrics;
+mod rejoin;
 mod reply;
 mod router;
 mod server;

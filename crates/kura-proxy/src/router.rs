@@ -9,18 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use kura_client::raw::{Backend, Expect};
 use kura_client::Error;
-use kura_proto::client::{Reply, Status};
+use kura_proto::client::Reply;
 use kura_ring::Ring;
 
 use crate::backend::{Pending, Timeouts};
 use crate::config::{Config, DownReply, Overflow, Rejoin, RouteSpec, WriteMode};
 use crate::journal::Journal;
-
-/// Keys deleted per replay batch.
-const REPLAY_BATCH: usize = 500;
+use crate::rejoin::{GutterCopies, GutterWrite};
 
 /// Per-backend counters (`stats`, /metrics).
 #[derive(Default)]
@@ -43,6 +41,8 @@ pub struct Node {
     /// journal's replay.
     backend: Backend,
     journal: Mutex<Journal>,
+    /// Its keys written to a gutter while it did not serve (rejoin.rs).
+    gutter_copies: Mutex<GutterCopies>,
     /// The journal is not empty: reads and writes stay away.
     gated: AtomicBool,
     replaying: AtomicBool,
@@ -52,8 +52,11 @@ pub struct Node {
     /// Watched and not known to be caught up: reads and writes stay away.
     pub(crate) behind: AtomicBool,
     pub(crate) watching: AtomicBool,
+    /// A reload gave some of its keys to another backend since it was last
+    /// flushed: it may hold old values of them (membership.rs).
+    pub(crate) lost_keys: AtomicBool,
     pub(crate) catch_up_check: Duration,
-    overflow: Overflow,
+    pub(crate) overflow: Overflow,
     request_timeout: Duration,
     pub stats: NodeStats,
 }
@@ -98,11 +101,13 @@ impl Node {
             },
             backend: Backend::new(addr, h.client_config()),
             journal: Mutex::new(journal),
+            gutter_copies: Mutex::new(GutterCopies::new(h.journal_max_keys)),
             gated: AtomicBool::new(gated),
             replaying: AtomicBool::new(false),
             catch_up: AtomicBool::new(false),
             behind: AtomicBool::new(false),
             watching: AtomicBool::new(false),
+            lost_keys: AtomicBool::new(false),
             catch_up_check: Duration::from_millis(h.catch_up_check_ms.max(10)),
             overflow: h.journal_overflow,
             request_timeout: Duration::from_millis(h.request_timeout_ms),
@@ -111,8 +116,51 @@ impl Node {
         Ok(node)
     }
 
-    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+    pub(crate) fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn gutter_copies(&self) -> std::sync::MutexGuard<'_, GutterCopies> {
+        self.gutter_copies.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// kura-client's backend: health, probes, the replay's connections.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The journal and the gutter's copies are done with: serves again
+    /// (called by the replay under the journal's lock).
+    pub(crate) fn ungate(&self) {
+        self.gated.store(false, Ordering::Release);
+        self.replaying.store(false, Ordering::Release);
+    }
+
+    /// The backend was flushed: its journal is done with, and it holds
+    /// no value of keys it lost.
+    pub(crate) fn flushed(&self) {
+        self.journal().clear();
+        self.lost_keys.store(false, Ordering::Release);
+    }
+
+    /// A write of `key` goes to gutter node `g` (TTLs capped at `ttl`)
+    /// because this backend does not serve: the key is journaled for it,
+    /// and the copy deleted from the gutter before it serves again. Keep
+    /// the returned guard with the write until the gutter answered it.
+    pub fn gutter_write(self: &Arc<Self>, g: &Arc<Node>, key: &[u8], ttl: u32) -> GutterWrite {
+        // Recorded before the key is journaled (and the backend gated):
+        // the replay looks at the copies under the journal's lock.
+        self.gutter_copies()
+            .record(g, g.id, key, ttl, self.request_timeout);
+        self.journal_key(key);
+        GutterWrite(self.clone())
+    }
+
+    /// Copies its keys may have in a gutter that are not listed (a proxy
+    /// restarted with its journal): it waits `secs` for them to age out.
+    pub fn gutter_wait(&self, secs: u32) {
+        self.gutter_copies()
+            .wait_for(u64::from(secs) + 2, self.request_timeout);
     }
 
     /// Whether requests may go to the backend now.
@@ -157,7 +205,7 @@ impl Node {
     /// Starts the replay task if the journal has work and none runs.
     pub fn start_replay(self: &Arc<Self>) {
         if self.gated.load(Ordering::Acquire) && !self.replaying.swap(true, Ordering::AcqRel) {
-            crate::timer::spawn(replay(self.clone()));
+            crate::timer::spawn(crate::rejoin::replay(self.clone()));
         }
     }
 
@@ -279,93 +327,6 @@ impl Node {
     }
 }
 
-/// Deletes the journal's keys on the backend once it answers, then lets
-/// requests through again. Runs until the journal is empty.
-async fn replay(node: Arc<Node>) {
-    let mut backoff = Duration::from_millis(20);
-    loop {
-        let (batch, overflowed, released) = {
-            let mut j = node.journal();
-            if j.released()
-                && (j.overflowed() || !j.is_empty())
-                && node.overflow == Overflow::KeepOut
-            {
-                tracing::warn!(server = %node.addr, "journal removed by the operator: serving again");
-                j.clear();
-            }
-            if j.is_empty() {
-                node.gated.store(false, Ordering::Release);
-                node.replaying.store(false, Ordering::Release);
-                tracing::info!(server = %node.addr, "journal replayed: serving reads again");
-                return;
-            }
-            (j.batch(REPLAY_BATCH), j.overflowed(), j.released())
-        };
-        let _ = released;
-        let ok = if node.backend.is_down() {
-            false
-        } else if overflowed {
-            match node.overflow {
-                Overflow::Flush => match node.text_command(b"flush_all\r\n").await {
-                    Ok(line) if line == b"OK\r\n" => {
-                        tracing::warn!(server = %node.addr, "journal overflowed: backend flushed");
-                        node.journal().clear();
-                        true
-                    }
-                    _ => false,
-                },
-                Overflow::KeepOut => false,
-            }
-        } else {
-            delete_batch(&node, &batch).await
-        };
-        if ok {
-            backoff = Duration::from_millis(20);
-        } else {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
-        }
-    }
-}
-
-/// One quiet batch of deletes (keys in base64, any bytes allowed); true
-/// when the backend answered all of them.
-async fn delete_batch(node: &Arc<Node>, keys: &[Vec<u8>]) -> bool {
-    let mut buf = BytesMut::new();
-    for (i, k) in keys.iter().enumerate() {
-        buf.put_slice(b"md ");
-        let mut b64 = Vec::new();
-        kura_proto::reply::put_base64(&mut b64, k);
-        buf.put_slice(&b64);
-        buf.put_slice(b" b q O");
-        buf.put_slice(itoa::Buffer::new().format(i).as_bytes());
-        buf.put_slice(b"\r\n");
-    }
-    buf.put_slice(b"mn\r\n");
-    let expect = Expect::MetaBatch(keys.len() as u32);
-    let replies = match node.backend.send(0, buf.freeze(), expect).await {
-        Ok(p) => p.wait().await,
-        Err(e) => Err(e),
-    };
-    match replies {
-        Ok(r)
-            if r.iter()
-                .all(|r| matches!(r.status, Status::NotFound | Status::Done)) =>
-        {
-            node.stats
-                .replayed
-                .fetch_add(keys.len() as u64, Ordering::Relaxed);
-            node.journal().done(keys);
-            true
-        }
-        Ok(_) => false,
-        Err(e) => {
-            tracing::debug!(server = %node.addr, %e, "journal replay failed");
-            false
-        }
-    }
-}
-
 /// A pool: its ring and one node per ring server, in the ring's order; or
 /// the replica pools that each hold every key.
 pub struct Pool {
@@ -375,6 +336,13 @@ pub struct Pool {
     pub replicas: Vec<usize>,
     pub write: WriteMode,
     gutter: Option<(usize, u32)>,
+}
+
+impl Pool {
+    /// Its ring (none for a replicated pool).
+    pub fn ring(&self) -> Option<&Ring> {
+        self.ring.as_ref()
+    }
 }
 
 /// Where one request goes.
@@ -400,6 +368,8 @@ pub struct Router {
     pub nodes: Vec<Arc<Node>>,
     /// No route mirrors (shadow) or warms: a one-key `get` is one `mg`.
     pub plain_reads: bool,
+    /// The addresses each pool's ring has had (membership.rs).
+    seen: crate::membership::Seen,
 }
 
 impl Router {
@@ -416,6 +386,8 @@ impl Router {
             }
         }
         let mut nodes: Vec<Arc<Node>> = Vec::new();
+        // Made now (not carried over): a journal loaded from disk.
+        let mut fresh: Vec<Arc<Node>> = Vec::new();
         let mut pools = Vec::new();
         for spec in &cfg.pools {
             let mut pn = Vec::new();
@@ -426,6 +398,7 @@ impl Router {
                     None => {
                         let n = Node::new(&addr, cfg)?;
                         by_addr.insert(addr, n.clone());
+                        fresh.push(n.clone());
                         n
                     }
                 };
@@ -443,6 +416,22 @@ impl Router {
                 gutter: spec.gutter,
             });
         }
+        for (pool, n) in pools
+            .iter()
+            .flat_map(|p| p.nodes.iter().map(move |n| (p, n)))
+        {
+            // A proxy restarted with a journal: copies its keys may have in
+            // the gutter are not known, so they age out first.
+            if let Some((_, ttl)) = pool.gutter {
+                if fresh.iter().any(|f| Arc::ptr_eq(f, n)) && n.journal_len() != (0, false) {
+                    n.gutter_wait(ttl);
+                }
+            }
+        }
+        if let Some(old) = old {
+            crate::membership::reloaded(&old.pools, &old.seen, &pools);
+        }
+        let seen = crate::membership::seen(old.map(|o| o.seen.clone()).unwrap_or_default(), &pools);
         for n in &nodes {
             let watched = cfg.pools.iter().zip(&pools).any(|(spec, pool)| {
                 spec.rejoin == Rejoin::CaughtUp && pool.nodes.iter().any(|x| Arc::ptr_eq(x, n))
@@ -459,6 +448,7 @@ impl Router {
             default_pool: cfg.default_pool,
             down_reply: cfg.health.down_reply,
             nodes,
+            seen,
         })
     }
 

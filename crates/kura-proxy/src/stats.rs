@@ -138,6 +138,7 @@ pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
             ("journal_keys", journal as u64),
             ("journal_overflowed", u64::from(overflowed)),
             ("journal_replayed", n.stats.replayed.load(Ordering::Relaxed)),
+            ("gutter_keys", n.gutter_copies().len() as u64),
             ("behind", u64::from(n.is_behind())),
         ];
         for (k, v) in rows {

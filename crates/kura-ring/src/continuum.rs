@@ -63,6 +63,16 @@ impl Continuum {
         p[at].server as usize
     }
 
+    /// One hash in each stretch of the circle whose owner is constant:
+    /// every point's value, and both ends of the circle. Owners change
+    /// only at points, so two continua owning the same hashes here own
+    /// the same hashes everywhere.
+    pub fn probes(&self) -> impl Iterator<Item = u32> + '_ {
+        let ends = [0, u32::MAX];
+        let after = self.points.iter().map(|p| p.value.wrapping_add(1));
+        self.points.iter().map(|p| p.value).chain(after).chain(ends)
+    }
+
     /// How many points each of `servers` servers has.
     #[cfg(test)]
     pub fn points_per_server(&self, servers: usize) -> Vec<usize> {

@@ -26,6 +26,7 @@ mod dalli;
 pub mod hash;
 mod jump;
 mod ketama;
+mod moves;
 mod ring;
 mod server;
 

@@ -88,7 +88,7 @@ pub enum RingError {
 
 /// How the ring turns a key into a server index.
 #[derive(Clone, Debug)]
-enum Placement {
+pub(crate) enum Placement {
     /// A continuum searched with the key's 32-bit hash.
     Continuum(Continuum, Hash),
     /// furc over `n` servers.
@@ -102,7 +102,7 @@ enum Placement {
 pub struct Ring {
     kind: Kind,
     servers: Vec<Server>,
-    placement: Placement,
+    pub(crate) placement: Placement,
 }
 
 impl Ring {

@@ -50,6 +50,9 @@ pub const QUEUE_MAX: usize = 4096;
 struct Slot {
     result: RefCell<Option<Result<Vec<Reply>, Error>>>,
     waker: RefCell<Option<Waker>>,
+    /// Kept until the request is answered (or failed) and its replies
+    /// taken or dropped ([`Pending::hold`]).
+    held: RefCell<Option<Box<dyn std::any::Any>>>,
 }
 
 impl Slot {
@@ -64,6 +67,14 @@ impl Slot {
 /// The replies of a request queued on a connection.
 pub struct Pending {
     slot: Rc<Slot>,
+}
+
+impl Pending {
+    /// Keeps `what` until the request is answered or its connection fails,
+    /// even when this `Pending` is dropped first (its client went away).
+    pub fn hold(&self, what: impl std::any::Any) {
+        *self.slot.held.borrow_mut() = Some(Box::new(what));
+    }
 }
 
 impl Future for Pending {

@@ -285,3 +285,85 @@ pub fn change_while_away(c: &mut TcpStream, key: &str) {
     let r = reply(c, format!("set {key} 0 0 2\r\nv2\r\n").as_bytes());
     assert!(r.starts_with("SERVER_ERROR"), "{r}");
 }
+
+/// The read-after-acknowledged-write rule for one key: every read answers
+/// a miss, an error, or a value at least as new as the last write the
+/// proxy acknowledged, never an older one. Values are `v<N>`, N growing.
+pub struct Latest {
+    pub key: String,
+    /// The newest acknowledged version.
+    pub acked: u64,
+    next: u64,
+}
+
+impl Latest {
+    pub fn new(key: &str) -> Latest {
+        Latest {
+            key: key.to_string(),
+            acked: 0,
+            next: 1,
+        }
+    }
+
+    /// Sets the next version; true when the proxy acknowledged it.
+    pub fn set(&mut self, c: &mut TcpStream) -> bool {
+        let v = format!("v{}", self.next);
+        let req = format!("set {} 0 0 {}\r\n{v}\r\n", self.key, v.len());
+        let r = reply(c, req.as_bytes());
+        let stored = r == "STORED\r\n";
+        assert!(stored || r.starts_with("SERVER_ERROR"), "{r}");
+        if stored {
+            self.acked = self.next;
+        }
+        self.next += 1;
+        stored
+    }
+
+    /// Sets the next version until the proxy acknowledges one.
+    pub fn set_acked(&mut self, c: &mut TcpStream) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.set(c) {
+            assert!(Instant::now() < deadline, "no write was acknowledged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Reads the key and checks the rule; the version read, if any.
+    pub fn check(&self, c: &mut TcpStream) -> Option<u64> {
+        let r = reply(c, format!("get {}\r\n", self.key).as_bytes());
+        if r == "END\r\n" || r.starts_with("SERVER_ERROR") {
+            return None;
+        }
+        let v: u64 = r
+            .lines()
+            .nth(1)
+            .and_then(|l| l.strip_prefix('v'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a versioned value: {r}"));
+        assert!(
+            v >= self.acked,
+            "stale read of {}: v{v} after v{} was acknowledged",
+            self.key,
+            self.acked
+        );
+        Some(v)
+    }
+}
+
+/// Checks reads of `l` until `ok` holds (at most 20 s).
+pub fn reading_until(
+    c: &mut TcpStream,
+    l: &Latest,
+    what: &str,
+    mut ok: impl FnMut(&mut TcpStream) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        l.check(c);
+        if ok(c) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
