@@ -17,6 +17,13 @@
 //! every request on it with that error: a late reply can reach no other
 //! request. The next request makes a new connection. One timer per
 //! connection watches the oldest request's deadline.
+//!
+//! A request times out only when the backend is silent: past its deadline
+//! (the request timeout after it was queued) and with nothing read from
+//! the backend for a request timeout. Replies queued behind others that
+//! the backend is busy sending (a client's many big values) wait for the
+//! backend's progress, not for a clock started before it could begin on
+//! them, so a healthy backend is not taken for down (issue 43).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -148,6 +155,8 @@ pub struct Conn {
     /// Senders waiting for room in a full queue.
     room: RefCell<Vec<Waker>>,
     request_timeout: Duration,
+    /// When bytes last came from the backend.
+    progress: Cell<Instant>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
 }
 
@@ -170,6 +179,7 @@ impl Conn {
             written: Signal::default(),
             room: RefCell::new(Vec::new()),
             request_timeout: t.request,
+            progress: Cell::new(Instant::now()),
             tasks: RefCell::new(Vec::new()),
         });
         let w = tokio::task::spawn_local(writer(conn.clone(), t.connect));
@@ -321,9 +331,15 @@ impl Conn {
         }
     }
 
-    /// The deadline of the oldest waiting request, if any.
+    /// The deadline of the oldest waiting request, if any: its own, or a
+    /// request timeout after the backend last sent something if later.
     fn oldest_deadline(&self) -> Option<Instant> {
-        self.state.borrow().queue.front().map(|w| w.deadline)
+        let heard = self.progress.get() + self.request_timeout;
+        self.state
+            .borrow()
+            .queue
+            .front()
+            .map(|w| w.deadline.max(heard))
     }
 }
 
@@ -410,7 +426,7 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                         };
                         return conn.fail(e);
                     }
-                    Ok(_) => {}
+                    Ok(_) => conn.progress.set(Instant::now()),
                     Err(e) => return conn.fail(io_error(&conn.addr, e)),
                 }
                 loop {
@@ -450,8 +466,9 @@ async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
                             after: conn.request_timeout,
                         });
                     }
-                    // Deadlines only grow along the queue: the oldest's is
-                    // the next that can pass.
+                    // Deadlines only grow along the queue, and so does
+                    // the backend's progress: the oldest's is the next
+                    // that can pass.
                     Some(d) => timer.set(crate::timer::sleep_until(d)),
                     None => timer.set(crate::timer::sleep_until(now + idle)),
                 }

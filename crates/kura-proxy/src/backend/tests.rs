@@ -132,3 +132,42 @@ fn a_silent_backend_fails_its_requests_at_the_request_timeout() {
         }
     });
 }
+
+/// A backend busy with a long run of replies (a client's many big values)
+/// is not silent: the requests queued behind wait for its progress, and
+/// none times out although the last comes long after the request timeout
+/// (issue 43: before, the tail timed out and the healthy backend was
+/// marked down).
+#[test]
+fn requests_behind_a_backend_that_keeps_answering_do_not_time_out() {
+    const N: u32 = 12;
+    let addr = server(|_, mut s| {
+        let mut got = Vec::new();
+        let mut b = [0u8; 4096];
+        while got.iter().filter(|&&c| c == b'\n').count() < N as usize {
+            let n = s.read(&mut b).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&b[..n]);
+        }
+        // One reply every 150 ms: 1.8 s in all, the timeout 600 ms.
+        for i in 1..=N {
+            std::thread::sleep(Duration::from_millis(150));
+            s.write_all(format!("HD O{i}\r\n").as_bytes()).unwrap();
+        }
+        hold(s);
+    });
+    local(async move {
+        let t = timeouts(600);
+        let mut pending = Vec::new();
+        for i in 1..=N {
+            let req = format!("md k{i} O{i}\r\n");
+            let p = send(7, 1, 0, &addr, t, req.as_bytes(), Expect::Meta(i))
+                .await
+                .unwrap();
+            pending.push(p);
+        }
+        for p in pending {
+            assert_eq!(p.await.unwrap()[0].status, Status::Done);
+        }
+    });
+}
