@@ -10,6 +10,8 @@ use clap::Args;
 use kura_ring::{Hash, Kind, Ring, Server};
 use serde::Deserialize;
 
+pub use crate::limits::Limits;
+
 /// Run `kura proxy`, a memcached router for text, meta and binary clients.
 #[derive(Args, Debug, Default, Clone)]
 pub struct ProxyArgs {
@@ -214,6 +216,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub health: Health,
     #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
     pub pools: BTreeMap<String, PoolFile>,
     #[serde(default)]
     pub routes: Vec<RouteFile>,
@@ -240,6 +244,7 @@ pub struct Config {
     pub threads: usize,
     pub journal_dir: Option<PathBuf>,
     pub health: Health,
+    pub limits: Limits,
     pub pools: Vec<PoolSpec>,
     /// Longest prefix first.
     pub routes: Vec<RouteSpec>,
@@ -431,6 +436,7 @@ impl Config {
             threads: args.threads.or(file.threads).unwrap_or(2).max(1),
             journal_dir: args.journal_dir.clone().or(file.journal_dir),
             health: file.health,
+            limits: file.limits,
             pools,
             routes,
             default_pool,

@@ -5,11 +5,13 @@
 //! its reply; it writes the replies in that order, every reply already
 //! complete in one write.
 //!
-//! Memory is bounded per connection: at most `INFLIGHT` requests are
-//! routed and unanswered (reading stops past that), and the read buffer
-//! holds at most one request (the parsers cap its size). A client that
-//! never reads stalls its own task in its write, and nothing else: the
-//! backend connections keep delivering its replies into their slots.
+//! Memory is bounded per connection: requests are routed only while
+//! `limits.rs`'s budget has room (in requests, and in the bytes their
+//! replies are expected to run to, per client and per worker; reading
+//! stops past that), and the read buffer holds at most one request (the
+//! parsers cap its size). A client that never reads stalls its own task in
+//! its write, and nothing else: the backend connections keep delivering
+//! its replies into their slots, and its budget bounds how many there are.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -22,10 +24,9 @@ use tokio::net::TcpStream;
 
 use crate::ctx::Ctx;
 use crate::idle;
+use crate::limits::Budget;
 use crate::reply::{Out, ReplyFut, Step};
 
-/// Requests routed but not yet written back, per connection.
-const INFLIGHT: usize = 1024;
 /// Replies gathered into one write at most.
 const WRITE_MAX: usize = 256 * 1024;
 
@@ -38,26 +39,35 @@ enum Proto {
 /// The replies routed and not yet written, oldest first, and the bytes of
 /// those already complete.
 struct Replies {
-    queue: VecDeque<ReplyFut>,
+    /// Each with what it reserved of the budget.
+    queue: VecDeque<(ReplyFut, usize)>,
     out: Vec<u8>,
     close: bool,
+    budget: Budget,
 }
 
 impl Replies {
-    fn new() -> Replies {
+    fn new(budget: Budget) -> Replies {
         idle::add(1);
         Replies {
             queue: VecDeque::new(),
             out: Vec::with_capacity(16 * 1024),
             close: false,
+            budget,
         }
+    }
+
+    /// Whether another request may be routed.
+    fn room(&self) -> bool {
+        self.budget.room(self.queue.len())
     }
 
     fn push(&mut self, r: ReplyFut) {
         if self.queue.is_empty() {
             idle::add(-1);
         }
-        self.queue.push_back(r);
+        let reserved = self.budget.routed();
+        self.queue.push_back((r, reserved));
     }
 
     /// Moves the complete replies at the front into `out` (`Ready` when at
@@ -65,15 +75,25 @@ impl Replies {
     fn gather(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut any = self.queue.is_empty();
         while !self.close && self.out.len() < WRITE_MAX {
-            let Some(front) = self.queue.front_mut() else {
+            let Some((front, reserved)) = self.queue.front_mut() else {
                 break;
             };
-            match front.as_mut().poll(cx) {
-                Poll::Ready(Out::Bytes(b)) => self.out.extend_from_slice(&b),
-                Poll::Ready(Out::Static(b)) => self.out.extend_from_slice(b),
-                Poll::Ready(Out::Close) => self.close = true,
+            let len = match front.as_mut().poll(cx) {
+                Poll::Ready(Out::Bytes(b)) => {
+                    self.out.extend_from_slice(&b);
+                    b.len()
+                }
+                Poll::Ready(Out::Static(b)) => {
+                    self.out.extend_from_slice(b);
+                    b.len()
+                }
+                Poll::Ready(Out::Close) => {
+                    self.close = true;
+                    0
+                }
                 Poll::Pending => break,
-            }
+            };
+            self.budget.answered(*reserved, len);
             self.queue.pop_front();
             if self.queue.is_empty() {
                 idle::add(1);
@@ -126,7 +146,7 @@ pub async fn serve(mut stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
     let _ = stream.set_nodelay(true);
     ctx.stats.curr_connections.fetch_add(1, Ordering::Relaxed);
     ctx.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-    let mut replies = Replies::new();
+    let mut replies = Replies::new(Budget::new(&ctx.limits, ctx.threads));
     if run(&mut stream, &mut replies, &ctx, lane).await {
         let _ = replies.drain(&mut stream).await;
     }
@@ -141,8 +161,8 @@ async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane
     let mut proto = None;
     let mut swallow = 0usize;
     loop {
-        // Route every request buffered, while there is room in flight.
-        while replies.queue.len() < INFLIGHT {
+        // Route every request buffered, while the budget has room.
+        while replies.room() {
             if swallow > 0 {
                 let n = swallow.min(buf.len());
                 buf.advance(n);
@@ -203,7 +223,7 @@ async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
         }
-        let room = replies.queue.len() < INFLIGHT;
+        let room = replies.room();
         let waiting = !replies.queue.is_empty();
         tokio::select! {
             biased;

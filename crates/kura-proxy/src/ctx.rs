@@ -19,6 +19,8 @@ pub struct Ctx {
     pub stats: Arc<Stats>,
     pub started: Instant,
     pub threads: usize,
+    /// What clients may hold (read at start: a reload keeps these).
+    pub limits: crate::config::Limits,
 }
 
 impl Ctx {
@@ -26,6 +28,7 @@ impl Ctx {
         Ctx {
             router: RwLock::new(Arc::new(router)),
             threads: config.threads,
+            limits: config.limits,
             config: Mutex::new(config),
             stopping: AtomicBool::new(false),
             stats: Arc::new(Stats::default()),

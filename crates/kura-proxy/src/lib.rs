@@ -10,7 +10,7 @@
 //!   connections and its backend connections (`backend/`: appended to
 //!   directly, one write per loop round), so a request stays on one thread.
 //! - `conn.rs`: a client connection (routes in arrival order, answers in
-//!   that order); `reply.rs` the reply futures and steps the protocol
+//!   that order, within `limits.rs`'s bounds); `reply.rs` the reply futures and steps the protocol
 //!   modules give it; `idle.rs` the count of clients with nothing pending,
 //!   which the backend connections' writer asks.
 //! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
@@ -41,6 +41,7 @@ mod ctx;
 mod get;
 mod idle;
 mod journal;
+mod limits;
 mod membership;
 mod meta;
 mod metrics;
