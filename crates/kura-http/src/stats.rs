@@ -217,7 +217,7 @@ pub fn snapshot(
 }
 
 /// The ban list's figures (Varnish's `bans_*` counters).
-fn ban_figures(cache: &Cache) -> [Figure; 12] {
+fn ban_figures(cache: &Cache) -> [Figure; 14] {
     use Kind::{Counter, Gauge};
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let bans = cache.bans();
@@ -279,6 +279,18 @@ fn ban_figures(cache: &Cache) -> [Figure; 12] {
             "soft_purges_total",
             Counter,
             load(&c.soft_purges),
+        ),
+        (
+            "ban_requests",
+            "ban_requests_total",
+            Counter,
+            load(&c.ban_requests),
+        ),
+        (
+            "purges_refused",
+            "purges_refused_total",
+            Counter,
+            load(&c.purges_refused),
         ),
     ]
 }

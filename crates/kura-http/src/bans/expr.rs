@@ -11,7 +11,7 @@
 //! lurker evaluates bans with no request at hand.
 
 use http::{HeaderMap, HeaderName};
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 
 /// What a ban is evaluated against: one stored object.
 pub struct Subject<'a> {
@@ -35,6 +35,8 @@ enum Field {
     Header(HeaderName),
     /// One of the object's tags (tag invalidation; not in the expression syntax).
     Tag,
+    /// Any of these tags, sorted (a key purge; not in the expression syntax).
+    AnyTag(Vec<String>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,15 +163,9 @@ impl Cond {
                 joined = lines.join(", ");
                 (!lines.is_empty()).then_some(joined.as_str())
             }
-            Field::Tag => {
-                return s.tag_fields.iter().any(|name| {
-                    s.headers
-                        .get_all(name)
-                        .iter()
-                        .filter_map(|v| v.to_str().ok())
-                        .flat_map(|v| v.split(|c: char| c.is_ascii_whitespace() || c == ','))
-                        .any(|tag| tag == self.value)
-                });
+            Field::Tag => return tags(s).any(|tag| tag == self.value),
+            Field::AnyTag(set) => {
+                return tags(s).any(|tag| set.binary_search_by(|t| t.as_str().cmp(tag)).is_ok())
             }
         };
         match (self.op, value) {
@@ -183,6 +179,32 @@ impl Cond {
         }
     }
 }
+
+/// The object's tags: the words of its tag fields, separated by spaces or commas.
+fn tags<'s>(s: &'s Subject<'_>) -> impl Iterator<Item = &'s str> {
+    s.tag_fields.iter().flat_map(|name| {
+        s.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(|c: char| c.is_ascii_whitespace() || c == ','))
+            .filter(|tag| !tag.is_empty())
+    })
+}
+
+/// Compiles a ban's regular expression, bounded: a pattern whose compiled form passes
+/// [`REGEX_SIZE`] is refused (the `regex` crate matches in linear time, so the size is what an
+/// expression can cost).
+pub(crate) fn compile(name: &str, pattern: &str) -> Result<Regex, ExprError> {
+    RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE)
+        .build()
+        .map_err(|e| ExprError::Syntax(format!("{name}: bad regular expression {pattern:?}: {e}")))
+}
+
+/// The largest compiled regular expression a ban may hold (bytes of the `regex` crate's
+/// program).
+pub const REGEX_SIZE: usize = 2 << 20;
 
 struct Lexer<'a> {
     rest: &'a str,
@@ -230,9 +252,7 @@ impl Lexer<'_> {
         self.skip_space();
         let value = self.value(name)?;
         let regex = match op {
-            Op::Match | Op::NoMatch => Some(Regex::new(&value).map_err(|e| {
-                ExprError::Syntax(format!("{name}: bad regular expression {value:?}: {e}"))
-            })?),
+            Op::Match | Op::NoMatch => Some(compile(name, &value)?),
             Op::Eq | Op::Ne => None,
         };
         if matches!(field, Field::Status) && (regex.is_some() || value.parse::<u16>().is_err()) {
@@ -305,6 +325,9 @@ fn field(name: &str) -> Result<Field, ExprError> {
         }
     }
 }
+
+mod build;
+pub use build::Target;
 
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use http::{HeaderMap, HeaderName};
 use parking_lot::RwLock;
 
 pub use census::{Census, Hold, UNCHECKED};
-pub use expr::{Expr, ExprError, Subject};
+pub use expr::{Expr, ExprError, Subject, Target};
 
 /// One ban in the list.
 #[derive(Debug)]
@@ -91,6 +91,12 @@ pub struct Counters {
     pub purges: AtomicU64,
     /// Soft PURGE requests that marked something stale.
     pub soft_purges: AtomicU64,
+    /// BAN, PURGEKEYS and PURGE requests that added bans (the conventions of
+    /// `server/invalidation.rs`).
+    pub ban_requests: AtomicU64,
+    /// PURGE, BAN and PURGEKEYS requests refused: not allowed (403), not enabled (405) or
+    /// malformed (400).
+    pub purges_refused: AtomicU64,
 }
 
 impl Default for Bans {

@@ -33,7 +33,7 @@ pub mod status;
 pub mod storable;
 pub mod targeted;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod validation;
 pub mod vary;
 

@@ -10,6 +10,7 @@ mod fill;
 mod framing;
 mod h2c;
 pub mod interim;
+mod invalidation;
 pub mod live;
 mod pass;
 pub mod proxy;

@@ -1,7 +1,8 @@
-//! PURGE on the client listeners: removes a URL's stored responses (every variant), or with
-//! the soft header marks them stale, so grace serves them while one request refreshes them.
-//! Allowed from the `[purge] allow` addresses or with the `[purge] token`; 405 when neither
-//! is configured.
+//! PURGE, BAN and PURGEKEYS on the client listeners. A plain PURGE removes a URL's stored
+//! responses (every variant), or with the soft header marks them stale, so grace serves them
+//! while one request refreshes them; the requests applications send to Varnish with ban and
+//! key fields become bans (`invalidation.rs`). Allowed from the `[purge] allow` addresses or
+//! with the `[purge] token`; 405 when neither is configured.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,23 +12,30 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderValue, Response, StatusCode};
 
+use super::invalidation::{self, Action};
 use super::proxy::{primary_key, Peer, Proxy};
 use crate::bans::{split_key, Expr};
 use crate::body::Body;
 use crate::stats::CacheOutcome;
 
-/// Whether a request is a PURGE.
+/// Whether a request is a PURGE, BAN or PURGEKEYS.
 pub fn is_purge(parts: &Parts) -> bool {
-    parts.method.as_str() == "PURGE"
+    invalidation::is_invalidation(parts.method.as_str())
 }
 
-/// Answers a PURGE.
+/// Answers a PURGE, BAN or PURGEKEYS.
 pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>, CacheOutcome) {
     let settings = &proxy.config.purge;
+    let counters = &proxy.cache.bans().counters;
+    let method = parts.method.as_str();
+    let refused = |status, text: &str| {
+        counters.purges_refused.fetch_add(1, Ordering::Relaxed);
+        reply(status, text)
+    };
     if !settings.enabled() {
-        return reply(
+        return refused(
             StatusCode::METHOD_NOT_ALLOWED,
-            "PURGE is not enabled: set [purge] allow or token",
+            &format!("{method} is not enabled: set [purge] allow or token"),
         );
     }
     let from_allowed = peer
@@ -40,20 +48,45 @@ pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>,
             .is_some_and(|sent| same(sent.as_bytes(), token.as_bytes()))
     });
     if !from_allowed && !with_token {
-        return reply(
+        return refused(
             StatusCode::FORBIDDEN,
-            "PURGE is not allowed from this address without the purge token",
+            &format!("{method} is not allowed from this address without the purge token"),
         );
     }
+    let soft = parts
+        .headers
+        .get(&settings.soft_header)
+        .is_some_and(|v| v.as_bytes() != b"0");
+    match invalidation::read(method, &parts.headers, soft) {
+        Err(refusal) => refused(StatusCode::BAD_REQUEST, &refusal.to_string()),
+        Ok(Action::Url) => purge_url(proxy, parts, peer, soft),
+        Ok(Action::Bans(bans)) => {
+            let bans_list = proxy.cache.bans();
+            let mut text = String::from("banned:");
+            for (expr, soft) in bans {
+                let kind = if soft { "soft ban" } else { "ban" };
+                let said = expr.text().to_owned();
+                let seq = bans_list.add(expr, soft);
+                text.push_str(&format!("\n{kind} {seq}: {said}"));
+            }
+            counters.ban_requests.fetch_add(1, Ordering::Relaxed);
+            reply(StatusCode::OK, &text)
+        }
+    }
+}
+
+/// Purges the request's URL, hard or soft.
+fn purge_url(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    peer: &Peer,
+    soft: bool,
+) -> (Response<Body>, CacheOutcome) {
     // The key the URL is stored under, normalised by its route's rules.
     let rules = &proxy.route(proxy.route_of(parts)).normalize;
     let Some(key) = primary_key(parts, peer.scheme, rules) else {
         return reply(StatusCode::BAD_REQUEST, "PURGE needs a URL with a host");
     };
-    let soft = parts
-        .headers
-        .get(&settings.soft_header)
-        .is_some_and(|v| v.as_bytes() != b"0");
     let counters = &proxy.cache.bans().counters;
     if !soft {
         if proxy.cache.invalidate(&key) {
