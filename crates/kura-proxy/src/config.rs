@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use kura_ring::{Hash, Kind, Ring, Server};
+use kura_ring::{Hash, KeyPart, Kind, Ring, Server};
 use serde::Deserialize;
 
 pub use crate::limits::Limits;
@@ -40,6 +40,16 @@ pub struct ProxyArgs {
     /// Worker threads (default 2).
     #[arg(long, short = 't', value_name = "N")]
     pub threads: Option<usize>,
+    /// Check the configuration (the file and the flags) and exit: 0 when
+    /// it can be used, else 1 and why (twemproxy's -t, mcrouter's
+    /// --validate-config).
+    #[arg(long)]
+    pub check_config: bool,
+    /// Write the kura proxy configuration equivalent to twemproxy's
+    /// FILE.yml on standard output, name on standard error what it could
+    /// not carry, and exit.
+    #[arg(long, value_name = "FILE.yml")]
+    pub from_nutcracker: Option<PathBuf>,
 }
 
 /// What reads of an unavailable backend's keys answer.
@@ -169,6 +179,14 @@ pub struct PoolFile {
     /// How its backends are let back after being away.
     #[serde(default)]
     pub rejoin: Rejoin,
+    /// twemproxy's `hash_tag`: two characters; a key hashes as what lies
+    /// between them (`"{}"`: `user:{42}:name` as `42`).
+    #[serde(default)]
+    pub hash_tag: Option<String>,
+    /// mcrouter's hash stop: a key hashes as what comes before it
+    /// (`"|#|"`: `foo:key|#|etc` as `foo:key`).
+    #[serde(default)]
+    pub hash_stop: Option<String>,
 }
 
 /// A route in the file (`[[routes]]`): keys starting with `prefix` go to
@@ -274,13 +292,19 @@ pub fn ring(
         .parse()
         .map_err(|e| err(format!("{e}")))?;
     if let Some(h) = hash {
-        let Kind::Twemproxy(_) = k else {
-            return Err(err(format!(
-                "hash {h:?} is twemproxy's setting; {} has its own",
-                k.name()
-            )));
+        let h = h.parse::<Hash>().map_err(|e| err(format!("{e}")))?;
+        k = match k {
+            Kind::Twemproxy(_) => Kind::Twemproxy(h),
+            Kind::Modula(_) => Kind::Modula(h),
+            // twemproxy takes a hash for random too, and uses none.
+            Kind::Random => Kind::Random,
+            _ => {
+                return Err(err(format!(
+                    "hash {h:?} is twemproxy's setting; {} has its own",
+                    k.name()
+                )))
+            }
         };
-        k = Kind::Twemproxy(h.parse::<Hash>().map_err(|e| err(format!("{e}")))?);
     }
     let servers = servers
         .iter()
@@ -291,6 +315,20 @@ pub fn ring(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ring::new(k, servers).map_err(|e| err(format!("{e}")))
+}
+
+/// The part of a key a pool's ring hashes.
+fn key_part(p: &PoolFile) -> Result<KeyPart, ConfigError> {
+    match (&p.hash_tag, &p.hash_stop) {
+        (Some(_), Some(_)) => Err(err("hash_tag or hash_stop, not both")),
+        (Some(t), None) => match t.as_bytes() {
+            &[open, close] => Ok(KeyPart::Tag(open, close)),
+            _ => Err(err(format!("hash_tag {t:?}: two characters"))),
+        },
+        (None, Some(s)) if s.is_empty() => Err(err("hash_stop is empty")),
+        (None, Some(s)) => Ok(KeyPart::Stop(s.as_bytes().to_vec())),
+        (None, None) => Ok(KeyPart::Whole),
+    }
 }
 
 impl Config {
@@ -338,6 +376,7 @@ impl Config {
         for (name, p) in &file.pools {
             let spec = if p.replicas.is_empty() {
                 let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
+                    .and_then(|r| Ok(r.with_key_part(key_part(p)?)))
                     .map_err(|e| err(format!("pool {name}: {e}")))?;
                 let gutter = match &p.gutter {
                     Some(g) if g == name => {
@@ -355,7 +394,12 @@ impl Config {
                     rejoin: p.rejoin,
                 }
             } else {
-                if !p.servers.is_empty() || p.ring.is_some() || p.hash.is_some() {
+                if !p.servers.is_empty()
+                    || p.ring.is_some()
+                    || p.hash.is_some()
+                    || p.hash_tag.is_some()
+                    || p.hash_stop.is_some()
+                {
                     return Err(err(format!("pool {name}: replicas or servers, not both")));
                 }
                 let mut replicas = Vec::new();
@@ -461,68 +505,4 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quick_start_makes_one_ketama_pool() {
-        let args = ProxyArgs {
-            pool: Some("127.0.0.1:11211,127.0.0.1:11212".into()),
-            ..Default::default()
-        };
-        let c = Config::load(&args).unwrap();
-        assert_eq!(c.pools.len(), 1);
-        assert_eq!(c.pools[0].ring.as_ref().unwrap().kind(), Kind::Libmemcached);
-        assert_eq!(c.listen, "127.0.0.1:11311");
-    }
-
-    #[test]
-    fn file_pools_routes_and_errors() {
-        let file: FileConfig = toml::from_str(
-            r#"
-            default_pool = "main"
-            [pools.main]
-            servers = ["127.0.0.1:1:2 a", "127.0.0.1:2:1 b"]
-            ring = "twemproxy"
-            hash = "murmur"
-            [pools.users]
-            servers = ["127.0.0.1:3"]
-            [[routes]]
-            prefix = "u:"
-            pool = "users"
-            [health]
-            down_reply = "miss"
-            journal_overflow = "keep-out"
-            "#,
-        )
-        .unwrap();
-        let c = Config::build(&ProxyArgs::default(), file).unwrap();
-        assert_eq!(c.pools[c.default_pool].name, "main");
-        assert_eq!((c.routes[0].read, c.routes[0].write), (1, 1));
-        assert_eq!(c.health.down_reply, DownReply::Miss);
-        assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nbogus=1").is_err());
-        let bad = |t: &str| Config::build(&ProxyArgs::default(), toml::from_str(t).unwrap());
-        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nring=\"nope\"").is_err());
-        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nhash=\"md5\"").is_err());
-        assert!(bad("[pools.a]\nservers=[\"h:1\"]\n[[routes]]\nprefix=\"x\"\npool=\"b\"").is_err());
-        assert!(bad("").is_err());
-        let repl = "[pools.a]\nservers=[\"h:1\"]\n[pools.b]\nservers=[\"h:2\"]\n[pools.r]\nreplicas=[\"a\",\"b\"]\nwrite=\"majority\"\n";
-        let c = bad(&format!("default_pool=\"r\"\n{repl}")).unwrap();
-        assert_eq!(c.pools[2].replicas, vec![0, 1]);
-        assert_eq!(c.pools[2].write, WriteMode::Majority);
-        assert!(bad(&format!("{repl}[pools.rr]\nreplicas=[\"r\"]\n")).is_err());
-        assert!(bad("[pools.a]\nservers=[\"h:1\"]\nreplicas=[\"a\"]").is_err());
-        // rejoin: on pools of servers; a replicated pool's is its replicas'.
-        let caught = repl.replace(
-            "servers=[\"h:2\"]\n",
-            "servers=[\"h:2\"]\nrejoin=\"caught-up\"\n",
-        );
-        let c = bad(&format!("default_pool=\"r\"\n{caught}")).unwrap();
-        assert_eq!(
-            (c.pools[0].rejoin, c.pools[1].rejoin),
-            (Rejoin::Journal, Rejoin::CaughtUp)
-        );
-        assert!(bad(&format!("{repl}rejoin=\"caught-up\"\n")).is_err());
-        assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nrejoin=\"later\"").is_err());
-    }
-}
+mod tests;

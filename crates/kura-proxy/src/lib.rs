@@ -23,7 +23,8 @@
 //!   `catch_up.rs` keeps a kura replica that is behind its primary from
 //!   serving (`rejoin = "caught-up"`).
 //! - `stats.rs` (`stats`, from the counters of `counters.rs` and the
-//!   backends'), `metrics.rs` (Prometheus), `config.rs`.
+//!   backends'), `metrics.rs` (Prometheus), `config.rs`; `nutcracker.rs`
+//!   translates twemproxy's configuration (`--from-nutcracker`).
 //! - kura-timer: the workers' timers, on a timer thread (a worker's event
 //!   loop has no time driver).
 //!
@@ -45,6 +46,7 @@ mod limits;
 mod membership;
 mod meta;
 mod metrics;
+pub mod nutcracker;
 mod rejoin;
 mod reply;
 mod router;

@@ -45,9 +45,11 @@ pub fn reloaded(old: &[Pool], seen: &Seen, new: &[Pool]) {
         let before = old
             .iter()
             .find(|p| p.name == pool.name && p.ring().is_some());
-        let unchanged = before
-            .and_then(Pool::ring)
-            .is_some_and(|r| r.kind() == ring.kind() && r.servers() == ring.servers());
+        let unchanged = before.and_then(Pool::ring).is_some_and(|r| {
+            r.kind() == ring.kind()
+                && r.servers() == ring.servers()
+                && r.key_part() == ring.key_part()
+        });
         if unchanged {
             continue;
         }

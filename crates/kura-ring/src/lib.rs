@@ -14,6 +14,11 @@
 //! | `twemproxy` | twemproxy / nutcracker `distribution: ketama`, any `hash:`, node names | as libmemcached, or the node name's `name-i` | the configured hash (fnv1a_64 by default) |
 //! | `ch3` | mcrouter's `ch3` | none: furc hash | MurmurHash64A bit stream |
 //! | `jump` | jump consistent hash with 64-bit FNV-1a keys | none | FNV-1a 64 |
+//! | `modula` | twemproxy's `distribution: modula` | none: hash modulo the total weight | the configured hash |
+//! | `random` | twemproxy's `distribution: random` | none: any server | none |
+//!
+//! A ring may hash only a part of each key ([`KeyPart`]): twemproxy's
+//! `hash_tag` or mcrouter's hash stop.
 //!
 //! The reference vectors of each hash and algorithm (from the software's
 //! own tests) are unit tests beside it; `tests/differential.rs` checks the
@@ -26,6 +31,7 @@ mod dalli;
 pub mod hash;
 mod jump;
 mod ketama;
+mod modula;
 mod moves;
 mod ring;
 mod server;
@@ -33,5 +39,6 @@ mod server;
 pub use ch3::{furc_hash, MAX_SERVERS as CH3_MAX_SERVERS};
 pub use hash::{Hash, UnknownHash};
 pub use jump::jump_hash;
+pub use modula::KeyPart;
 pub use ring::{Kind, Ring, RingError};
 pub use server::{ParseServerError, Server, DEFAULT_PORT};

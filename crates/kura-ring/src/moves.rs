@@ -3,7 +3,8 @@
 //! owners change only at points, so one hash per stretch between the
 //! points of either ring tells every move) and for jump (buckets added
 //! take keys only from the others, buckets removed give theirs only to
-//! the rest); unknown for ch3 and between rings of different kinds.
+//! the rest); unknown for ch3, modula and random, and between rings of
+//! different kinds or key parts.
 
 use std::collections::BTreeSet;
 
@@ -13,9 +14,10 @@ impl Ring {
     /// The pairs (index in `self`, index in `new`) of servers such that
     /// some key placed on the first by `self` is placed on the second by
     /// `new`, pairs of one index included; `None` when that cannot be told
-    /// (ch3, or another kind or hash): then any key may move anywhere.
+    /// (ch3, modula, random, or another kind, hash or key part): then any
+    /// key may move anywhere.
     pub fn moves(&self, new: &Ring) -> Option<BTreeSet<(usize, usize)>> {
-        if self.kind() != new.kind() {
+        if self.kind() != new.kind() || self.key_part() != new.key_part() {
             return None;
         }
         match (&self.placement, &new.placement) {

@@ -6,8 +6,9 @@ use std::str::FromStr;
 
 use crate::continuum::Continuum;
 use crate::hash::{fnv1a_64_full, Hash};
+use crate::modula::{KeyPart, Modula};
 use crate::server::Server;
-use crate::{ch3, dalli, jump, ketama};
+use crate::{ch3, dalli, jump, ketama, modula};
 
 /// Whose placement a ring reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,12 +25,26 @@ pub enum Kind {
     Ch3,
     /// Jump consistent hash over the key's 64-bit FNV-1a; no weights.
     Jump,
+    /// twemproxy's `distribution: modula`: the key's hash modulo the
+    /// total weight, each server taking as many slots as its weight.
+    Modula(Hash),
+    /// twemproxy's `distribution: random`: any server, weights ignored
+    /// (for pools whose servers all hold the same keys).
+    Random,
 }
 
 impl Kind {
     /// The names [`Kind::from_str`] accepts (`twemproxy` with its default
     /// hash).
-    pub const NAMES: [&'static str; 5] = ["libmemcached", "dalli", "twemproxy", "ch3", "jump"];
+    pub const NAMES: [&'static str; 7] = [
+        "libmemcached",
+        "dalli",
+        "twemproxy",
+        "ch3",
+        "jump",
+        "modula",
+        "random",
+    ];
 
     /// The kind's name (without a twemproxy hash).
     pub fn name(self) -> &'static str {
@@ -39,6 +54,8 @@ impl Kind {
             Kind::Twemproxy(_) => "twemproxy",
             Kind::Ch3 => "ch3",
             Kind::Jump => "jump",
+            Kind::Modula(_) => "modula",
+            Kind::Random => "random",
         }
     }
 }
@@ -47,6 +64,7 @@ impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Kind::Twemproxy(h) => write!(f, "twemproxy ({h})"),
+            Kind::Modula(h) => write!(f, "modula ({h})"),
             k => f.write_str(k.name()),
         }
     }
@@ -62,6 +80,8 @@ impl FromStr for Kind {
             "twemproxy" => Ok(Kind::Twemproxy(Hash::Fnv1a64)),
             "ch3" => Ok(Kind::Ch3),
             "jump" => Ok(Kind::Jump),
+            "modula" => Ok(Kind::Modula(Hash::Fnv1a64)),
+            "random" => Ok(Kind::Random),
             _ => Err(RingError::UnknownKind(s.to_string())),
         }
     }
@@ -95,6 +115,10 @@ pub(crate) enum Placement {
     Ch3(u32),
     /// jump over `n` buckets.
     Jump(u32),
+    /// twemproxy's modula slots.
+    Modula(Modula, Hash),
+    /// Any of `n` servers.
+    Random(u32),
 }
 
 /// The placement of keys on a list of servers, as a given client does it.
@@ -103,6 +127,7 @@ pub struct Ring {
     kind: Kind,
     servers: Vec<Server>,
     pub(crate) placement: Placement,
+    part: KeyPart,
 }
 
 impl Ring {
@@ -127,20 +152,38 @@ impl Ring {
             Kind::Dalli => Placement::Continuum(dalli::continuum(&servers), Hash::Crc32a),
             Kind::Ch3 => Placement::Ch3(n),
             Kind::Jump => Placement::Jump(n),
+            Kind::Modula(hash) => Placement::Modula(Modula::new(&servers), hash),
+            Kind::Random => Placement::Random(n),
         };
         Ok(Ring {
             kind,
             servers,
             placement,
+            part: KeyPart::Whole,
         })
+    }
+
+    /// The same ring hashing only a part of each key (twemproxy's
+    /// `hash_tag`, mcrouter's hash stop).
+    pub fn with_key_part(mut self, part: KeyPart) -> Ring {
+        self.part = part;
+        self
+    }
+
+    /// The part of each key it hashes.
+    pub fn key_part(&self) -> &KeyPart {
+        &self.part
     }
 
     /// The index in [`Ring::servers`] of the server that holds `key`.
     pub fn index_for(&self, key: &[u8]) -> usize {
+        let key = self.part.of(key);
         match &self.placement {
             Placement::Continuum(c, hash) => c.server_for(hash.hash(key)),
             Placement::Ch3(n) => ch3::furc_hash(key, *n) as usize,
             Placement::Jump(n) => jump::jump_hash(fnv1a_64_full(key), *n) as usize,
+            Placement::Modula(m, hash) => m.index_for(hash.hash(key)),
+            Placement::Random(n) => modula::random_below(*n),
         }
     }
 
@@ -182,10 +225,10 @@ fn check(kind: Kind, servers: &[Server]) -> Result<(), RingError> {
         }
         let name_len = s.name.as_ref().map(String::len);
         match (kind, name_len) {
-            (Kind::Twemproxy(_), Some(len)) if len > 80 => {
+            (Kind::Twemproxy(_) | Kind::Modula(_) | Kind::Random, Some(len)) if len > 80 => {
                 return Err(RingError::NameTooLong(s.to_string()));
             }
-            (Kind::Twemproxy(_), _) | (_, None) => {}
+            (Kind::Twemproxy(_) | Kind::Modula(_) | Kind::Random, _) | (_, None) => {}
             (_, Some(_)) => {
                 return Err(RingError::NameNotUsed {
                     kind: kind.name(),
@@ -228,6 +271,7 @@ mod tests {
             Kind::Twemproxy(Hash::Fnv1a64),
             Kind::Ch3,
             Kind::Jump,
+            Kind::Modula(Hash::Md5),
         ];
         for kind in kinds {
             for n in 1..6 {

@@ -12,7 +12,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use kura_ring::{Hash, Kind, Ring, Server};
+use kura_ring::{Hash, KeyPart, Kind, Ring, Server};
 use support::{assert_placed, keys, scratch, script, write_keys, Cluster, Nutcracker};
 
 const KEYS: usize = 10_000;
@@ -85,6 +85,65 @@ fn nutcracker_places(
     let what = format!("nutcracker {hash} {lines:?}");
     let ring = Ring::new(Kind::Twemproxy(hash), servers).expect("ring");
     assert_placed(&ring, keys, &cluster.holders(keys), &what);
+}
+
+/// twemproxy's `distribution: modula` and `hash_tag` through nutcracker,
+/// each pool's `settings` lines beside the ring kura builds for them.
+#[test]
+fn nutcracker_modula_and_hash_tags_match_kura_rings() {
+    let (Some(memcached), Some(nutcracker)) = (support::memcached_bin(), support::nutcracker())
+    else {
+        return;
+    };
+    let dir = scratch("nutcracker-modula");
+    let cluster = Cluster::start(&memcached, 3);
+    let servers = cluster.servers(&[3, 1, 1]);
+    let lines: Vec<String> = servers.iter().map(spec).collect();
+    // Keys sharing tags: {0} .. {96}, and some without one.
+    let keys: Vec<String> = (0..KEYS)
+        .map(|i| match i % 10 {
+            0 => format!("plain:{i}"),
+            _ => format!("user:{i}:{{{}}}:x", i % 97),
+        })
+        .collect();
+    let tag = KeyPart::Tag(b'{', b'}');
+    let cases = [
+        (
+            "hash: fnv1a_64\n  distribution: modula",
+            Kind::Modula(Hash::Fnv1a64),
+            KeyPart::Whole,
+        ),
+        (
+            "hash: md5\n  distribution: modula",
+            Kind::Modula(Hash::Md5),
+            KeyPart::Whole,
+        ),
+        (
+            "hash: murmur\n  distribution: modula\n  hash_tag: \"{}\"",
+            Kind::Modula(Hash::Murmur),
+            tag.clone(),
+        ),
+        (
+            "hash: fnv1a_64\n  distribution: ketama\n  hash_tag: \"{}\"",
+            Kind::Twemproxy(Hash::Fnv1a64),
+            tag,
+        ),
+    ];
+    for (settings, kind, part) in cases {
+        cluster.flush();
+        let proxy = Nutcracker::start_with(&nutcracker, &dir, settings, &lines);
+        proxy.set_all(&keys);
+        drop(proxy);
+        let ring = Ring::new(kind, servers.clone())
+            .expect("ring")
+            .with_key_part(part);
+        assert_placed(
+            &ring,
+            &keys,
+            &cluster.holders(&keys),
+            &format!("nutcracker {settings}"),
+        );
+    }
 }
 
 fn named(mut servers: Vec<Server>) -> Vec<Server> {

@@ -122,8 +122,34 @@ fn run_http(cmd: HttpCommand, log_format: logging::LogFormat) -> anyhow::Result<
 }
 
 fn run_proxy(cmd: ProxyCommand, log_format: logging::LogFormat) -> anyhow::Result<()> {
+    if let Some(path) = &cmd.args.from_nutcracker {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let t = kura_proxy::nutcracker::translate(&text, &path.display().to_string())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        print!("{}", t.toml);
+        for note in &t.notes {
+            eprintln!("kura proxy: not translated: {note}");
+        }
+        return Ok(());
+    }
     logging::init(cmd.verbose.max(1), log_format);
     let config = kura_proxy::Config::load(&cmd.args)?;
+    if cmd.args.check_config {
+        let backends: std::collections::BTreeSet<String> = config
+            .pools
+            .iter()
+            .filter_map(|p| p.ring.as_ref())
+            .flat_map(|r| r.servers().iter().map(|s| s.address()))
+            .collect();
+        println!(
+            "kura proxy: configuration OK: {} pools, {} backends, {} routes",
+            config.pools.len(),
+            backends.len(),
+            config.routes.len()
+        );
+        return Ok(());
+    }
     Ok(kura_proxy::run(config)?)
 }
 

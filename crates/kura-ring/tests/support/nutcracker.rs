@@ -22,12 +22,19 @@ impl Nutcracker {
     /// ketama, `hash`, over `servers` (twemproxy's `host:port:weight
     /// [name]` lines).
     pub fn start(bin: &Path, dir: &Path, hash: &str, servers: &[String]) -> Nutcracker {
+        let settings = format!("hash: {hash}\n  distribution: ketama");
+        Nutcracker::start_with(bin, dir, &settings, servers)
+    }
+
+    /// As [`Nutcracker::start`], with the pool's `settings` lines (hash,
+    /// distribution, hash_tag) given whole.
+    pub fn start_with(bin: &Path, dir: &Path, settings: &str, servers: &[String]) -> Nutcracker {
         for attempt in 0..5 {
             let port = free_port();
             let stats = free_port();
             let conf = dir.join(format!("nutcracker-{attempt}.yml"));
             let mut yml = format!(
-                "pool:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  distribution: ketama\n  \
+                "pool:\n  listen: 127.0.0.1:{port}\n  {settings}\n  \
                  timeout: 5000\n  auto_eject_hosts: false\n  servers:\n"
             );
             for s in servers {
