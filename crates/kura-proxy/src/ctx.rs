@@ -14,6 +14,8 @@ pub struct Ctx {
     router: RwLock<Arc<Router>>,
     /// The configuration in use, read again by [`Ctx::reload`].
     config: Mutex<Config>,
+    /// Its file and that file's MD5 when it was read (admin keys).
+    file: Mutex<(String, String)>,
     /// Set once a stop begins (`/readyz` answers 503 from then on).
     stopping: AtomicBool,
     pub stats: Arc<Stats>,
@@ -29,6 +31,7 @@ impl Ctx {
             router: RwLock::new(Arc::new(router)),
             threads: config.threads,
             limits: config.limits,
+            file: Mutex::new(file_of(&config)),
             config: Mutex::new(config),
             stopping: AtomicBool::new(false),
             stats: Arc::new(Stats::default()),
@@ -51,9 +54,16 @@ impl Ctx {
         let router = Router::build(&new, Some(&self.router())).map_err(|e| e.to_string())?;
         router.start();
         self.set_router(router);
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = file_of(&new);
         *config = new;
         tracing::info!("configuration reloaded");
         Ok(())
+    }
+
+    /// The configuration's file (empty without one) and its MD5 in hex as
+    /// it was when read.
+    pub fn file(&self) -> (String, String) {
+        self.file.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A stop has begun.
@@ -74,5 +84,16 @@ impl Ctx {
 
     pub fn set_router(&self, r: Router) {
         *self.router.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(r);
+    }
+}
+
+/// A configuration's file and the MD5 of what it holds now.
+fn file_of(config: &Config) -> (String, String) {
+    match &config.file {
+        Some(path) => {
+            let bytes = std::fs::read(path).unwrap_or_default();
+            (path.display().to_string(), kura_ring::hash::md5_hex(&bytes))
+        }
+        None => (String::new(), String::new()),
     }
 }

@@ -13,6 +13,7 @@
 //!   that order, within `limits.rs`'s bounds); `reply.rs` the reply futures and steps the protocol
 //!   modules give it; `idle.rs` the count of clients with nothing pending,
 //!   which the backend connections' writer asks.
+//! - `mcrouter.rs`: mcrouter's admin keys (`get __mcrouter__.route(set,k)`).
 //! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
 //!   commands as meta commands to the backends, and the replies back;
 //!   `get.rs` splits multi-gets into one quiet batch per backend.
@@ -23,7 +24,8 @@
 //!   `catch_up.rs` keeps a kura replica that is behind its primary from
 //!   serving (`rejoin = "caught-up"`).
 //! - `stats.rs` (`stats`, from the counters of `counters.rs` and the
-//!   backends'), `metrics.rs` (Prometheus), `config.rs`; `nutcracker.rs`
+//!   backends'), `metrics.rs` (Prometheus, with `latency.rs`'s
+//!   histograms), `config.rs`; `nutcracker.rs`
 //!   translates twemproxy's configuration (`--from-nutcracker`).
 //! - kura-timer: the workers' timers, on a timer thread (a worker's event
 //!   loop has no time driver).
@@ -42,7 +44,9 @@ mod ctx;
 mod get;
 mod idle;
 mod journal;
+mod latency;
 mod limits;
+mod mcrouter;
 mod membership;
 mod meta;
 mod metrics;

@@ -107,6 +107,21 @@ type Row = (
     fn(&crate::router::Node) -> u64,
 );
 
+/// Each backend's time to answer (latency.rs).
+fn latencies(out: &mut String, router: &crate::router::Router) {
+    let name = "kura_proxy_backend_request_duration_seconds";
+    family(
+        out,
+        name,
+        "histogram",
+        "Time from a request's queueing on a connection to the backend to the read that completed its reply.",
+    );
+    for node in &router.nodes {
+        let labels = format!("backend=\"{}\"", label(&node.addr));
+        node.stats.latency.render(out, name, &labels);
+    }
+}
+
 /// The whole page.
 pub fn render(ctx: &Ctx) -> String {
     let s = &ctx.stats;
@@ -240,6 +255,7 @@ pub fn render(ctx: &Ctx) -> String {
             );
         }
     }
+    latencies(&mut out, &router);
     family(
         &mut out,
         "kura_proxy_pool_backends",

@@ -27,6 +27,8 @@ pub struct NodeStats {
     pub errors: AtomicU64,
     pub timeouts: AtomicU64,
     pub replayed: AtomicU64,
+    /// Its time to answer (latency.rs).
+    pub latency: crate::latency::Latency,
 }
 
 /// One backend.
@@ -264,7 +266,11 @@ impl Node {
         p: Pending,
         write_key: Option<&[u8]>,
     ) -> Result<Vec<Reply>, Error> {
-        let r = p.await;
+        let mut p = p;
+        let r = (&mut p).await;
+        if let Some(took) = p.took() {
+            self.stats.latency.record(took);
+        }
         if let Err(e) = &r {
             // Marking the server down starts its probe: on the timer thread.
             let _timers = crate::timer::enter();
@@ -335,7 +341,7 @@ pub struct Pool {
     pub nodes: Vec<Arc<Node>>,
     pub replicas: Vec<usize>,
     pub write: WriteMode,
-    gutter: Option<(usize, u32)>,
+    pub(crate) gutter: Option<(usize, u32)>,
 }
 
 impl Pool {
@@ -467,7 +473,7 @@ impl Router {
     }
 
     /// The key's node in a ring pool.
-    fn ring_node(&self, pool: usize, key: &[u8]) -> Option<&Arc<Node>> {
+    pub(crate) fn ring_node(&self, pool: usize, key: &[u8]) -> Option<&Arc<Node>> {
         let p = &self.pools[pool];
         let ring = p.ring.as_ref()?;
         p.nodes.get(ring.index_for(key))
@@ -493,7 +499,7 @@ impl Router {
     }
 
     /// The route matching `key` and the pool it names for the operation.
-    fn pool_for(&self, key: &[u8], write: bool) -> (Option<&RouteSpec>, usize) {
+    pub(crate) fn pool_for(&self, key: &[u8], write: bool) -> (Option<&RouteSpec>, usize) {
         let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
         let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
         (route, pool)

@@ -82,6 +82,9 @@ async fn get(ctx: &Arc<Ctx>, lane: usize, g: &Get<'_>, len: usize) -> Step {
     let mut each = g.keys();
     ctx.stats.count_get(n, g.touch.is_some());
     if let (Some(key), None) = (each.next(), each.next()) {
+        if key.starts_with(crate::mcrouter::PREFIX) {
+            return Step::reply(len, ready(crate::mcrouter::answer(ctx, key)));
+        }
         let router = ctx.router();
         if router.plain_reads {
             // One key alone goes as one `mg`; several as text gets (get.rs).

@@ -60,6 +60,8 @@ struct Slot {
     /// Kept until the request is answered (or failed) and its replies
     /// taken or dropped ([`Pending::hold`]).
     held: RefCell<Option<Box<dyn std::any::Any>>>,
+    /// From its queueing to the read that completed its reply.
+    took: Cell<Option<Duration>>,
 }
 
 impl Slot {
@@ -81,6 +83,11 @@ impl Pending {
     /// even when this `Pending` is dropped first (its client went away).
     pub fn hold(&self, what: impl std::any::Any) {
         *self.slot.held.borrow_mut() = Some(Box::new(what));
+    }
+
+    /// How long the backend took to answer, once it has.
+    pub fn took(&self) -> Option<Duration> {
+        self.slot.took.get()
     }
 }
 
@@ -105,7 +112,7 @@ struct Waiting {
     expect: Expect,
     got: Vec<Reply>,
     done: u32,
-    deadline: Instant,
+    queued: Instant,
     slot: Rc<Slot>,
 }
 
@@ -223,7 +230,7 @@ impl Conn {
                 expect,
                 got: Vec::new(),
                 done: 0,
-                deadline: Instant::now() + self.request_timeout,
+                queued: Instant::now(),
                 slot: slot.clone(),
             });
             if !was_empty {
@@ -288,6 +295,9 @@ impl Conn {
             (w, was_full)
         };
         if let (Some(w), was_full) = done {
+            // The read that brought the reply set `progress`.
+            let took = self.progress.get().saturating_duration_since(w.queued);
+            w.slot.took.set(Some(took));
             w.slot.fill(Ok(w.got));
             if was_full {
                 for w in self.room.borrow_mut().drain(..) {
@@ -339,7 +349,7 @@ impl Conn {
             .borrow()
             .queue
             .front()
-            .map(|w| w.deadline.max(heard))
+            .map(|w| (w.queued + self.request_timeout).max(heard))
     }
 }
 

@@ -22,6 +22,16 @@ use std::str::FromStr;
 
 pub use fnv::fnv1a_64_full;
 
+/// The MD5 digest of `data` in lowercase hex (a configuration's digest,
+/// as mcrouter's `__mcrouter__.config_md5_digest` gives it).
+pub fn md5_hex(data: &[u8]) -> String {
+    md5::words(data)
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A key hash of twemproxy's `hash:` setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hash {
