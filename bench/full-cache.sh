@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
-# A full cache, kura against Debian's memcached 1.6: each server in turn
-# (-t 2 -m MEM) gets KEYS distinct 100-byte items, set once each (more than
-# fit, so both evict), with `kura bench --prefill`. Prints the items each
-# holds (curr_items), its evictions, and its resident memory growth, per
-# item held and against -m.
+# Where a cache's memory goes, kura against Debian's memcached 1.6, each
+# server in turn (-t 2), one run, both measurements side by side:
 #
-#   bench/full-cache.sh      # MEM=100 KEYS=2000000 EVICTION=s3fifo
+#   fill: FILL distinct 100-byte items into a cache large enough for all of
+#         them (-m 1024): resident memory growth per item (VmRSS after minus
+#         before, over FILL), as bench/compare.sh's memory test.
+#   full: KEYS distinct 100-byte items, set once each, into -m MEM (more than
+#         fit, so both evict): the items each holds (curr_items), its
+#         evictions, and its resident memory growth, per item held and
+#         against -m.
+#
+# Both with `kura bench --prefill` (keys "key:" and a zero-padded number,
+# 10 bytes for 1,000,000 keys, 11 for 2,000,000; client flags set). Each line
+# also gives the server's own `bytes` and `hash_bytes` (docs/memory.md reads
+# them).
+#
+#   bench/full-cache.sh      # MEM=100 KEYS=2000000 FILL=1000000 EVICTION=s3fifo
+#   FILL=0 bench/full-cache.sh      # the full cache only; KEYS=0: the fill only
+#   KURA_BIN=path bench/full-cache.sh   # another kura binary (bench/lib.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MEM=${MEM:-100}
 KEYS=${KEYS:-2000000}
+FILL=${FILL:-1000000}
 EVICTION=${EVICTION:-s3fifo}
-cargo build --release -q -p kura
-KURA=target/release/kura
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+kura_bin
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
-# curr_items and evictions of the server on port $1.
+# curr_items evictions bytes hash_bytes of the server on port $1.
 items() {
-  python3 - "$1" <<'EOF'
+  python3 - "$1" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"stats\r\n")
@@ -29,30 +41,47 @@ while not buf.endswith(b"END\r\n"):
         sys.exit("the server closed the connection")
     buf += chunk
 stats = dict(l.split()[1:3] for l in buf.decode().splitlines() if l.startswith("STAT "))
-print(stats["curr_items"], stats["evictions"])
-EOF
+print(stats["curr_items"], stats["evictions"], stats["bytes"], stats.get("hash_bytes", 0))
+PY
 }
 
-echo "full cache: -t 2 -m $MEM, $KEYS items of 100 bytes set once each; kura --eviction $EVICTION"
-for server in memcached kura; do
+# run SERVER MEM KEYS: starts SERVER with -m MEM, sets KEYS items, prints a line.
+run() {
+  local server=$1 mem=$2 keys=$3 port pid base loaded held evicted bytes hash errors
   port=$(free_port)
   if [ "$server" = memcached ]; then
-    memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$port" -t 2 -m "$MEM" &
+    memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$port" -t 2 -m "$mem" &
   else
-    "$KURA" server -l 127.0.0.1 -p "$port" -t 2 -m "$MEM" --eviction "$EVICTION" &
+    "$KURA" server -l 127.0.0.1 -p "$port" -t 2 -m "$mem" --eviction "$EVICTION" &
   fi
   pid=$!
   wait_port "$port" 100
+  sleep 0.5
   base=$(rss_kb "$pid")
-  "$KURA" bench -s "127.0.0.1:$port" -t 2 -c 8 --pipeline 32 --keys "$KEYS" --value-size 100 \
-    --prefill -n 0 >/dev/null
+  # A full memcached may refuse a few sets (SERVER_ERROR out of memory storing object, when
+  # the items at its LRU's tail are in use): kura bench then reports errors; they are
+  # printed, and the items held are what `stats` says.
+  errors=$("$KURA" bench -s "127.0.0.1:$port" -t 2 -c 8 --pipeline 32 --keys "$keys" \
+    --value-size 100 --prefill -n 0 2>&1 >/dev/null) || true
   sleep 0.5
   loaded=$(rss_kb "$pid")
-  read -r held evicted < <(items "$port")
+  read -r held evicted bytes hash < <(items "$port")
   python3 -c "
 grown = ($loaded - $base) * 1024
 print(f'  $server: {$held:,} items held, {$evicted:,} evicted; RSS grew {grown / 2**20:.1f} MiB,'
-      f' {grown / $held:.1f} B an item held, {grown / ($MEM * 2**20) * 100 - 100:+.1f}% against -m')"
+      f' {grown / $held:.1f} B an item held, {grown / ($mem * 2**20) * 100 - 100:+.1f}% against -m;'
+      f' stats bytes {$bytes / $held:.1f} B an item, hash_bytes {$hash / $held:.1f} B an item')"
+  if [ -n "$errors" ]; then echo "    ($server: $errors)"; fi
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-done
+}
+
+echo "kura $("$KURA" --version 2>/dev/null | head -1) vs $(memcached -V), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+if ((FILL > 0)); then
+  echo "fill: -t 2 -m 1024, $FILL items of 100 bytes set once each; kura --eviction $EVICTION"
+  for server in memcached kura; do run "$server" 1024 "$FILL"; done
+fi
+if ((KEYS > 0)); then
+  echo "full cache: -t 2 -m $MEM, $KEYS items of 100 bytes set once each; kura --eviction $EVICTION"
+  for server in memcached kura; do run "$server" "$MEM" "$KEYS"; done
+fi
