@@ -65,3 +65,44 @@ fn a_backend_removed_and_added_back_by_reloads_never_serves_what_it_held() {
         }
     }
 }
+
+/// A backend replaced by another at its place in the list, and put back
+/// later: each of the two re-enters the ring in turn, and neither serves
+/// what it held when it left.
+#[test]
+fn backends_replaced_and_put_back_by_reloads_never_serve_what_they_held() {
+    let a = common::proxy::backend(Kind::Kura);
+    let b = common::proxy::backend(Kind::Kura);
+    let r = common::proxy::backend(Kind::Kura);
+    let addr = |s: &common::Server| format!("127.0.0.1:{}", s.port);
+    let (a, b, r) = (addr(&a), addr(&b), addr(&r));
+    let dir = common::tempdir("proxy-replace-flaps");
+    let cfg = dir.join("proxy.toml");
+    write_config(&cfg, &[&a, &b]);
+    let p = proxy(&["--config", cfg.to_str().unwrap()]);
+    let mut c = p.connect();
+    // A key on the second server of either list.
+    let on_r = keys_on(&[a.clone(), r.clone()], 1, 200, "replace");
+    let key = keys_on(&[a.clone(), b.clone()], 1, 200, "replace")
+        .into_iter()
+        .find(|k| on_r.contains(k))
+        .expect("a key on both");
+    let mut k = Latest::new(&key);
+    // In the ring in use and serving (a backend not in it has no stats).
+    let serving = |c: &mut std::net::TcpStream, s: &String| {
+        let all = common::ask(c, b"stats\r\n", b"END\r\n");
+        let line = format!("STAT backend:{s}:serving 1\r\n");
+        String::from_utf8_lossy(&all).contains(&line)
+    };
+    for flap in 0..FLAPS {
+        let (now, next) = if flap % 2 == 0 { (&b, &r) } else { (&r, &b) };
+        reading_until(&mut c, &k, "the second serving", |c| serving(c, now));
+        k.set_acked(&mut c);
+        write_config(&cfg, &[&a, next]);
+        signal(&p, libc::SIGHUP);
+        reading_until(&mut c, &k, "replaced", |c| serving(c, next));
+        for _ in 0..5 {
+            k.check(&mut c);
+        }
+    }
+}
