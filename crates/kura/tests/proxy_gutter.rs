@@ -61,3 +61,59 @@ fn the_gutter_never_serves_a_value_older_than_the_home_servers_last_write() {
         signal(&b, libc::SIGCONT);
     }
 }
+
+/// The gutter's copies are listed in memory only: a proxy restarted with
+/// its journal while the server was away does not know them, so the server
+/// waits until whatever its keys left in the gutter has aged out
+/// (`gutter_ttl` + 2 s + the request timeout) before it serves again.
+#[test]
+fn after_a_proxy_restart_the_server_waits_out_the_gutters_copies() {
+    let a = common::proxy::backend(Kind::Kura);
+    let b = common::proxy::backend(Kind::Kura);
+    let g = common::proxy::backend(Kind::Kura);
+    let servers = vec![
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.1:{}", b.port),
+    ];
+    let dir = common::tempdir("proxy-gutter-restart");
+    let toml = format!(
+        "default_pool = \"main\"\n[pools.main]\nservers = [\"{}\", \"{}\"]\ngutter = \"g\"\ngutter_ttl = 10\n\
+         [pools.g]\nservers = [\"127.0.0.1:{}\"]\n[health]\n{HEALTH}\n",
+        servers[0], servers[1], g.port
+    );
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let journal = dir.join("journal");
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--journal-dir",
+        journal.to_str().unwrap(),
+    ];
+    let port = common::free_port();
+    let p = common::proxy::proxy_on(port, &args);
+    let mut c = p.connect();
+    let keys = keys_on(&servers, 1, 2, "restart");
+    let mut k = Latest::new(&keys[0]);
+    let serving = format!("backend:{}:serving", servers[1]);
+    reading_until(&mut c, &k, "B serving", |c| stat(c, &serving) == 1);
+    k.set_acked(&mut c);
+    signal(&b, libc::SIGSTOP);
+    until_down(&mut c, &servers[1], &keys[1]);
+    assert!(k.set(&mut c), "the gutter did not take the write");
+    drop(c);
+    p.kill();
+    signal(&b, libc::SIGCONT);
+    let p = common::proxy::proxy_on(port, &args);
+    let mut c = p.connect();
+    reading_until(&mut c, &k, "B serving after the restart", |c| {
+        stat(c, &serving) == 1
+    });
+    k.set_acked(&mut c);
+    signal(&b, libc::SIGSTOP);
+    until_down(&mut c, &servers[1], &keys[1]);
+    for _ in 0..5 {
+        k.check(&mut c);
+    }
+    signal(&b, libc::SIGCONT);
+}
