@@ -68,6 +68,8 @@ pub struct Stats {
     pub connections: AtomicU64,
     /// Requests refused as malformed.
     pub bad_requests: AtomicU64,
+    /// Backend responses whose `Surrogate-Control` asked for ESI, which kura does not process.
+    pub esi_requested: AtomicU64,
 }
 
 impl Stats {
@@ -186,6 +188,12 @@ pub fn snapshot(
             "bad_requests_total",
             Counter,
             load(&stats.bad_requests),
+        ),
+        (
+            "esi_requested",
+            "esi_requested_total",
+            Counter,
+            load(&stats.esi_requested),
         ),
         ("objects", "objects", Gauge, store.curr_items),
         ("bytes", "bytes", Gauge, store.bytes),

@@ -32,6 +32,8 @@ pub(super) struct FileConfig {
     pub(super) honour_client_directives: Option<bool>,
     pub(super) set_cookie: Option<Spanned<String>>,
     pub(super) cdn_cache_control: Option<bool>,
+    pub(super) surrogate_control: Option<bool>,
+    pub(super) cache_status: Option<Spanned<String>>,
     pub(super) cookie: Option<Spanned<String>>,
     pub(super) authorization: Option<Spanned<String>>,
     pub(super) cookie_ignore: Option<Vec<Spanned<String>>>,

@@ -31,6 +31,7 @@ pub mod serve;
 pub mod stale;
 pub mod status;
 pub mod storable;
+pub mod surrogate;
 pub mod targeted;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -82,6 +82,10 @@ pub struct CachePolicy {
     /// only with explicit freshness (`max-age`, `s-maxage`, `Expires`), as a page that says
     /// nothing about caching may be that user's own.
     pub heuristic_with_credentials: bool,
+    /// Whether `Surrogate-Control` is read (as Fastly and Akamai read it: `rules::surrogate`)
+    /// and removed from responses to clients. On by default: the field is meant for a
+    /// reverse proxy at the origin's side.
+    pub surrogate_control: bool,
 }
 
 impl Default for CachePolicy {
@@ -96,6 +100,7 @@ impl Default for CachePolicy {
             set_cookie: SetCookie::default(),
             targeted_fields: Vec::new(),
             heuristic_with_credentials: false,
+            surrogate_control: true,
         }
     }
 }

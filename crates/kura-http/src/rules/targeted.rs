@@ -14,6 +14,8 @@ use sfv::{BareItem, Dictionary, ListEntry, Parser};
 
 use super::cache_control::{FieldScope, ResponseDirectives, Seconds};
 use super::delta::DELTA_SECONDS_MAX;
+use super::surrogate::SurrogateControl;
+use super::CachePolicy;
 
 /// Where a response's directives came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,19 @@ impl ResponseControl {
             directives: ResponseDirectives::from_headers(headers),
             source: ControlSource::CacheControl,
         }
+    }
+
+    /// The directives that govern `headers` under `policy`: [`ResponseControl::from_headers`]
+    /// with its targeted fields, and `Surrogate-Control` laid over them when it reads that
+    /// field (`rules::surrogate`).
+    pub fn of(policy: &CachePolicy, headers: &HeaderMap) -> Self {
+        let mut control = Self::from_headers(&policy.targeted_fields, headers);
+        if policy.surrogate_control {
+            if let Some(surrogate) = SurrogateControl::from_headers(headers) {
+                surrogate.apply(&mut control.directives);
+            }
+        }
+        control
     }
 
     /// Whether `Expires` counts for this response (not when a targeted field governs it).

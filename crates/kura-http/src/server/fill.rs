@@ -24,6 +24,7 @@ use crate::compress::codec::Encoder;
 use crate::compress::{self, Compression};
 use crate::rules::freshness::Freshness;
 use crate::rules::storable::{credentials, storable, NotStorable};
+use crate::rules::surrogate::SurrogateControl;
 use crate::rules::targeted::ResponseControl;
 use crate::rules::validation::conditional::{has_validators, make_conditional};
 use crate::rules::validation::update::{select_for_update, update_headers};
@@ -199,7 +200,13 @@ fn storage_plan(
         uri: &origin.uri,
         headers: &origin.headers,
     };
-    let control = ResponseControl::from_headers(&policy.targeted_fields, &parts.headers);
+    let control = ResponseControl::of(policy, &parts.headers);
+    if policy.surrogate_control
+        && SurrogateControl::from_headers(&parts.headers).is_some_and(|s| s.esi)
+    {
+        // kura does not process ESI: counted, so that a site moving from a CDN sees it.
+        proxy.stats.esi_requested.fetch_add(1, Ordering::Relaxed);
+    }
     let too_large = parts
         .headers
         .get(CONTENT_LENGTH)
@@ -324,7 +331,7 @@ fn revalidated(proxy: &Proxy, object: &Object, fields: &HeaderMap, at: &Validati
         status: object.status,
         headers: &merged,
     };
-    let control = ResponseControl::from_headers(&policy.targeted_fields, &merged);
+    let control = ResponseControl::of(policy, &merged);
     let freshness = Freshness::new(policy, head, &control, at.request_time, at.response_time);
     let request = RequestHead {
         method: &Method::GET,

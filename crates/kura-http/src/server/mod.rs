@@ -5,6 +5,7 @@
 
 mod admin;
 mod ban_admin;
+mod cache_status;
 mod fetch;
 mod fill;
 mod framing;

@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Versi
 use hyper::body::Incoming;
 
 use super::interim::Interim;
-use super::{fetch, pass, purge, request, respond, target};
+use super::{cache_status, fetch, pass, purge, request, respond, target};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
@@ -25,6 +25,7 @@ use crate::keys::query::{key_of, normalise_percent, stripped};
 use crate::keys::{ParamCounter, QueryRules};
 use crate::rules::cache_control::RequestDirectives;
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
+use crate::rules::surrogate::SURROGATE_CONTROL;
 use crate::rules::validation::conditional::has_validators;
 use crate::rules::{invalidation, RequestHead};
 use crate::stats::{CacheOutcome, Stats};
@@ -117,10 +118,22 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
         device.to_client(response.headers_mut());
     }
     proxy.stats.count(outcome);
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         HeaderName::from_static("x-cache"),
         HeaderValue::from_static(outcome.name()),
     );
+    if proxy.config.policy.surrogate_control {
+        // For surrogates only (`rules::surrogate`), as Fastly removes it.
+        headers.remove(SURROGATE_CONTROL);
+    }
+    if let Some(name) = &proxy.config.cache_status {
+        // A hit or stale response got its member where it was served.
+        if !matches!(outcome, CacheOutcome::Hit | CacheOutcome::Stale) {
+            let status = response.status();
+            cache_status::forwarded(response.headers_mut(), name, outcome, &parts.method, status);
+        }
+    }
     if let Some(log) = &proxy.log {
         let bytes = response
             .headers()
@@ -314,7 +327,13 @@ pub async fn serve_stored(
 ) -> (Response<Body>, CacheOutcome) {
     let coding = ClientCoding::of(parts);
     match respond::object(RequestHead::from(parts), &object, coding, now) {
-        Some(response) => (response, outcome),
+        Some(mut response) => {
+            let served_stored = matches!(outcome, CacheOutcome::Hit | CacheOutcome::Stale);
+            if let (Some(name), true) = (&proxy.config.cache_status, served_stored) {
+                cache_status::stored(response.headers_mut(), name, &object.freshness, now);
+            }
+            (response, outcome)
+        }
         None => pass::pass(proxy, parts, Body::Empty, peer, route).await,
     }
 }

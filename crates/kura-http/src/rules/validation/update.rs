@@ -74,7 +74,7 @@ pub fn update_headers(
     received: SystemTime,
 ) {
     let listed = connection_listed(not_modified);
-    let control = ResponseControl::from_headers(&policy.targeted_fields, not_modified);
+    let control = ResponseControl::of(policy, not_modified);
     let unserved = match &control.directives.no_cache {
         FieldScope::Fields(fields) => fields.clone(),
         FieldScope::Absent | FieldScope::All => Vec::new(),
