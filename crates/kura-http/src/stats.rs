@@ -26,17 +26,20 @@ pub enum CacheOutcome {
     Coalesced,
     /// Answered by the proxy itself (bad request, backend failure, 504).
     Synth,
+    /// Switched to another protocol and piped to the backend (WebSocket: `server/pipe.rs`).
+    Pipe,
 }
 
 impl CacheOutcome {
     /// Every outcome, in the order of the counters.
-    pub const ALL: [CacheOutcome; 6] = [
+    pub const ALL: [CacheOutcome; 7] = [
         CacheOutcome::Hit,
         CacheOutcome::Miss,
         CacheOutcome::Pass,
         CacheOutcome::Stale,
         CacheOutcome::Coalesced,
         CacheOutcome::Synth,
+        CacheOutcome::Pipe,
     ];
 
     /// Its name in logs and pages.
@@ -48,6 +51,7 @@ impl CacheOutcome {
             CacheOutcome::Stale => "stale",
             CacheOutcome::Coalesced => "coalesced",
             CacheOutcome::Synth => "synth",
+            CacheOutcome::Pipe => "pipe",
         }
     }
 }
@@ -55,7 +59,7 @@ impl CacheOutcome {
 /// The proxy's counters.
 #[derive(Debug, Default)]
 pub struct Stats {
-    outcomes: [AtomicU64; 6],
+    outcomes: [AtomicU64; 7],
     /// Requests sent to the backend (fetches, revalidations, passes).
     pub backend_requests: AtomicU64,
     /// Revalidations the backend answered 304.
@@ -70,6 +74,12 @@ pub struct Stats {
     pub bad_requests: AtomicU64,
     /// Backend responses whose `Surrogate-Control` asked for ESI, which kura does not process.
     pub esi_requested: AtomicU64,
+    /// Upgrade requests piped to the backend (the backend answered 101).
+    pub pipes: AtomicU64,
+    /// Pipes open now.
+    pub pipes_active: AtomicU64,
+    /// Upgrade requests refused because `max_pipes` pipes were open (503).
+    pub pipes_refused: AtomicU64,
 }
 
 impl Stats {
@@ -194,6 +204,19 @@ pub fn snapshot(
             "esi_requested_total",
             Counter,
             load(&stats.esi_requested),
+        ),
+        ("pipes", "pipes_total", Counter, load(&stats.pipes)),
+        (
+            "pipes_active",
+            "pipes_active",
+            Gauge,
+            load(&stats.pipes_active),
+        ),
+        (
+            "pipes_refused",
+            "pipes_refused_total",
+            Counter,
+            load(&stats.pipes_refused),
         ),
         ("objects", "objects", Gauge, store.curr_items),
         ("bytes", "bytes", Gauge, store.bytes),

@@ -50,6 +50,8 @@ pub struct Backend {
     /// Its name in the configuration.
     pub name: String,
     client: Client<Connector, Body>,
+    /// The client's connector, for connections of their own (pipes).
+    connector: Connector,
     scheme: Scheme,
     authority: http::uri::Authority,
     first_byte_timeout: Duration,
@@ -77,7 +79,7 @@ impl Backend {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(256)
-            .build(connector);
+            .build(connector.clone());
         let scheme = origin.scheme().cloned().unwrap_or(Scheme::HTTP);
         let authority = origin
             .authority()
@@ -86,6 +88,7 @@ impl Backend {
         Backend {
             name: spec.name.clone(),
             client,
+            connector,
             scheme,
             authority,
             first_byte_timeout: config.first_byte_timeout,
@@ -174,6 +177,48 @@ impl Backend {
         };
         self.health.record(result.is_ok());
         result
+    }
+}
+
+impl Backend {
+    /// Sends an upgrade `request` on a connection of its own (never the pool's: after a `101`
+    /// it carries the other protocol), waiting at most the first-byte timeout for the answer.
+    /// A `101` answer's connection is taken with `hyper::upgrade::on`.
+    ///
+    /// # Errors
+    /// [`FetchError`] when the backend cannot be reached, times out or answers garbage.
+    pub async fn send_upgrade(
+        &self,
+        mut request: Request<Body>,
+    ) -> Result<Response<Incoming>, FetchError> {
+        use tower_service::Service as _;
+        frame(&mut request);
+        let mut connector = self.connector.clone();
+        let io = connector
+            .call(request.uri().clone())
+            .await
+            .map_err(|_| FetchError::Unreachable)?;
+        let exchange = async {
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+                .await
+                .map_err(|_| FetchError::Garbage)?;
+            tokio::spawn(async move {
+                if let Err(error) = connection.with_upgrades().await {
+                    tracing::debug!("pipe backend connection: {error}");
+                }
+            });
+            // origin-form on a connection of its own.
+            let path = request.uri().path_and_query().cloned();
+            *request.uri_mut() = path.map_or(Uri::from_static("/"), Uri::from);
+            sender
+                .send_request(request)
+                .await
+                .map_err(|_| FetchError::Garbage)
+        };
+        match tokio::time::timeout(self.first_byte_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(FetchError::Timeout),
+        }
     }
 }
 

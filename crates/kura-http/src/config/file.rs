@@ -46,6 +46,7 @@ pub(super) struct FileConfig {
     pub(super) max_headers: Option<usize>,
     pub(super) max_url_bytes: Option<usize>,
     pub(super) max_connections: Option<usize>,
+    pub(super) max_pipes: Option<usize>,
     pub(super) connect_timeout: Option<Spanned<f64>>,
     pub(super) first_byte_timeout: Option<Spanned<f64>>,
     pub(super) between_bytes_timeout: Option<Spanned<f64>>,

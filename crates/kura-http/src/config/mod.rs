@@ -138,6 +138,8 @@ pub struct Config {
     pub max_url: usize,
     /// Client connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Upgrade requests (WebSocket) piped to the backend at once; 0: none are piped.
+    pub max_pipes: usize,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Time until the backend's response head.
@@ -383,6 +385,7 @@ impl Config {
             max_headers: file.max_headers.unwrap_or(DEFAULT_MAX_HEADERS).max(1),
             max_url: file.max_url_bytes.unwrap_or(8 << 10),
             max_connections: file.max_connections.unwrap_or(10_000).max(1),
+            max_pipes: file.max_pipes.unwrap_or(1000),
             connect_timeout: secs_f(file.connect_timeout, 3.5, "connect_timeout", src)?,
             first_byte_timeout: secs_f(file.first_byte_timeout, 60.0, "first_byte_timeout", src)?,
             between_bytes_timeout: secs_f(

@@ -9,6 +9,7 @@
 //! | coalesced | `kura; fwd=miss; fwd-status=S; collapsed` |
 //! | pass | `kura; fwd=method; fwd-status=S` (not GET or HEAD), else `fwd=bypass` |
 //! | synth | `kura; detail=synth` (answered by kura itself) |
+//! | pipe | `kura; fwd=bypass; fwd-status=101` (an upgrade piped to the backend) |
 
 use std::time::SystemTime;
 
@@ -42,7 +43,9 @@ pub fn forwarded(
         CacheOutcome::Pass if method != Method::GET && method != Method::HEAD => {
             format!("{name}; fwd=method; fwd-status={status}")
         }
-        CacheOutcome::Pass => format!("{name}; fwd=bypass; fwd-status={status}"),
+        CacheOutcome::Pass | CacheOutcome::Pipe => {
+            format!("{name}; fwd=bypass; fwd-status={status}")
+        }
         // A hit or stale response is given its member where it is served (`stored`).
         CacheOutcome::Hit | CacheOutcome::Stale | CacheOutcome::Synth => {
             format!("{name}; detail=synth")

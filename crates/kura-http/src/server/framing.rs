@@ -40,8 +40,13 @@ enum State {
     },
     Fixed(u64),
     Chunked(Chunked),
-    /// HTTP/2: frames carry their own lengths, everything goes to hyper as it comes.
+    /// HTTP/2: frames carry their own lengths, everything goes to hyper as it comes. Also
+    /// after a `101` to an upgrade request: the bytes are the other protocol's.
     Passthrough,
+    /// After an upgrade request: nothing more is read until the answer is written; a `101`
+    /// makes the connection `Passthrough`, any other answer `Closed` (the proxy ends such a
+    /// connection: `pipe.rs`).
+    Upgrade,
     /// Refused, or the stream ended inside a head: nothing more is read.
     Closed,
 }
@@ -109,6 +114,8 @@ impl<S> Guard<S> {
                     self.ready.unsplit(all);
                 }
                 State::Closed => self.input.clear(),
+                // Held until the answer is written (`switch`).
+                State::Upgrade => return,
                 State::Head { scanned } => {
                     // A head is parsed again only when a line may have ended since.
                     let fresh = &self.input[*scanned..];
@@ -129,6 +136,7 @@ impl<S> Guard<S> {
                         Parsed::Complete { len, body } => {
                             self.state = match body {
                                 BodyFraming::None => State::Head { scanned: 0 },
+                                BodyFraming::Upgrade => State::Upgrade,
                                 BodyFraming::Length(n) => State::Fixed(n),
                                 BodyFraming::Chunked => State::Chunked(Chunked::new(
                                     self.limits.max_head,
@@ -215,6 +223,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
             if this.state == State::Closed || this.eof {
                 return Poll::Ready(Ok(()));
             }
+            if this.state == State::Upgrade {
+                // Nothing is read before the answer; writing it wakes the connection's task.
+                return Poll::Pending;
+            }
             this.input.reserve(READ_SIZE);
             match tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.input) {
                 Poll::Pending => return Poll::Pending,
@@ -233,6 +245,20 @@ impl<S: AsyncWrite + Unpin> Guard<S> {
         match &self.interim {
             Some(interim) => interim.poll_drain(Pin::new(&mut self.inner), cx),
             None => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// After an upgrade request, the answer's first bytes decide what the connection is.
+    fn switch(&mut self, first: &[u8]) {
+        if self.state != State::Upgrade {
+            return;
+        }
+        if first.starts_with(b"HTTP/1.1 101 ") {
+            self.state = State::Passthrough;
+            self.judge();
+        } else {
+            self.input.clear();
+            self.state = State::Closed;
         }
     }
 
@@ -255,6 +281,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guard<S> {
             this.note(data.len(), &Poll::Pending);
             return Poll::Pending;
         }
+        this.switch(data);
         let result = Pin::new(&mut this.inner).poll_write(cx, data);
         this.note(data.len(), &result);
         result
@@ -270,6 +297,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Guard<S> {
         if this.poll_interim(cx)?.is_pending() {
             this.note(offered, &Poll::Pending);
             return Poll::Pending;
+        }
+        if let Some(first) = bufs.iter().find(|b| !b.is_empty()) {
+            this.switch(first);
         }
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.note(offered, &result);

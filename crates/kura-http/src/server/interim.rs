@@ -11,7 +11,7 @@
 //! pipelining client that is not reading) is dropped, as a hint it may be.
 //!
 //! `100 Continue` is never forwarded (hyper's server sends its own when the request body is
-//! read; the backend is never sent `Expect`), nor `101` (kura does not upgrade connections).
+//! read; the backend is never sent `Expect`), nor `101` (an upgrade is answered by `pipe.rs` as the final response).
 
 use std::future::Future;
 use std::io;

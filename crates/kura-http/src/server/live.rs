@@ -89,6 +89,7 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
     config.memory = was.memory;
     config.threads = was.threads;
     config.max_connections = was.max_connections;
+    config.max_pipes = was.max_pipes;
     let shards = kura_store::default_shards(config.threads);
     config.max_object = config.max_object.min(config.memory / shards / 4);
     let log = match &config.access_log {
@@ -102,6 +103,7 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
         stats: old.stats.clone(),
         log,
         params: old.params.clone(),
+        pipes: old.pipes.clone(),
         config,
     })
 }
@@ -157,6 +159,9 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.threads != new.threads {
         out.push("threads");
+    }
+    if old.max_pipes != new.max_pipes {
+        out.push("max_pipes");
     }
     if old.max_connections != new.max_connections {
         out.push("max_connections");

@@ -14,6 +14,7 @@ pub mod interim;
 mod invalidation;
 pub mod live;
 mod pass;
+mod pipe;
 pub mod proxy;
 mod purge;
 mod request;
@@ -87,6 +88,7 @@ impl Server {
             stats: Arc::new(Stats::default()),
             log,
             params: Arc::new(crate::keys::ParamCounter::new(config.keys.count_params)),
+            pipes: Arc::new(Semaphore::new(config.max_pipes)),
             config,
         };
         let (stop, stopped) = watch::channel(false);
@@ -394,6 +396,7 @@ async fn serve<I>(
             .max_headers(max_headers)
             .writev(true)
             .keep_alive(true)
-            .serve_connection(io, service));
+            .serve_connection(io, service)
+            .with_upgrades());
     }
 }

@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Versi
 use hyper::body::Incoming;
 
 use super::interim::Interim;
-use super::{cache_status, fetch, pass, purge, request, respond, target};
+use super::{cache_status, fetch, pass, pipe, purge, request, respond, target};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
@@ -46,6 +46,8 @@ pub struct Proxy {
     pub log: Option<AccessLog>,
     /// Query parameter names seen.
     pub params: Arc<ParamCounter>,
+    /// Pipes that may still open (`max_pipes`; kept across reloads).
+    pub pipes: Arc<tokio::sync::Semaphore>,
 }
 
 impl AsRef<Cache> for Proxy {
@@ -212,6 +214,9 @@ async fn route(
         return purge::purge(proxy, parts, peer);
     }
     let route = proxy.route_of(parts);
+    if pipe::is_upgrade(parts) {
+        return pipe::pipe(proxy, parts, peer, route).await;
+    }
     let settings = proxy.route(route);
     if !settings.cookie_ignore.is_empty() {
         request::drop_ignored_cookies(&mut parts.headers, &settings.cookie_ignore);

@@ -24,6 +24,9 @@ pub enum BodyFraming {
     Length(u64),
     /// `Transfer-Encoding` ending in `chunked`.
     Chunked,
+    /// No body, and an upgrade is asked for ([`asks_upgrade`]): if the answer is `101`, what
+    /// follows on the connection is the other protocol, else nothing more is read.
+    Upgrade,
 }
 
 /// Why a head is refused.
@@ -105,9 +108,42 @@ fn parse_with<'a>(
     }
     let http10 = request.version == Some(0);
     match body_framing(request.headers, http10) {
+        Ok(BodyFraming::None)
+            if request.method == Some("GET")
+                && !http10
+                && asks_upgrade(request.headers.iter().map(|f| (f.name.as_bytes(), f.value))) =>
+        {
+            Parsed::Complete {
+                len,
+                body: BodyFraming::Upgrade,
+            }
+        }
         Ok(body) => Parsed::Complete { len, body },
         Err(refusal) => Parsed::Refused(refusal),
     }
+}
+
+/// Whether request fields (name, value) ask to upgrade the connection (RFC 9110 §7.8):
+/// `Connection` lists `upgrade` and `Upgrade` names a protocol other than `h2c` (which kura
+/// answers over HTTP/1.1: RFC 9113 deprecates it). The guard and the proxy read a request
+/// with this one function, so they agree on which requests may switch protocols.
+pub fn asks_upgrade<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> bool {
+    let mut connection = false;
+    let mut protocol = false;
+    for (name, value) in fields {
+        let members = || {
+            value
+                .split(|&b| b == b',')
+                .map(<[u8]>::trim_ascii)
+                .filter(|m| !m.is_empty())
+        };
+        if name.eq_ignore_ascii_case(b"connection") {
+            connection |= members().any(|m| m.eq_ignore_ascii_case(b"upgrade"));
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            protocol |= members().any(|m| !m.eq_ignore_ascii_case(b"h2c"));
+        }
+    }
+    connection && protocol
 }
 
 /// The body framing of a request with `fields` (RFC 9112 §6.1-§6.3), as hyper's server reads

@@ -137,3 +137,24 @@ fn malformed_heads_and_limits_are_refused() {
         Parsed::Refused(Refusal::TooManyHeaders)
     );
 }
+
+#[test]
+fn upgrade_requests_are_told_apart() {
+    let framing = |head: &str| match parse(head.as_bytes()) {
+        Parsed::Complete { body, .. } => body,
+        other => panic!("{head}: {other:?}"),
+    };
+    let ws = "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    assert_eq!(framing(ws), BodyFraming::Upgrade);
+    for not in [
+        // No Connection: upgrade, h2c only, HTTP/1.0, another method, a body.
+        "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+        "GET / HTTP/1.0\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    ] {
+        assert_eq!(framing(not), BodyFraming::None, "{not}");
+    }
+    let with_body = "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n";
+    assert_eq!(framing(with_body), BodyFraming::Length(2));
+}
