@@ -80,6 +80,9 @@ pub struct Stats {
     pub pipes_active: AtomicU64,
     /// Upgrade requests refused because `max_pipes` pipes were open (503).
     pub pipes_refused: AtomicU64,
+    /// `listen_proxy` connections refused: no PROXY header, a broken one, or from an address
+    /// not in `trusted_proxies`.
+    pub proxy_protocol_refused: AtomicU64,
 }
 
 impl Stats {
@@ -217,6 +220,12 @@ pub fn snapshot(
             "pipes_refused_total",
             Counter,
             load(&stats.pipes_refused),
+        ),
+        (
+            "proxy_protocol_refused",
+            "proxy_protocol_refused_total",
+            Counter,
+            load(&stats.proxy_protocol_refused),
         ),
         ("objects", "objects", Gauge, store.curr_items),
         ("bytes", "bytes", Gauge, store.bytes),

@@ -19,6 +19,8 @@ pub(super) struct FileConfig {
     pub(super) rule: Option<Vec<Spanned<RuleFile>>>,
     pub(super) listen: Option<Vec<SocketAddr>>,
     pub(super) listen_unix: Option<Vec<PathBuf>>,
+    pub(super) listen_proxy: Option<Spanned<Vec<SocketAddr>>>,
+    pub(super) trusted_proxies: Option<Vec<Spanned<String>>>,
     pub(super) tls: Option<Vec<TlsListener>>,
     pub(super) memory_mb: Option<usize>,
     pub(super) admin_listen: Option<SocketAddr>,

@@ -4,6 +4,7 @@
 //! rules (`route.rs`). docs/http.md lists every setting.
 
 mod bans;
+mod clients;
 mod compression;
 mod file;
 mod keys;
@@ -110,6 +111,11 @@ pub struct Config {
     pub listen: Vec<SocketAddr>,
     /// Unix-socket listeners (plain HTTP/1.1).
     pub listen_unix: Vec<PathBuf>,
+    /// Plain listeners whose connections begin with a PROXY protocol header (v1 or v2).
+    pub listen_proxy: Vec<SocketAddr>,
+    /// The load balancers: only they may send a PROXY header, and only their
+    /// `X-Forwarded-For` names the client (`server/client_addr.rs`).
+    pub trusted_proxies: Vec<Cidr>,
     /// TLS listeners (HTTP/2 and HTTP/1.1 by ALPN).
     pub tls: Vec<TlsListener>,
     /// Cache memory in bytes.
@@ -281,7 +287,10 @@ impl Config {
         }
         let tls = file.tls.unwrap_or_default();
         let listen_unix = file.listen_unix.unwrap_or_default();
-        if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() {
+        let (listen_proxy, trusted_proxies) =
+            clients::clients(file.listen_proxy, file.trusted_proxies, src)?;
+        if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() && listen_proxy.is_empty()
+        {
             listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
         }
         let mut policy = CachePolicy::default();
@@ -365,6 +374,8 @@ impl Config {
             rules,
             listen,
             listen_unix,
+            listen_proxy,
+            trusted_proxies,
             tls,
             memory,
             admin_listen: args.admin_listen.or(file.admin_listen),

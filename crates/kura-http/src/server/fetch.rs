@@ -59,7 +59,7 @@ pub async fn fetch(
         let origin = fill::Origin {
             uri: parts.uri.clone(),
             headers: parts.headers.clone(),
-            client: peer.addr.map(|a| a.ip()),
+            client: peer.forwarded,
             route,
             interim: informational,
         };

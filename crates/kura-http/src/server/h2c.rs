@@ -11,18 +11,24 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Reads the first bytes of `stream` until they are, or cannot be, the HTTP/2 preface: true
-/// for HTTP/2, and the bytes read (given back to the parser by `framing::Guard`).
-pub async fn sniff<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(bool, BytesMut)> {
-    let mut seen = BytesMut::with_capacity(4096);
+/// Reads the first bytes of `stream`, after `seen` (read already: after a PROXY header),
+/// until they are, or cannot be, the HTTP/2 preface: true for HTTP/2, and the bytes read
+/// (given back to the parser by `framing::Guard`).
+pub async fn sniff<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    mut seen: BytesMut,
+) -> io::Result<(bool, BytesMut)> {
+    seen.reserve(4096);
     loop {
-        let n = stream.read_buf(&mut seen).await?;
         let common = seen.len().min(PREFACE.len());
-        if seen[..common] != PREFACE[..common] || n == 0 {
+        if seen[..common] != PREFACE[..common] {
             return Ok((false, seen));
         }
         if seen.len() >= PREFACE.len() {
             return Ok((true, seen));
+        }
+        if stream.read_buf(&mut seen).await? == 0 {
+            return Ok((false, seen));
         }
     }
 }
@@ -36,18 +42,20 @@ mod tests {
 
     #[tokio::test]
     async fn the_preface_is_told_from_http1_in_any_number_of_reads() {
-        let (h2, seen) = sniff(&mut &PREFACE[..]).await.unwrap();
+        let (h2, seen) = sniff(&mut &PREFACE[..], BytesMut::new()).await.unwrap();
         assert!(h2);
         assert_eq!(&seen[..], PREFACE);
-        let (h2, seen) = sniff(&mut &b"GET / HTTP/1.1\r\n"[..]).await.unwrap();
+        let (h2, seen) = sniff(&mut &b"GET / HTTP/1.1\r\n"[..], BytesMut::new())
+            .await
+            .unwrap();
         assert!(!h2);
         assert_eq!(&seen[..], b"GET / HTTP/1.1\r\n");
         // A preface cut short by the end of the stream is not HTTP/2.
-        let (h2, _) = sniff(&mut &PREFACE[..10]).await.unwrap();
+        let (h2, _) = sniff(&mut &PREFACE[..10], BytesMut::new()).await.unwrap();
         assert!(!h2);
         // Byte by byte.
         let mut slow = tokio_test_reader(PREFACE);
-        let (h2, seen) = sniff(&mut slow).await.unwrap();
+        let (h2, seen) = sniff(&mut slow, BytesMut::new()).await.unwrap();
         assert!(h2 && seen.len() == PREFACE.len());
     }
 

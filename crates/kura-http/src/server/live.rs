@@ -84,6 +84,7 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
     let was = &old.config;
     config.listen.clone_from(&was.listen);
     config.listen_unix.clone_from(&was.listen_unix);
+    config.listen_proxy.clone_from(&was.listen_proxy);
     config.tls.clone_from(&was.tls);
     config.admin_listen = was.admin_listen;
     config.memory = was.memory;
@@ -141,7 +142,10 @@ fn start_probes(proxy: &Proxy, server_stopped: watch::Receiver<bool>) -> watch::
 /// The settings that differ between `old` and `new` but change only on restart.
 fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
-    if old.listen != new.listen || old.listen_unix != new.listen_unix {
+    if old.listen != new.listen
+        || old.listen_unix != new.listen_unix
+        || old.listen_proxy != new.listen_proxy
+    {
         out.push("the listen addresses");
     }
     let same_tls = |a: &TlsListener, b: &TlsListener| {

@@ -6,6 +6,7 @@
 mod admin;
 mod ban_admin;
 mod cache_status;
+mod client_addr;
 mod fetch;
 mod fill;
 mod framing;
@@ -15,6 +16,7 @@ mod invalidation;
 pub mod live;
 mod pass;
 mod pipe;
+mod proxied;
 pub mod proxy;
 mod purge;
 mod request;
@@ -27,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -53,6 +56,8 @@ pub struct Server {
     pub http: Vec<SocketAddr>,
     /// TLS addresses.
     pub https: Vec<SocketAddr>,
+    /// PROXY protocol addresses (`listen_proxy`), in the order of the configuration.
+    pub proxied: Vec<SocketAddr>,
     /// The admin address.
     pub admin: Option<SocketAddr>,
     /// The proxy in place, which a reload replaces.
@@ -103,7 +108,19 @@ impl Server {
             tasks.spawn(accept(
                 live.clone(),
                 listener,
-                None,
+                Kind::Plain,
+                permits.clone(),
+                stopped.clone(),
+            ));
+        }
+        let mut proxied = Vec::new();
+        for addr in &proxy.config.listen_proxy {
+            let listener = TcpListener::bind(addr).await?;
+            proxied.push(listener.local_addr()?);
+            tasks.spawn(accept(
+                live.clone(),
+                listener,
+                Kind::Proxied,
                 permits.clone(),
                 stopped.clone(),
             ));
@@ -126,7 +143,7 @@ impl Server {
             tasks.spawn(accept(
                 live.clone(),
                 listener,
-                Some(acceptor),
+                Kind::Tls(acceptor),
                 permits.clone(),
                 stopped.clone(),
             ));
@@ -148,6 +165,7 @@ impl Server {
         Ok(Server {
             http,
             https,
+            proxied,
             admin,
             live,
             stop,
@@ -178,10 +196,21 @@ pub enum StartError {
     Tls(String),
 }
 
+/// What a TCP listener's connections begin with.
+#[derive(Clone)]
+enum Kind {
+    /// HTTP/1.1, or HTTP/2 with prior knowledge.
+    Plain,
+    /// A PROXY protocol header, then as `Plain` (`proxied.rs`).
+    Proxied,
+    /// A TLS handshake, then HTTP/2 or HTTP/1.1 by ALPN.
+    Tls(tokio_rustls::TlsAcceptor),
+}
+
 async fn accept(
     live: Arc<Live>,
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    kind: Kind,
     permits: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -205,31 +234,38 @@ async fn accept(
         let proxy = live.current();
         proxy.stats.connections.fetch_add(1, Ordering::Relaxed);
         let live = live.clone();
-        let tls = tls.clone();
+        let kind = kind.clone();
         let stopped = stopped.clone();
         connections.spawn(async move {
             let _permit = permit;
-            match tls {
-                None => {
-                    let peer = Peer {
-                        addr: Some(addr),
-                        scheme: "http",
-                        interim: None,
-                    };
-                    serve_plain(live, stream, peer, stopped).await;
+            let mut stream = stream;
+            match kind {
+                Kind::Plain => {
+                    let peer = Peer::of(addr, "http");
+                    serve_plain(live, stream, peer, BytesMut::new(), stopped).await;
                 }
-                Some(acceptor) => {
+                Kind::Proxied => {
+                    let trusted = &proxy.config.trusted_proxies;
+                    let header =
+                        proxied::read_header(&mut stream, addr, trusted, HEADER_READ_TIMEOUT);
+                    let Ok((client, read)) = header.await else {
+                        proxy
+                            .stats
+                            .proxy_protocol_refused
+                            .fetch_add(1, Ordering::Relaxed);
+                        return;
+                    };
+                    let peer = Peer::of(client, "http");
+                    serve_plain(live, stream, peer, read, stopped).await;
+                }
+                Kind::Tls(acceptor) => {
                     let handshake =
                         tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
                     let Ok(Ok(stream)) = handshake.await else {
                         return;
                     };
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let mut peer = Peer {
-                        addr: Some(addr),
-                        scheme: "https",
-                        interim: None,
-                    };
+                    let mut peer = Peer::of(addr, "https");
                     let limits = head_limits(&proxy.config);
                     if h2 {
                         serve(live, TokioIo::new(stream), peer, true, limits, stopped).await;
@@ -287,10 +323,11 @@ async fn accept_unix(
             .fetch_add(1, Ordering::Relaxed);
         let peer = Peer {
             addr: None,
+            forwarded: None,
             scheme: "http",
             interim: None,
         };
-        let serving = serve_plain(live.clone(), stream, peer, stopped.clone());
+        let serving = serve_plain(live.clone(), stream, peer, BytesMut::new(), stopped.clone());
         connections.spawn(async move {
             let _permit = permit;
             serving.await;
@@ -308,13 +345,14 @@ async fn serve_plain<S>(
     live: Arc<Live>,
     mut stream: S,
     mut peer: Peer,
+    read: BytesMut,
     mut stopped: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     // A connection that has sent nothing yet is closed at once when the server stops.
     let sniffed = tokio::select! {
-        sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, h2c::sniff(&mut stream)) => sniffed,
+        sniffed = tokio::time::timeout(HEADER_READ_TIMEOUT, h2c::sniff(&mut stream, read)) => sniffed,
         _ = stopped.changed() => return,
     };
     let Ok(Ok((h2, read))) = sniffed else {

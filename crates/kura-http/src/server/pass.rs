@@ -37,8 +37,7 @@ pub async fn pass(
     let mut request = Request::new(body);
     *request.method_mut() = parts.method.clone();
     *request.uri_mut() = backend.uri(parts.uri.path_and_query());
-    *request.headers_mut() =
-        backend.forward_headers(&parts.headers, peer.addr.map(|a| a.ip()), None);
+    *request.headers_mut() = backend.forward_headers(&parts.headers, peer.forwarded, None);
     let to = peer.interim_for(parts);
     let hints = to.as_ref().map(|_| {
         let (sender, receiver) = interim::channel();

@@ -66,7 +66,7 @@ pub async fn pipe(
     let mut request = Request::new(Body::Empty);
     *request.uri_mut() = backend.uri(parts.uri.path_and_query());
     let headers = request.headers_mut();
-    *headers = backend.forward_headers(&parts.headers, peer.addr.map(|a| a.ip()), None);
+    *headers = backend.forward_headers(&parts.headers, peer.forwarded, None);
     // The hop-by-hop fields of the handshake are what the backend must see.
     headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     for protocol in parts.headers.get_all(UPGRADE) {

@@ -2,7 +2,7 @@
 //! (fresh, stale while refreshing, stale on error), fetch it through a flight (coalesced),
 //! or pass it to the backend; then count it and log it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -12,7 +12,7 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Versi
 use hyper::body::Incoming;
 
 use super::interim::Interim;
-use super::{cache_status, fetch, pass, pipe, purge, request, respond, target};
+use super::{cache_status, client_addr, fetch, pass, pipe, purge, request, respond, target};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
@@ -84,8 +84,13 @@ impl Proxy {
 /// The connection a request came on.
 #[derive(Debug, Clone)]
 pub struct Peer {
-    /// Client address (none on a Unix socket).
+    /// The client's address as kura judges it (the purge ACL, the access log): the
+    /// connection's peer, the client a PROXY protocol header names, or the client behind
+    /// trusted proxies' `X-Forwarded-For` (`client_addr.rs`). None on a Unix socket.
     pub addr: Option<SocketAddr>,
+    /// The address appended to `X-Forwarded-For` towards the backend: the connection's peer
+    /// (or the PROXY header's client), never one read from `X-Forwarded-For` itself.
+    pub forwarded: Option<IpAddr>,
     /// `"http"` or `"https"`.
     pub scheme: &'static str,
     /// Where 1xx responses for it go (HTTP/1.x connections).
@@ -93,6 +98,16 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// The peer of a TCP connection from `addr`.
+    pub fn of(addr: SocketAddr, scheme: &'static str) -> Peer {
+        Peer {
+            addr: Some(addr),
+            forwarded: Some(addr.ip()),
+            scheme,
+            interim: None,
+        }
+    }
+
     /// The channel for 1xx responses to `parts`' client: none for HTTP/1.0 (RFC 9110 §15.2)
     /// and HTTP/2.
     pub fn interim_for(&self, parts: &Parts) -> Option<Arc<Interim>> {
@@ -106,6 +121,12 @@ impl Peer {
 pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -> Response<Body> {
     let started = Instant::now();
     let (mut parts, body) = request.into_parts();
+    let trusted = &proxy.config.trusted_proxies;
+    let peer = if trusted.is_empty() {
+        peer
+    } else {
+        client_addr::behind_proxies(peer, trusted, &parts.headers)
+    };
     // As the client sent it, for the log.
     let target = parts.uri.clone();
     if let Some(query) = target.query() {

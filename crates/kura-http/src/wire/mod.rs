@@ -9,6 +9,7 @@
 
 pub mod chunked;
 pub mod head;
+pub mod proxy_header;
 
 pub use chunked::{Chunked, Progress};
 pub use head::{parse_head, BodyFraming, HeadLimits, Parsed, Refusal};

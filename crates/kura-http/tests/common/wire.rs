@@ -50,6 +50,11 @@ impl Conn {
         self.stream.write_all(bytes).await.unwrap();
     }
 
+    /// Closes the sending side (the peer reads the end of the stream; answers still come).
+    pub async fn shutdown_write(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+
     /// The next response, or `None` if the connection closed first. `head_only`: the request
     /// was a HEAD (no body follows).
     pub async fn response(&mut self, head_only: bool) -> Option<RawResponse> {
