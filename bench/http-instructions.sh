@@ -62,7 +62,7 @@ PY
   awk '/^totals:/ {print $2}' "$file"
 }
 
-for mode in hit miss; do
+for mode in ${MODES:-hit miss}; do
   small=$(total "$mode" "$SMALL")
   large=$(total "$mode" "$LARGE")
   echo "$mode: $(( (large - small) / (LARGE - SMALL) )) instructions a request (totals $small for $SMALL, $large for $LARGE)"

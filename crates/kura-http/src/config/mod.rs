@@ -4,6 +4,7 @@
 //! rules (`route.rs`). docs/http.md lists every setting.
 
 mod bans;
+mod cache_status;
 mod clients;
 mod compression;
 mod file;
@@ -22,6 +23,7 @@ use toml::Spanned;
 
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
+pub use cache_status::CacheStatus;
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 pub use security::{Unkeyed, DEFAULT_KEY_HEADERS, DEFAULT_STRIP_UNKEYED};
@@ -162,35 +164,8 @@ pub struct Config {
     pub purge: PurgeConfig,
     /// Bans, tags and the lurker (`[bans]`).
     pub bans: BansConfig,
-    /// The cache's name in `Cache-Status` (RFC 9211); `None`: the field is not sent.
-    pub cache_status: Option<String>,
-}
-
-/// `cache_status`: the cache's name in `Cache-Status`, an sf-token (RFC 9211 §2: a token or
-/// a string; kura takes tokens, which a host name is); `""` turns the field off.
-fn cache_status_name(
-    value: Option<&toml::Spanned<String>>,
-    src: file::Source<'_>,
-) -> Result<Option<String>, ConfigError> {
-    let Some(value) = value else {
-        return Ok(Some("kura".into()));
-    };
-    let name = value.get_ref();
-    if name.is_empty() {
-        return Ok(None);
-    }
-    let bytes = name.as_bytes();
-    let token = (bytes[0].is_ascii_alphabetic() || bytes[0] == b'*')
-        && bytes
-            .iter()
-            .all(|&b| crate::rules::cache_control::lexer::is_tchar(b) || b == b':' || b == b'/');
-    if !token {
-        return Err(ConfigError::Invalid(format!(
-            "{}cache_status: {name:?} is not a token (a letter, then letters, digits and !#$%&'*+-.^_`|~:/)",
-            src.at(Some(value.span().start))
-        )));
-    }
-    Ok(Some(name.clone()))
+    /// This cache's `Cache-Status` members (RFC 9211); `None`: the field is not sent.
+    pub cache_status: Option<CacheStatus>,
 }
 
 /// A setting that cannot be used.
@@ -326,7 +301,7 @@ impl Config {
         if let Some(read) = file.surrogate_control {
             policy.surrogate_control = read;
         }
-        let cache_status = cache_status_name(file.cache_status.as_ref(), src)?;
+        let cache_status = cache_status::read(file.cache_status.as_ref(), src)?;
         let memory = args.memory.or(file.memory_mb).unwrap_or(256);
         if memory == 0 {
             return Err(ConfigError::Invalid("memory must be at least 1 MiB".into()));

@@ -22,6 +22,9 @@ pub fn answers(stored: &Method, request: &Method) -> bool {
 /// A HEAD request gets the same fields, `Content-Length` included (RFC 9110 §9.3.2).
 pub fn served_headers(stored: &HeaderMap, age: Duration) -> HeaderMap {
     let mut headers = stored.clone();
+    // Room for the fields delivery adds (`Age`, `X-Cache`, `Cache-Status`) in one step: a
+    // clone is full, and growing it field by field costs more (bench/http-instructions.sh).
+    headers.reserve(4);
     headers.insert(AGE, HeaderValue::from(delta::from_duration(age)));
     headers
 }

@@ -150,10 +150,11 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
         // For surrogates only (`rules::surrogate`), as Fastly removes it.
         headers.remove(SURROGATE_CONTROL);
     }
-    if let Some(name) = &proxy.config.cache_status {
+    if let Some(members) = &proxy.config.cache_status {
         // A hit or stale response got its member where it was served.
         if !matches!(outcome, CacheOutcome::Hit | CacheOutcome::Stale) {
             let status = response.status();
+            let name = &members.name;
             cache_status::forwarded(response.headers_mut(), name, outcome, &parts.method, status);
         }
     }
@@ -355,8 +356,8 @@ pub async fn serve_stored(
     match respond::object(RequestHead::from(parts), &object, coding, now) {
         Some(mut response) => {
             let served_stored = matches!(outcome, CacheOutcome::Hit | CacheOutcome::Stale);
-            if let (Some(name), true) = (&proxy.config.cache_status, served_stored) {
-                cache_status::stored(response.headers_mut(), name, &object.freshness, now);
+            if let (Some(members), true) = (&proxy.config.cache_status, served_stored) {
+                cache_status::stored(response.headers_mut(), members, outcome);
             }
             (response, outcome)
         }
