@@ -105,3 +105,44 @@ fn version_2() {
     version_1[12] = 0x11;
     assert!(matches!(parse(&version_1), Parsed::Refused(_)));
 }
+
+proptest::proptest! {
+    /// The fuzz target's invariants (fuzz/fuzz_targets/proxy_header.rs), on random bytes and
+    /// on valid headers cut and flipped: no panic, a header inside its input, every prefix of
+    /// a header `Partial`, no prefix of a refused input a header.
+    #[test]
+    fn prefixes_agree_with_the_whole(
+        kind in 0u8..3,
+        noise in proptest::collection::vec(proptest::num::u8::ANY, 0..80),
+        flip in proptest::option::of((0usize..60, proptest::num::u8::ANY)),
+    ) {
+        let mut data = match kind {
+            0 => v2(1, 0x11, &[192, 0, 2, 7, 127, 0, 0, 1, 1, 2, 3, 4]),
+            1 => b"PROXY TCP4 192.0.2.7 127.0.0.1 1 2\r\n".to_vec(),
+            _ => Vec::new(),
+        };
+        data.extend_from_slice(&noise);
+        if let Some((at, byte)) = flip {
+            if at < data.len() {
+                data[at] = byte;
+            }
+        }
+        let whole = parse(&data);
+        if let Parsed::Complete { len, .. } = whole {
+            proptest::prop_assert!(len <= data.len());
+            for cut in 0..len {
+                proptest::prop_assert_eq!(parse(&data[..cut]), Parsed::Partial);
+            }
+        }
+        if let Parsed::Refused(_) = whole {
+            for cut in 0..data.len() {
+                let prefix = parse(&data[..cut]);
+                proptest::prop_assert!(
+                    !matches!(prefix, Parsed::Complete { .. }),
+                    "a prefix of {} bytes of a refused input is a header",
+                    cut
+                );
+            }
+        }
+    }
+}
