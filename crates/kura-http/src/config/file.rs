@@ -102,6 +102,13 @@ pub(super) struct RuleFile {
     pub(super) normalize_also_remove: Option<Vec<Spanned<String>>>,
     pub(super) normalize_sort: Option<bool>,
     pub(super) normalize_forward_removed: Option<bool>,
+    pub(super) request_set: Option<Spanned<BTreeMap<String, String>>>,
+    pub(super) request_unset: Option<Spanned<Vec<String>>>,
+    pub(super) request_append: Option<Spanned<BTreeMap<String, String>>>,
+    pub(super) response_set: Option<Spanned<BTreeMap<String, String>>>,
+    pub(super) response_unset: Option<Spanned<Vec<String>>>,
+    pub(super) response_append: Option<Spanned<BTreeMap<String, String>>>,
+    pub(super) synthetic: Option<Spanned<super::edits::SyntheticFile>>,
 }
 
 /// Where a value came from, to name it in an error: the file's text and its name.

@@ -7,6 +7,7 @@ mod bans;
 mod cache_status;
 mod clients;
 mod compression;
+mod edits;
 mod file;
 mod keys;
 mod parse;
@@ -24,6 +25,7 @@ use toml::Spanned;
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 pub use cache_status::CacheStatus;
+pub use edits::{Edits, HeaderEdits, Synthetic};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 pub use security::{Unkeyed, DEFAULT_KEY_HEADERS, DEFAULT_STRIP_UNKEYED};
@@ -164,6 +166,9 @@ pub struct Config {
     pub purge: PurgeConfig,
     /// Bans, tags and the lurker (`[bans]`).
     pub bans: BansConfig,
+    /// Whether any rule edits responses (`response_set`, ...): only then is a response's
+    /// route looked up again before delivery.
+    pub response_edits: bool,
     /// This cache's `Cache-Status` members (RFC 9211); `None`: the field is not sent.
     pub cache_status: Option<CacheStatus>,
 }
@@ -326,6 +331,7 @@ impl Config {
             pass_authorization: true,
             cookie_ignore: Vec::new(),
             unkeyed: Unkeyed::default(),
+            edits: std::sync::Arc::default(),
         };
         let safety = security::SafetyFile {
             cookie: file.cookie.as_ref(),
@@ -342,6 +348,7 @@ impl Config {
         for rule in file.rule.unwrap_or_default() {
             rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
         }
+        let response_edits = routes.iter().any(|r| !r.edits.response.is_empty());
         Ok(Config {
             args: args.clone(),
             backends,
@@ -385,6 +392,7 @@ impl Config {
             compression: compression::compression(file.compression, src)?,
             purge,
             bans,
+            response_edits,
             cache_status,
         })
     }

@@ -166,6 +166,16 @@ pub(super) fn parse_rule(
         key_headers: rule.key_headers.as_ref(),
     };
     super::security::apply(&mut route, &safety, "rule: ", src)?;
+    let edits = super::edits::EditsFile {
+        request_set: rule.request_set.as_ref(),
+        request_unset: rule.request_unset.as_ref(),
+        request_append: rule.request_append.as_ref(),
+        response_set: rule.response_set.as_ref(),
+        response_unset: rule.response_unset.as_ref(),
+        response_append: rule.response_append.as_ref(),
+        synthetic: rule.synthetic.as_ref(),
+    };
+    route.edits = std::sync::Arc::new(super::edits::read(&edits, src)?);
     routes.push(route);
     Ok(Rule {
         host,

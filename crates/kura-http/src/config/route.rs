@@ -95,6 +95,8 @@ pub struct Route {
     pub cookie_ignore: Vec<crate::keys::query::ParamPattern>,
     /// Unkeyed request fields: removed on the lookup path, or keyed.
     pub unkeyed: super::Unkeyed,
+    /// Header edits and a synthetic answer (`config/edits.rs`).
+    pub edits: std::sync::Arc<super::Edits>,
 }
 
 /// A `[[rule]]`.

@@ -137,6 +137,10 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
         device.classify(&mut parts.headers);
     }
     let (mut response, outcome) = route(&proxy, &mut parts, body, &peer).await;
+    if proxy.config.response_edits {
+        let edits = &proxy.route(proxy.route_of(&parts)).edits.response;
+        edits.apply(response.headers_mut());
+    }
     if let Some(device) = device {
         device.to_client(response.headers_mut());
     }
@@ -242,6 +246,12 @@ async fn route(
     let settings = proxy.route(route);
     if !settings.cookie_ignore.is_empty() {
         request::drop_ignored_cookies(&mut parts.headers, &settings.cookie_ignore);
+    }
+    if let Some(synthetic) = &settings.edits.synthetic {
+        return (respond::synthetic(synthetic), CacheOutcome::Synth);
+    }
+    if !settings.edits.request.is_empty() {
+        settings.edits.request.apply(&mut parts.headers);
     }
     let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
     let passed = settings.pass

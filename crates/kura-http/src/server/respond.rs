@@ -112,6 +112,17 @@ pub fn unsatisfiable(length: u64) -> Response<Body> {
     response
 }
 
+/// A rule's synthetic answer (`config/edits.rs`).
+pub fn synthetic(synthetic: &crate::config::Synthetic) -> Response<Body> {
+    let mut response = Response::new(Body::full(synthetic.body.clone()));
+    *response.status_mut() = synthetic.status;
+    *response.headers_mut() = synthetic.headers.clone();
+    response
+        .headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(synthetic.body.len()));
+    response
+}
+
 /// A short text response of the proxy's own.
 pub fn synth(status: StatusCode, close: bool) -> Response<Body> {
     let text = format!(
