@@ -86,6 +86,7 @@ probes! {
     "slow-head" => slow_head, behaviour;
     "backend-never-answers" => backend_hangs, behaviour;
     "backend-never-stops" => backend_endless, behaviour;
+    "refused-upgrade-then-request" => refused_upgrade, behaviour;
 }
 
 /// The backend's behaviour, by path.

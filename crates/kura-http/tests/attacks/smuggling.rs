@@ -234,3 +234,26 @@ pub(crate) async fn slow_head(s: &System) -> Verdict {
         got.map_or("no answer".into(), |r| r.status.to_string()),
     )
 }
+
+/// An upgrade request the backend refuses (it answers 200, not 101), with another request
+/// behind it in the same write. A cache that pipes upgrades must read nothing after a refused
+/// one as HTTP (issue 42: kura passes the refusal and ends the connection). One that does not
+/// pipe them (Varnish's default VCL, nginx without `proxy_set_header Upgrade`) answers the
+/// next request as any pipelined one: not an attack there, so this is a behaviour probe.
+pub(crate) async fn refused_upgrade(s: &System) -> Verdict {
+    let attack = format!(
+        "GET /echo/p40/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n{}",
+        hidden("p40")
+    );
+    let v = smuggling(s, "p40", attack).await;
+    let note = if v.safe {
+        format!("{}; nothing read after the refusal", v.note)
+    } else {
+        format!(
+            "{}; the next request was answered",
+            v.note.replace("; hidden request served", "")
+        )
+    };
+    verdict(v.safe, note)
+}
