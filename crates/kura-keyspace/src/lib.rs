@@ -24,10 +24,11 @@ use tokio::sync::watch;
 
 pub use config::{KeyspaceConfig, Login, ReplicationConfig, TableSpec, TablesConfig};
 pub use durable::Durable;
+pub use kura_store::Report;
 pub use reload::Reloadable;
 pub use replication::{ReplicaOfError, ReplicationState};
 pub use tables::{TableOpenError, Tables};
-pub use ticket::{serves_in_batches, Ticket};
+pub use ticket::Ticket;
 
 /// Whether the server is running or stopping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,19 +209,20 @@ impl Keyspace {
         h.refusing().then(|| Refusal::LogUnwritable(h.reason()))
     }
 
-    /// The record the writes of the request just run on this thread made,
-    /// if any (ticket.rs).
+    /// The last record the writes reported into `report` made since the
+    /// last take, if any (ticket.rs).
     #[inline]
-    pub fn take_ticket(&self) -> Ticket {
-        ticket::take()
+    pub fn take_ticket(&self, report: &Report) -> Ticket {
+        Ticket::of(report.take_seq())
     }
 
     /// Said by a connection after a batch of requests, before it writes
     /// their replies or waits for anything: what the batch appended to the
-    /// journal goes to the replicas (replication/primary/direct.rs).
+    /// journal (its batched `report` says) goes to the replicas
+    /// (replication/primary/direct.rs).
     #[inline]
-    pub fn batch_done(&self) {
-        replication::primary::batch_done(&self.replication);
+    pub fn batch_done(&self, report: &Report) {
+        replication::primary::batch_done(&self.replication, report);
     }
 
     /// Before a connection acknowledges writes up to `ticket`: waits until
@@ -241,7 +243,7 @@ impl Keyspace {
         if !self.settle(ticket).await {
             return Replicated::LogFailed;
         }
-        self.batch_done();
+        replication::primary::send_soon(&self.replication);
         let r = &self.config.replication;
         if self
             .replication
@@ -256,19 +258,21 @@ impl Keyspace {
 
     /// What logs a change of record `id` of table `name`, under the
     /// record's lock ([`kura_table::Table::edit`]'s hook): the update log
-    /// with a data dir, else the journal once a replica connected.
+    /// with a data dir, else the journal once a replica connected; the
+    /// record's number goes into `report`, as a store write's does.
     pub fn table_logger<'k>(
         &'k self,
         name: &'k [u8],
         id: u64,
+        report: &'k Report,
     ) -> impl FnOnce(Option<(&[u8], u32)>) + 'k {
         let durable = self.durable.as_deref();
         let journal = self.replication.journal.get();
         move |new| {
             if let Some(d) = durable {
-                d.log_table(name, id, new);
+                report.made(d.log_table(name, id, new));
             } else if let Some(j) = journal {
-                j.table(name, id, new);
+                j.table(name, id, new, report);
             }
         }
     }

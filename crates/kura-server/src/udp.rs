@@ -176,11 +176,11 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         session.out = Output::for_datagrams();
         let messages = handle_payload(&mut session, &buf[HEADER_LEN..n]);
         let keyspace = &shared.keyspace;
-        keyspace.batch_done();
+        keyspace.batch_done(&session.report);
         // Writes over UDP wait for a log that has fallen behind, as over
         // TCP (`--fsync always` is refused with UDP at startup).
         if keyspace.durable().is_some() {
-            let ticket = keyspace.take_ticket();
+            let ticket = keyspace.take_ticket(&session.report);
             if !ticket.is_none() && !keyspace.settle(ticket).await {
                 continue;
             }

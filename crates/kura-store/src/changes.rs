@@ -10,8 +10,18 @@
 //! eviction the key that left. Expiry is not reported: deadlines are
 //! absolute, so an entry that expired is expired on replay too.
 //!
+//! A sink answers through the caller's [`Report`]: the number it gave the
+//! record of a change (a durable server's reply waits until the log has
+//! it), and whether it left work for the end of the caller's batch. The
+//! caller passes its report into each operation ([`Store::reporting`]);
+//! the plain operations pass a fresh one.
+//!
 //! A store without a sink does none of this: every hook is one branch on an
 //! empty `OnceLock`.
+//!
+//! [`Store::reporting`]: crate::Store::reporting
+
+use std::cell::Cell;
 
 use crate::item::{Item, KEY_BINARY, STALE};
 use crate::shard::Shard;
@@ -72,16 +82,76 @@ impl Entry {
 /// Hears every change of a store (see the module documentation).
 ///
 /// `record` runs under a shard lock, on the thread that made the change:
-/// it must be quick and must not call back into the store.
+/// it must be quick and must not call back into the store. What it tells
+/// the caller goes into `report`.
 pub trait ChangeSink: Send + Sync {
-    fn record(&self, change: Change<'_>);
+    fn record(&self, change: Change<'_>, report: &Report);
+}
+
+/// What the sinks that heard a caller's changes tell it back (see the
+/// module documentation). One report may serve many operations: the
+/// caller takes what accumulated when it needs it.
+#[derive(Debug, Default)]
+pub struct Report {
+    batched: bool,
+    seq: Cell<u64>,
+    pending: Cell<bool>,
+}
+
+impl Report {
+    /// The report of a caller that ends its work in batches and, at each
+    /// batch's end, acts on [`Report::take_pending`]: sinks may leave work
+    /// for then. (A plain report's caller does not: sinks do it at once.)
+    pub fn batched() -> Report {
+        Report {
+            batched: true,
+            ..Report::default()
+        }
+    }
+
+    /// Whether the caller acts on what sinks leave for its batch's end.
+    #[inline]
+    pub fn is_batched(&self) -> bool {
+        self.batched
+    }
+
+    /// Said by a sink that numbered a change's record `seq`.
+    #[inline]
+    pub fn made(&self, seq: u64) {
+        self.seq.set(self.seq.get().max(seq));
+    }
+
+    /// Said by a sink of a batched report that left work for the batch's end.
+    #[inline]
+    pub fn defer(&self) {
+        self.pending.set(true);
+    }
+
+    /// The highest record number made since the last take (0: none).
+    #[inline]
+    pub fn take_seq(&self) -> u64 {
+        self.seq.take()
+    }
+
+    /// Whether work was left for the batch's end since the last take.
+    #[inline]
+    pub fn take_pending(&self) -> bool {
+        self.pending.take()
+    }
 }
 
 impl Shard {
     /// Tells `sink` what the operation just done left behind: the entries
     /// it evicted, then the state of `key` (present or not), when `changed`.
-    pub(crate) fn report(&mut self, sink: &dyn ChangeSink, hash: u64, key: &[u8], changed: bool) {
-        self.report_evictions(sink);
+    pub(crate) fn report(
+        &mut self,
+        sink: &dyn ChangeSink,
+        r: &Report,
+        hash: u64,
+        key: &[u8],
+        changed: bool,
+    ) {
+        self.report_evictions(sink, r);
         if !changed {
             return;
         }
@@ -89,23 +159,24 @@ impl Shard {
             Some(off) => {
                 let m = self.meta(off);
                 let item = m.handle();
-                sink.record(Change::Put(EntryRef {
+                let entry = EntryRef {
                     item: &item,
                     cas: m.cas(),
                     exptime: m.exptime(),
                     stale: m.marks() & STALE != 0,
                     binary_key: m.marks() & KEY_BINARY != 0,
-                }));
+                };
+                sink.record(Change::Put(entry), r);
             }
-            None => sink.record(Change::Remove { key }),
+            None => sink.record(Change::Remove { key }, r),
         }
     }
 
     /// Tells `sink` of the entries evicted since the last report.
-    pub(crate) fn report_evictions(&mut self, sink: &dyn ChangeSink) {
+    pub(crate) fn report_evictions(&mut self, sink: &dyn ChangeSink, r: &Report) {
         if let Some(evicted) = self.evicted.as_mut() {
             for item in evicted.drain(..) {
-                sink.record(Change::Evict { key: item.key() });
+                sink.record(Change::Evict { key: item.key() }, r);
             }
         }
     }

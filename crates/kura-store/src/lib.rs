@@ -45,7 +45,7 @@ pub use api::{
     SetRequest, SizeLimit,
 };
 pub use census::FlagsCensus;
-pub use changes::{Change, ChangeSink, Entry, EntryRef};
+pub use changes::{Change, ChangeSink, Entry, EntryRef, Report};
 pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
@@ -54,4 +54,5 @@ pub use reaper::Reaper;
 pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
 pub use store::{
     default_shards, EntryView, EvictionWatch, Scan, ScanCursor, Store, StoreConfig, StoreStats,
+    Writes,
 };

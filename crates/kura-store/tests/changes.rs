@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use kura_store::{
     ArithRequest, Change, ChangeSink, DeleteRequest, Entry, EvictionKind, Expiry, GetOptions, Item,
-    SetMode, SetRequest, Store, StoreConfig,
+    Report, SetMode, SetRequest, Store, StoreConfig,
 };
 use proptest::prelude::*;
 
@@ -25,7 +25,7 @@ enum Rec {
 struct Recorder(Mutex<Vec<Rec>>);
 
 impl ChangeSink for Recorder {
-    fn record(&self, change: Change<'_>) {
+    fn record(&self, change: Change<'_>, _: &Report) {
         let rec = match change {
             Change::Put(e) => Rec::Put(Entry {
                 item: e.item.clone(),

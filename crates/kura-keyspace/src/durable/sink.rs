@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
 use kura_log::{Mutation, MutationRef};
-use kura_store::{Change, ChangeSink, EntryRef, Item};
+use kura_store::{Change, ChangeSink, EntryRef, Item, Report};
 
 use super::lag::Lag;
 
@@ -109,23 +109,24 @@ pub struct LogSink {
 
 impl LogSink {
     /// Numbers and logs a change made outside the store (a table write),
-    /// under the lock that orders it, as [`ChangeSink::record`] does.
-    pub(super) fn record_copy(&self, m: Mutation) {
+    /// under the lock that orders it, as [`ChangeSink::record`] does: its
+    /// record's number (0 when none was made).
+    pub(super) fn record_copy(&self, m: Mutation) -> u64 {
         if self.following.load(Ordering::Relaxed) {
             self.diverged.store(true, Ordering::Relaxed);
-            return;
+            return 0;
         }
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
-        crate::ticket::made(seq);
         let owned = Owned::Copy(m);
         let len = owned.as_mutation().encoded_len();
         self.lag.owe(len);
         let _ = self.tx.send(Msg::Record(seq, owned, len));
+        seq
     }
 }
 
 impl ChangeSink for LogSink {
-    fn record(&self, change: Change<'_>) {
+    fn record(&self, change: Change<'_>, report: &Report) {
         if self.following.load(Ordering::Relaxed) {
             // Evictions and flushes coming due are the replica's own
             // business (replay never reports); a write is not.
@@ -138,7 +139,7 @@ impl ChangeSink for LogSink {
             return;
         }
         let seq = self.next.fetch_add(1, Ordering::AcqRel);
-        crate::ticket::made(seq);
+        report.made(seq);
         let owned = Owned::of(change);
         let len = owned.as_mutation().encoded_len();
         self.lag.owe(len);

@@ -246,8 +246,9 @@ impl Durable {
     /// Logs a table write (its result: `new` is the record's bytes and
     /// flags, or `None` when it was deleted). Called under the record's
     /// lock ([`Table::edit`]'s hook), so the log orders the writes of one
-    /// id as they happened; the connection then settles like any write.
-    pub(crate) fn log_table(&self, table: &[u8], id: u64, new: Option<(&[u8], u32)>) {
+    /// id as they happened; the connection then settles like any write
+    /// (on the returned record number, 0 when none was made).
+    pub(crate) fn log_table(&self, table: &[u8], id: u64, new: Option<(&[u8], u32)>) -> u64 {
         let m = match new {
             Some((value, flags)) => Mutation::TablePut {
                 table: table.to_vec(),
@@ -260,7 +261,7 @@ impl Durable {
                 id,
             },
         };
-        self.sink.record_copy(m);
+        self.sink.record_copy(m)
     }
 
     /// The tables recovery replays into and snapshots read.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use kura_log::MutationRef;
-use kura_store::{Change, ChangeSink, EntryRef, Store};
+use kura_store::{Change, ChangeSink, EntryRef, Report, Store};
 
 use super::backlog::Backlog;
 
@@ -32,13 +32,13 @@ struct MemSink {
 }
 
 impl ChangeSink for MemSink {
-    fn record(&self, change: Change<'_>) {
+    fn record(&self, change: Change<'_>, report: &Report) {
         if self.following.load(Ordering::Acquire) {
             return;
         }
         let seq = self.backlog.append(&mutation(&change));
-        crate::ticket::made(seq);
-        super::primary::appended(&self.backlog);
+        report.made(seq);
+        super::primary::appended(&self.backlog, report);
     }
 }
 
@@ -93,8 +93,9 @@ impl Journal {
     }
 
     /// Numbers a table write (its result: the record's bytes and flags, or
-    /// `None` when deleted); called under the record's lock.
-    pub fn table(&self, table: &[u8], id: u64, new: Option<(&[u8], u32)>) {
+    /// `None` when deleted), telling `report`; called under the record's
+    /// lock.
+    pub fn table(&self, table: &[u8], id: u64, new: Option<(&[u8], u32)>, report: &Report) {
         if self.sink.following.load(Ordering::Acquire) {
             return;
         }
@@ -108,8 +109,8 @@ impl Journal {
             None => MutationRef::TableDelete { table, id },
         };
         let seq = self.sink.backlog.append(&m);
-        crate::ticket::made(seq);
-        super::primary::appended(&self.sink.backlog);
+        report.made(seq);
+        super::primary::appended(&self.sink.backlog, report);
     }
 
     /// The backlog it feeds.

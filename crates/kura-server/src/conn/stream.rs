@@ -56,15 +56,7 @@ where
         conn.info.set_state(ConnState::Write);
         let done = d.step(&shared.store, &mut session.out);
         if (done || session.out.pending() >= DUMP_CHUNK)
-            && !flush(
-                shared,
-                stream,
-                &mut session.out,
-                session.stats,
-                stop.as_mut(),
-                conn,
-            )
-            .await
+            && !flush(stream, session, stop.as_mut(), conn).await
         {
             return Err(End::Io);
         }

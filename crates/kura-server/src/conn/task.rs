@@ -172,9 +172,8 @@ impl<'a> TaskConn<'a> {
         S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
         F: Future<Output = ()>,
     {
-        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
-        let out = &mut self.session.out;
-        if !flush(shared, stream, out, stats, stop.as_mut(), conn).await {
+        let (shared, conn) = (self.shared, self.conn);
+        if !flush(stream, &mut self.session, stop.as_mut(), conn).await {
             return Err(End::Io);
         }
         if let Some(end) = end {
@@ -229,8 +228,7 @@ impl<'a> TaskConn<'a> {
                     if let Some(t) = self.session.tracking.as_mut() {
                         t.drain(&mut self.session.out);
                     }
-                    let (shared, stats, conn) = (self.shared, self.stats, self.conn);
-                    if !flush(shared, stream, &mut self.session.out, stats, stop, conn).await {
+                    if !flush(stream, &mut self.session, stop, self.conn).await {
                         return Err(End::Io);
                     }
                     return Ok(None);
@@ -411,7 +409,7 @@ impl<'a> TaskConn<'a> {
     /// the batch's replies to wait for.
     async fn wrote(&mut self, wire: Wire, family: Family, mark: (usize, usize)) -> Result<(), End> {
         if self.min_acks > 0 {
-            let ticket = self.keyspace.take_ticket();
+            let ticket = self.keyspace.take_ticket(&self.session.report);
             let text = matches!(wire, Wire::Text);
             // Meta's quiet mode still hears errors; classic noreply not.
             let meta = matches!(
@@ -425,7 +423,7 @@ impl<'a> TaskConn<'a> {
                 return Err(End::Io);
             }
         } else if self.durable {
-            self.unsettled = self.unsettled.max(self.keyspace.take_ticket());
+            self.unsettled = (self.unsettled).max(self.keyspace.take_ticket(&self.session.report));
         }
         Ok(())
     }
@@ -439,8 +437,7 @@ impl<'a> TaskConn<'a> {
         if !self.unsettled.is_none() && !settled(self.keyspace, &mut self.unsettled).await {
             return Err(End::Io);
         }
-        let (shared, stats, conn) = (self.shared, self.stats, self.conn);
-        if !flush(shared, stream, &mut self.session.out, stats, stop, conn).await {
+        if !flush(stream, &mut self.session, stop, self.conn).await {
             return Err(End::Io);
         }
         Ok(())
@@ -537,10 +534,8 @@ async fn settled(keyspace: &Keyspace, unsettled: &mut Ticket) -> bool {
 /// What the requests before it appended to the replication journal goes
 /// first, so that a client that does not read holds back no replica.
 pub(super) async fn flush<S, F>(
-    shared: &Shared,
     stream: &mut S,
-    out: &mut Output,
-    stats: &ThreadStats,
+    session: &mut Session<'_>,
     stop: std::pin::Pin<&mut F>,
     conn: &ConnGuard,
 ) -> bool
@@ -548,7 +543,8 @@ where
     S: AsyncWrite + Unpin,
     F: std::future::Future<Output = ()>,
 {
-    shared.keyspace.batch_done();
+    session.keyspace.batch_done(&session.report);
+    let (out, stats) = (&mut session.out, session.stats);
     if out.is_empty() {
         return true;
     }

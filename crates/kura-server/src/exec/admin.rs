@@ -23,8 +23,8 @@ pub(super) fn flush_all(s: &mut Session<'_>, f: &FlushAll) {
             s.reply(f.noreply, kura_proto::Error::InvalidExptime.as_bytes());
             return;
         }
-        FlushDelay::Exptime(e) if e > 0 => s.store().flush(Some(expiry(e))),
-        FlushDelay::Now | FlushDelay::Exptime(_) => s.store().flush(None),
+        FlushDelay::Exptime(e) if e > 0 => s.writes().flush(Some(expiry(e))),
+        FlushDelay::Now | FlushDelay::Exptime(_) => s.writes().flush(None),
     }
     s.reply(f.noreply, reply::OK);
 }

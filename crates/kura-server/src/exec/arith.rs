@@ -8,7 +8,7 @@ use super::Session;
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, a: &Arith<'_>) {
-    let outcome = s.store().arith(a.key, &ArithRequest::new(a.incr, a.delta));
+    let outcome = s.writes().arith(a.key, &ArithRequest::new(a.incr, a.delta));
     let (hits, misses) = if a.incr {
         (&s.stats.incr_hits, &s.stats.incr_misses)
     } else {

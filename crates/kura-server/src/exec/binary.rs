@@ -223,7 +223,7 @@ fn get(
         touch: touch.map(expiry),
         ..Default::default()
     };
-    let hit = s.store().get_with(key, &opts);
+    let hit = s.writes().get_with(key, &opts);
     super::get::count(s.stats, touch.is_some(), hit.is_some());
     super::inspect::fetched(s, key, hit.as_ref());
     match hit {
@@ -295,7 +295,7 @@ fn store(
         (StoreMode::Set | StoreMode::Add | StoreMode::Replace, Some(_)) => SetMode::Set,
         (m, _) => set_mode(m),
     };
-    let outcome = s.store().set(&SetRequest {
+    let outcome = s.writes().set(&SetRequest {
         mode: set_as,
         key,
         value,
@@ -342,7 +342,7 @@ fn delete(s: &mut Session<'_>, r: &BinRequest<'_>, key: &[u8]) {
         cas: (r.cas != 0).then_some(r.cas),
         ..Default::default()
     };
-    match s.store().delete_with(key, &req) {
+    match s.writes().delete_with(key, &req) {
         DeleteOutcome::Deleted => {
             incr(&s.stats.delete_hits);
             ok(s, r, 0);
@@ -375,7 +375,7 @@ fn arith(
     } else {
         (&s.stats.decr_hits, &s.stats.decr_misses)
     };
-    match s.store().arith(key, &req) {
+    match s.writes().arith(key, &req) {
         ArithOutcome::Updated {
             value,
             cas,
@@ -423,8 +423,8 @@ fn flush(s: &mut Session<'_>, r: &BinRequest<'_>, exptime: Option<u32>) {
     }
     incr(&s.stats.cmd_flush);
     match exptime {
-        Some(e) if e > 0 => s.store().flush(Some(expiry(e))),
-        _ => s.store().flush(None),
+        Some(e) if e > 0 => s.writes().flush(Some(expiry(e))),
+        _ => s.writes().flush(None),
     }
     ok(s, r, 0);
 }

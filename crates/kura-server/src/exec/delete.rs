@@ -6,7 +6,7 @@ use super::Session;
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, d: &Delete<'_>) {
-    if s.store().delete(d.key) {
+    if s.writes().delete(d.key) {
         incr(&s.stats.delete_hits);
         s.reply(d.noreply, reply::DELETED);
     } else {

@@ -26,7 +26,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaArith<'_>) {
         touch: f.ttl.map(expiry),
         new_cas: f.explicit_cas,
     };
-    let outcome = s.store().arith(&m.key.bytes, &req);
+    let outcome = s.writes().arith(&m.key.bytes, &req);
     let (hits, misses) = if m.incr {
         (&s.stats.incr_hits, &s.stats.incr_misses)
     } else {

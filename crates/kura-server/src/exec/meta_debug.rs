@@ -14,7 +14,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaDebug<'_>) {
         no_bump: true,
         ..Default::default()
     };
-    let Some(hit) = s.store().get_with(&m.key.bytes, &opts) else {
+    let Some(hit) = s.writes().get_with(&m.key.bytes, &opts) else {
         s.out.extend_from_slice(reply::EN);
         return;
     };

@@ -10,7 +10,7 @@ use crate::metrics::incr;
 pub(super) fn run(s: &mut Session<'_>, m: &MetaDelete<'_>) {
     let f = &m.flags;
     incr(&s.stats.cmd_meta);
-    let outcome = s.store().delete_with(
+    let outcome = s.writes().delete_with(
         &m.key.bytes,
         &DeleteRequest {
             cas: f.compare_cas,

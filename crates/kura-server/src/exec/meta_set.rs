@@ -24,7 +24,7 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaSet<'_>) -> Next {
     incr(&s.stats.cmd_set);
     let mode = set_mode(m.mode);
     let cas_mode = f.compare_cas.is_some() && matches!(mode, SetMode::Set | SetMode::Replace);
-    let outcome = s.store().set(&SetRequest {
+    let outcome = s.writes().set(&SetRequest {
         mode,
         key: &m.key.bytes,
         value,

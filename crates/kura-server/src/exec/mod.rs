@@ -25,7 +25,7 @@ mod track;
 
 use kura_keyspace::{Keyspace, Refusal};
 use kura_proto::{reply, Frame, Request};
-use kura_store::{Expiry, Store};
+use kura_store::{Expiry, Report, Store, Writes};
 
 use crate::metrics::ThreadStats;
 use crate::output::Output;
@@ -92,6 +92,11 @@ pub struct Session<'a> {
     /// requests under way (what the hot-key sketch counts by, without a
     /// clock read a request).
     pub now: u32,
+    /// What the change sinks told of this connection's writes: the record
+    /// its replies wait for, the journal's records its batch sends
+    /// (kura-keyspace's ticket.rs). Every loop that runs sessions ends its
+    /// batches in `Keyspace::batch_done`.
+    pub report: Report,
 }
 
 /// A [`Session`]'s own state, detached from the server it ran on.
@@ -104,6 +109,7 @@ pub struct Detached {
     tracking: Option<Box<crate::tracking::Tracker>>,
     stream: Option<Box<crate::inspect::Stream>>,
     cfd: i64,
+    report: Report,
 }
 
 impl Detached {
@@ -122,6 +128,7 @@ impl Detached {
             stream: self.stream,
             cfd: self.cfd,
             now: shared.store.now(),
+            report: self.report,
         }
     }
 }
@@ -141,6 +148,7 @@ impl<'a> Session<'a> {
             stream: None,
             cfd: -1,
             now: shared.store.now(),
+            report: Report::batched(),
         }
     }
 
@@ -156,11 +164,19 @@ impl<'a> Session<'a> {
             tracking: self.tracking,
             stream: self.stream,
             cfd: self.cfd,
+            report: self.report,
         }
     }
 
     pub fn store(&self) -> &'a Store {
         &self.shared.store
+    }
+
+    /// The store's changing operations, reporting into this session's
+    /// [`Report`].
+    #[inline]
+    pub fn writes(&self) -> Writes<'_> {
+        self.shared.store.reporting(&self.report)
     }
 
     /// Appends `bytes` unless the request asked for no reply.

@@ -39,7 +39,7 @@ pub(crate) fn too_large(s: &mut Session<'_>, key: &[u8], drop_old: bool, swallow
     }
     incr(&s.stats.cmd_set);
     if drop_old {
-        s.store().delete(key);
+        s.writes().delete(key);
     }
     Next::Swallow(swallow)
 }
@@ -102,7 +102,7 @@ pub(super) fn run(s: &mut Session<'_>, c: &StoreCmd<'_>) -> Next {
         Data::Bytes(v) => v,
     };
     incr(&s.stats.cmd_set);
-    let outcome = s.store().set(&SetRequest {
+    let outcome = s.writes().set(&SetRequest {
         mode: set_mode(c.mode),
         key: c.key,
         value,

@@ -63,8 +63,8 @@ fn name_of<'k>(key: &'k [u8], rest: &[u8]) -> &'k [u8] {
 
 /// Logs a change of record `id` of table `name`, when the server has a data
 /// dir: called under the record's lock.
-fn logger<'s>(s: &Session<'s>, name: &'s [u8], id: u64) -> impl FnOnce(New<'_>) + 's {
-    s.keyspace.table_logger(name, id)
+fn logger<'r>(s: &'r Session<'_>, name: &'r [u8], id: u64) -> impl FnOnce(New<'_>) + 'r {
+    s.keyspace.table_logger(name, id, &s.report)
 }
 
 /// Runs `req` if it is about a table key.

@@ -7,7 +7,7 @@ use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, t: &Touch<'_>) {
     incr(&s.stats.cmd_touch);
-    if s.store().touch(t.key, expiry(t.exptime)) {
+    if s.writes().touch(t.key, expiry(t.exptime)) {
         incr(&s.stats.touch_hits);
         s.reply(t.noreply, reply::TOUCHED);
     } else {

@@ -69,7 +69,6 @@ pub(crate) fn worker_tasks(
     };
     let local = tokio::task::LocalSet::new();
     let stats = shared.thread_stats[index].clone();
-    kura_keyspace::serves_in_batches();
     // The worker hears the server's stop signal for all its connections.
     let stop = Rc::new(StopSignal::default());
     local.spawn_local({
@@ -287,8 +286,7 @@ pub(super) fn acceptor(
         }
     };
     let local = tokio::task::LocalSet::new();
-    // UDP writes are made here.
-    kura_keyspace::serves_in_batches();
+
     let unix_path = unix.as_ref().map(|(_, p)| p.clone());
     local.block_on(&rt, async move {
         let dispatch = std::rc::Rc::new(std::cell::RefCell::new(Dispatch {

@@ -21,7 +21,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use kura_store::{Change, ChangeSink};
+use kura_store::{Change, ChangeSink, Report};
 use tokio::sync::Notify;
 
 /// Registry shards (each a mutex and a map).
@@ -228,7 +228,7 @@ impl Registry {
 }
 
 impl ChangeSink for Registry {
-    fn record(&self, change: Change<'_>) {
+    fn record(&self, change: Change<'_>, _: &Report) {
         if self.live.load(Ordering::Acquire) == 0 {
             return;
         }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::RwLockWriteGuard;
 
-use crate::changes::{Change, ChangeSink};
+use crate::changes::{Change, ChangeSink, Report};
 use crate::expiry::Expiry;
 use crate::shard::Shard;
 
@@ -40,6 +40,10 @@ impl Store {
     /// Drops every entry now, or at `at` (a delayed `flush_all`): entries
     /// stored after that point survive. A new flush replaces a pending one.
     pub fn flush(&self, at: Option<Expiry>) {
+        self.flush_in(at, &Report::default());
+    }
+
+    pub(super) fn flush_in(&self, at: Option<Expiry>, r: &Report) {
         let _serial = self.flush_lock.lock();
         let now = self.clock.now();
         let deadline = match at.map(|e| e.deadline(now)) {
@@ -62,8 +66,8 @@ impl Store {
         // and (when immediate) carried out, so it falls between the same
         // changes in the report as in the store.
         let mut guards = self.lock_all();
-        self.flush_due_locked(&mut guards, sink, now);
-        sink.record(Change::Flush { at: deadline });
+        self.flush_due_locked(&mut guards, sink, r, now);
+        sink.record(Change::Flush { at: deadline }, r);
         self.flush.store(state, Ordering::Release);
         if deadline == 0 {
             for shard in &mut guards {
@@ -81,7 +85,7 @@ impl Store {
     /// shard at once, with every lock held, and reported as one change:
     /// changes reported before it were all dropped by it, changes after it
     /// all survive. (Without a sink each shard applies it lazily.)
-    pub(super) fn apply_due_flush(&self, now: u32) {
+    pub(super) fn apply_due_flush(&self, now: u32, r: &Report) {
         let Some(sink) = self.sink() else {
             return;
         };
@@ -92,17 +96,18 @@ impl Store {
         }
         let _serial = self.flush_lock.lock();
         let mut guards = self.lock_all();
-        self.flush_due_locked(&mut guards, sink, now);
+        self.flush_due_locked(&mut guards, sink, r, now);
     }
 
     fn flush_due_locked(
         &self,
         guards: &mut [RwLockWriteGuard<'_, Shard>],
         sink: &dyn ChangeSink,
+        r: &Report,
         now: u32,
     ) {
         if guards.iter().any(|s| self.flush_due(s, now)) {
-            sink.record(Change::Flush { at: 0 });
+            sink.record(Change::Flush { at: 0 }, r);
             for shard in guards.iter_mut() {
                 self.sync_flush(shard, now);
             }

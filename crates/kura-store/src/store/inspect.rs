@@ -95,7 +95,7 @@ impl Store {
         mut visit: impl FnMut(&EntryView<'_>),
     ) -> bool {
         let now = self.clock.now();
-        self.apply_due_flush(now);
+        self.apply_due_flush(now, &crate::Report::default());
         let mut guard = self.shards[shard].0.write();
         self.sync_flush(&mut guard, now);
         let (end, from) = (guard.positions(), *cursor);

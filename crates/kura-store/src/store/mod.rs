@@ -18,6 +18,7 @@ use crate::api::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,
     SetRequest,
 };
+use crate::changes::Report;
 use crate::clock::Clock;
 use crate::expiry::Expiry;
 use crate::item::{Item, KEY_MAX};
@@ -31,12 +32,14 @@ mod sink;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod writes;
 
 pub use config::{default_shards, StoreConfig};
 pub use inspect::{EntryView, EvictionWatch};
 pub use scan::{Scan, ScanCursor};
 use sink::{report, report_get};
 pub use stats::StoreStats;
+pub use writes::Writes;
 
 /// Values at least this long are copied into their block without the
 /// shard's lock held.
@@ -146,14 +149,14 @@ impl Store {
     }
 
     /// Locks the shard owning `key`, applying a due flush first.
-    fn shard(&self, key: &[u8]) -> (RwLockWriteGuard<'_, Shard>, u64, u32) {
+    fn shard(&self, key: &[u8], r: &Report) -> (RwLockWriteGuard<'_, Shard>, u64, u32) {
         let hash = self.hasher.hash_one(key);
         let now = self.clock.now();
         let mut shard = self.cell(hash).write();
         if self.flush_due(&shard, now) {
             if self.sink.get().is_some() {
                 drop(shard);
-                self.apply_due_flush(now);
+                self.apply_due_flush(now, r);
                 shard = self.cell(hash).write();
             }
             self.sync_flush(&mut shard, now);
@@ -172,6 +175,10 @@ impl Store {
 
     /// Looks up `key` with the given options (touch, vivify, recache...).
     pub fn get_with(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
+        self.get_in(key, opts, &Report::default())
+    }
+
+    pub(super) fn get_in(&self, key: &[u8], opts: &GetOptions, r: &Report) -> Option<Hit> {
         if *opts == GetOptions::default() {
             // Most reads change nothing the shard lock guards: try them
             // with the lock shared first.
@@ -186,18 +193,18 @@ impl Store {
                 }
             }
         }
-        let (mut shard, hash, now) = self.shard(key);
+        let (mut shard, hash, now) = self.shard(key, r);
         let Some(sink) = self.sink() else {
             return shard.get(hash, key, opts, now);
         };
         let hit = shard.get(hash, key, opts, now);
-        report_get(&mut shard, sink, hash, key, opts, hit.as_ref());
+        report_get(&mut shard, sink, r, hash, key, opts, hit.as_ref());
         hit
     }
 
     /// Whether `key` is present, without bumping it.
     pub fn contains(&self, key: &[u8]) -> bool {
-        let (shard, hash, now) = self.shard(key);
+        let (shard, hash, now) = self.shard(key, &Report::default());
         shard.contains(hash, key, now)
     }
 
@@ -212,36 +219,40 @@ impl Store {
     /// Carries out a storage request. Keys longer than [`KEY_MAX`] bytes
     /// are not stored.
     pub fn set(&self, req: &SetRequest<'_>) -> SetOutcome {
+        self.set_in(req, &Report::default())
+    }
+
+    pub(super) fn set_in(&self, req: &SetRequest<'_>, r: &Report) -> SetOutcome {
         if req.key.len() > KEY_MAX {
             return SetOutcome::NotStored;
         }
         let prebuilt = if req.value.len() >= COPY_UNLOCKED && req.mode == SetMode::Set {
-            self.prebuild(req)
+            self.prebuild(req, r)
         } else {
             None
         };
-        let (mut shard, hash, now) = self.shard(req.key);
+        let (mut shard, hash, now) = self.shard(req.key, r);
         let outcome = shard.set(hash, req, now, prebuilt);
         if let Some(sink) = self.sink() {
             let changed = matches!(outcome, SetOutcome::Stored { .. } | SetOutcome::NoMemory);
-            report(&mut shard, sink, hash, req.key, changed);
+            report(&mut shard, sink, r, hash, req.key, changed);
         }
         outcome
     }
 
     /// A block for a large set's item, with the value copied in without
     /// the shard's lock (the block is nobody else's until linked).
-    fn prebuild(&self, req: &SetRequest<'_>) -> Option<Item> {
+    fn prebuild(&self, req: &SetRequest<'_>, r: &Report) -> Option<Item> {
         let value = [req.value];
         let item = {
-            let (mut shard, hash, now) = self.shard(req.key);
+            let (mut shard, hash, now) = self.shard(req.key, r);
             let contents = shard.contents(req.key, req.flags, &value);
             let keep = shard.find(hash, req.key);
             let item = shard.alloc_unfilled(&contents, now, keep);
             if let Some(sink) = self.sink() {
                 // Evictions are reported before anything else can change
                 // the keys they name.
-                report(&mut shard, sink, hash, req.key, false);
+                report(&mut shard, sink, r, hash, req.key, false);
             }
             item
         }?;
@@ -253,23 +264,31 @@ impl Store {
 
     /// Sets a new expiry on `key`; false when it is absent.
     pub fn touch(&self, key: &[u8], expiry: Expiry) -> bool {
+        self.touch_in(key, expiry, &Report::default())
+    }
+
+    pub(super) fn touch_in(&self, key: &[u8], expiry: Expiry, r: &Report) -> bool {
         let opts = GetOptions {
             touch: Some(expiry),
             ..Default::default()
         };
-        self.get_with(key, &opts).is_some()
+        self.get_in(key, &opts, r).is_some()
     }
 
     /// `incr`/`decr` with memcached's semantics.
     pub fn arith(&self, key: &[u8], req: &ArithRequest) -> ArithOutcome {
-        let (mut shard, hash, now) = self.shard(key);
+        self.arith_in(key, req, &Report::default())
+    }
+
+    pub(super) fn arith_in(&self, key: &[u8], req: &ArithRequest, r: &Report) -> ArithOutcome {
+        let (mut shard, hash, now) = self.shard(key, r);
         let outcome = shard.arith(hash, key, req, now);
         if let Some(sink) = self.sink() {
             let changed = matches!(
                 outcome,
                 ArithOutcome::Updated { .. } | ArithOutcome::NoMemory
             );
-            report(&mut shard, sink, hash, key, changed);
+            report(&mut shard, sink, r, hash, key, changed);
         }
         outcome
     }
@@ -281,16 +300,15 @@ impl Store {
 
     /// A conditional or invalidating delete.
     pub fn delete_with(&self, key: &[u8], req: &DeleteRequest) -> DeleteOutcome {
-        let (mut shard, hash, now) = self.shard(key);
+        self.delete_in(key, req, &Report::default())
+    }
+
+    pub(super) fn delete_in(&self, key: &[u8], req: &DeleteRequest, r: &Report) -> DeleteOutcome {
+        let (mut shard, hash, now) = self.shard(key, r);
         let outcome = shard.delete(hash, key, req, now);
         if let Some(sink) = self.sink() {
-            report(
-                &mut shard,
-                sink,
-                hash,
-                key,
-                outcome == DeleteOutcome::Deleted,
-            );
+            let changed = outcome == DeleteOutcome::Deleted;
+            report(&mut shard, sink, r, hash, key, changed);
         }
         outcome
     }
@@ -335,7 +353,7 @@ impl Store {
             let mut passes = 0;
             loop {
                 let now = self.clock.now();
-                self.apply_due_flush(now);
+                self.apply_due_flush(now, &Report::default());
                 let mut shard = cell.0.write();
                 self.sync_flush(&mut shard, now);
                 let from_start = *fresh.get_or_insert_with(|| shard.walk_at_start());

@@ -41,7 +41,7 @@ impl Store {
     /// `shard` is not below [`Store::shard_count`].
     pub fn scan(&self, shard: usize, cursor: &mut ScanCursor, budget: usize) -> Scan {
         let now = self.clock.now();
-        self.apply_due_flush(now);
+        self.apply_due_flush(now, &crate::Report::default());
         let mut guard = self.shards[shard].0.write();
         self.sync_flush(&mut guard, now);
         let moves = guard.index_moves();

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::api::{GetOptions, Hit};
 use crate::census::FlagsCensus;
-use crate::changes::{Change, ChangeSink, Entry};
+use crate::changes::{Change, ChangeSink, Entry, Report};
 use crate::shard::Shard;
 
 use super::Store;
@@ -23,12 +23,12 @@ pub(super) struct Tee {
 
 impl ChangeSink for Tee {
     #[inline]
-    fn record(&self, change: Change<'_>) {
+    fn record(&self, change: Change<'_>, report: &Report) {
         if let Some(p) = self.primary.get() {
-            p.record(change);
+            p.record(change, report);
         }
         if let Some(o) = self.observer.get() {
-            o.record(change);
+            o.record(change, report);
         }
     }
 }
@@ -156,7 +156,7 @@ impl Store {
     /// locked, shared, only while the handles are cloned).
     pub fn entries(&self, index: usize) -> Vec<Entry> {
         let now = self.clock.now();
-        self.apply_due_flush(now);
+        self.apply_due_flush(now, &Report::default());
         let mut shard = self.shards[index].0.write();
         self.sync_flush(&mut shard, now);
         shard.entries(now)
@@ -172,11 +172,12 @@ impl Store {
 pub(super) fn report(
     shard: &mut Shard,
     sink: &dyn ChangeSink,
+    r: &Report,
     hash: u64,
     key: &[u8],
     changed: bool,
 ) {
-    shard.report(sink, hash, key, changed);
+    shard.report(sink, r, hash, key, changed);
 }
 
 #[cold]
@@ -184,20 +185,19 @@ pub(super) fn report(
 pub(super) fn report_get(
     shard: &mut Shard,
     sink: &dyn ChangeSink,
+    r: &Report,
     hash: u64,
     key: &[u8],
     opts: &GetOptions,
     hit: Option<&Hit>,
 ) {
     match hit {
-        Some(h) if h.created => shard.report(sink, hash, key, true),
+        Some(h) if h.created => shard.report(sink, r, hash, key, true),
         Some(h) if opts.touch.is_some() => {
-            shard.report_evictions(sink);
-            sink.record(Change::Touch {
-                key,
-                exptime: h.exptime,
-            });
+            shard.report_evictions(sink, r);
+            let exptime = h.exptime;
+            sink.record(Change::Touch { key, exptime }, r);
         }
-        _ => shard.report_evictions(sink),
+        _ => shard.report_evictions(sink, r),
     }
 }

@@ -21,6 +21,7 @@ use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use kura_store::Report;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -271,32 +272,39 @@ fn remaining<'a>(parts: &[&'a [u8]], mut done: usize) -> Vec<IoSlice<'a>> {
     out
 }
 
-/// Said by the journal after it appended a record on this thread (under
-/// the shard's lock: it only sets a flag). On a thread whose requests end
-/// in [`Keyspace::batch_done`](crate::Keyspace::batch_done), the records
-/// wait for it; elsewhere (the reaper, a thread of tests) the streams' own
-/// tasks are told.
-pub(crate) fn appended(backlog: &Backlog) {
+/// Said by the journal after it appended a record for the caller of
+/// `report` (under the shard's lock: it only sets a flag). A batched
+/// caller's records wait for its [`Keyspace::batch_done`]; anyone else's
+/// (the reaper, a thread of tests) are the streams' own tasks' to send,
+/// told now.
+///
+/// [`Keyspace::batch_done`]: crate::Keyspace::batch_done
+pub(crate) fn appended(backlog: &Backlog, report: &Report) {
     if !backlog.has_directs() {
         return;
     }
-    if crate::ticket::batches() {
-        crate::ticket::mark_appended();
+    if report.is_batched() {
+        report.defer();
         return;
     }
     backlog.kick_directs();
 }
 
-/// What a batch of requests appended to the journal (and any other batch
-/// of this loop since) is sent, here when a frame is due, else soon after
+/// What a batch of requests appended to the journal (its caller's report
+/// says whether it did) is sent, here when a frame is due, else soon after
 /// (primary/sender.rs). Redis feeds its replicas in the same turn of its
 /// loop; a task woken per batch to do it cost a task switch, a `Notify` and
 /// a `select!` a set (bench/results/2026-11-27-replication-batch-send.txt).
 #[inline]
-pub(crate) fn batch_done(replication: &crate::replication::ReplicationState) {
-    if !crate::ticket::take_appended() {
+pub(crate) fn batch_done(replication: &crate::replication::ReplicationState, report: &Report) {
+    if !report.take_pending() {
         return;
     }
+    send_soon(replication);
+}
+
+/// What the journal holds is sent, here when a frame is due, else soon.
+pub(crate) fn send_soon(replication: &crate::replication::ReplicationState) {
     if let Some(j) = replication.journal.get() {
         let backlog = j.backlog();
         backlog.sender().send_soon(backlog);

@@ -28,7 +28,7 @@ use super::StreamInfo;
 use crate::durable::Durable;
 use crate::Keyspace;
 
-pub(crate) use direct::{appended, batch_done, Direct};
+pub(crate) use direct::{appended, batch_done, send_soon, Direct};
 pub(crate) use sender::Sender;
 pub use stream::unix_millis;
 

@@ -203,7 +203,7 @@ impl<'a> Client<'a> {
                 if matches!(ran, Outcome::Again) {
                     return ran;
                 }
-                w.shared.keyspace.batch_done();
+                w.shared.keyspace.batch_done(&self.session.report);
                 if !self.session.out.is_empty() {
                     self.guard.info.set_state(ConnState::Write);
                     let pending = self.session.out.pending();

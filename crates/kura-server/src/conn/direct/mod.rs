@@ -89,8 +89,9 @@ struct Mailbox {
 enum Handoff {
     /// A connection to serve in a task from the start (TLS; any after the stop).
     New(Incoming),
-    /// A connection of the loop that has to wait for something.
-    Moved(Moved),
+    /// A connection of the loop that has to wait for something (boxed: the
+    /// channel's slots stay the size of a new connection; moves are rare).
+    Moved(Box<Moved>),
 }
 
 /// Runs worker `index`: its readiness loop on this thread, its tasks on a
@@ -126,7 +127,6 @@ pub(crate) fn run(index: usize, shared: Arc<Shared>, rx: mpsc::UnboundedReceiver
     // thread's.
     let handle = handle_rx.recv().ok();
     let _entered = handle.as_ref().map(|h| h.enter());
-    kura_keyspace::serves_in_batches();
     serve_loop(
         &shared,
         &shared.thread_stats[index],
@@ -163,7 +163,6 @@ fn task_thread(
     };
     let _ = handle_tx.send(rt.handle().clone());
     crate::server::place_worker(&shared, index);
-    kura_keyspace::serves_in_batches();
     // The tasks' own counters (one writer a ThreadStats).
     let stats = shared.thread_stats[shared.config.threads + 1 + index].clone();
     let stop = Rc::new(StopSignal::default());
@@ -202,7 +201,7 @@ fn task_thread(
                 Handoff::New(incoming) => {
                     crate::server::spawn_task(incoming, &shared, &stats, &stop)
                 }
-                Handoff::Moved(m) => m.spawn(&shared, &stats, &stop),
+                Handoff::Moved(m) => (*m).spawn(&shared, &stats, &stop),
             }
         }
     });
@@ -352,7 +351,7 @@ fn serve_one<'a>(
         Outcome::Task(then) => {
             if let Some(c) = clients.take(i) {
                 set.remove(c.sock.as_fd());
-                hand_off(handoff, Handoff::Moved(c.into_moved(then)), w.shared);
+                hand_off(handoff, Handoff::Moved(Box::new(c.into_moved(then))), w.shared);
             }
         }
         Outcome::End(end) => {
