@@ -39,6 +39,8 @@ mod pages;
 mod reaper;
 pub(crate) mod shard;
 mod store;
+#[cfg(test)]
+mod testing;
 
 pub use api::{
     ArithOutcome, ArithRequest, DeleteOutcome, DeleteRequest, GetOptions, Hit, SetMode, SetOutcome,

@@ -18,7 +18,8 @@
 /// refuses it and the mapping keeps its small pages; nothing else about it
 /// changes, so nobody needs to know whether it was taken.
 pub(crate) fn advise_huge(ptr: *mut u8, len: usize) {
-    #[cfg(target_os = "linux")]
+    // Miri has no `madvise`; advice changes nothing it checks.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         // SAFETY: MADV_HUGEPAGE changes neither the contents nor the access
         // rights of any page; callers pass a page-aligned range of a
@@ -27,7 +28,7 @@ pub(crate) fn advise_huge(ptr: *mut u8, len: usize) {
             libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE);
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(any(not(target_os = "linux"), miri))]
     {
         let _ = (ptr, len);
     }

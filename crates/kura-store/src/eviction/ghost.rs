@@ -191,7 +191,7 @@ mod tests {
     fn a_churned_ghost_keeps_to_a_few_bytes_a_fingerprint() {
         // As in a full cache: one new fingerprint an eviction, the oldest
         // forgotten, ten times over.
-        let limit = 100_000;
+        let limit = crate::testing::size(100_000, 300);
         let mut g = Ghost::default();
         let mut x = 1u32;
         for _ in 0..limit * 10 {
@@ -223,12 +223,14 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::config(256))]
+
         /// Against a queue and a set: the same answers, whatever the mix of
         /// pushes, repeats and limits, with fingerprints crowded into few
         /// homes so that removals shift runs that wrap round the table.
         #[test]
         fn the_ghost_is_a_bounded_fifo_set(
-            ops in proptest::collection::vec((0u32..200, 1usize..60), 1..2_000),
+            ops in proptest::collection::vec((0u32..200, 1usize..60), 1..crate::testing::size(2_000, 100)),
         ) {
             let mut g = Ghost::default();
             let mut order: VecDeque<u32> = VecDeque::new();

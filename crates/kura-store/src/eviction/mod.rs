@@ -303,7 +303,7 @@ mod tests {
             let mut live = BTreeSet::new();
             let mut x: u64 = 0x2545_f491_4f6c_dd1d;
             let h = |id: u32| u64::from(id % 300).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            for step in 0..20_000u64 {
+            for step in 0..crate::testing::size(20_000, 1_000) as u64 {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;

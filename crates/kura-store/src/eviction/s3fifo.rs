@@ -475,7 +475,7 @@ mod tests {
         assert_eq!(cold, 900);
         let mut order: std::collections::VecDeque<u32> = (0..1000).collect();
         // The n-th victim's id is reused at once by key `next`.
-        for (n, next) in (0..20_000).zip(1000u32..) {
+        for (n, next) in (0..crate::testing::size(20_000, 1_000)).zip(1000u32..) {
             let v = s.victim(&mut e).unwrap();
             let hv = e.hash(v);
             s.remove(&mut e, v, hv);
@@ -502,7 +502,7 @@ mod tests {
         let (mut s, mut e) = filled(100, h);
         let key = *s.small.back().map(|(id, _)| id).unwrap();
         let (mut cur, mut other) = (key, 10_000);
-        for _ in 0..10_000 {
+        for _ in 0..crate::testing::size(10_000, 300) {
             e.relink(cur, other, h(key));
             s.replace(&mut e, cur, other);
             (cur, other) = (other, cur);

@@ -297,7 +297,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(crate::testing::config(64))]
 
         #[test]
         fn the_index_is_a_set_while_it_grows(
@@ -305,7 +305,7 @@ mod tests {
                 6 => (1u32..3000).prop_map(Op::Insert),
                 2 => (1u32..3000).prop_map(Op::Remove),
                 1 => (1u32..3000, 1u32..3000).prop_map(|(a, b)| Op::Replace(a, b)),
-            ], 1..3000)
+            ], 1..crate::testing::size(3000, 600))
         ) {
             let mut ix = Index::default();
             let mut model: HashSet<u32> = HashSet::new();

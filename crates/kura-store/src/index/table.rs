@@ -578,6 +578,7 @@ mod tests {
         }
     }
     #[test]
+    #[cfg_attr(miri, ignore = "the kernel's advice, read from /proc: Miri has none")]
     fn a_table_is_advised_for_huge_pages_only_when_asked() {
         if !crate::pages::kernel_has_them() {
             eprintln!("this kernel has no transparent huge pages: nothing to check");

@@ -496,7 +496,7 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..4 {
                 s.spawn(|| {
-                    for _ in 0..2000 {
+                    for _ in 0..crate::testing::size(2000, 50) {
                         let burst: Vec<Item> = (0..8).map(|_| it.clone()).collect();
                         assert!(burst.iter().all(|b| b.value() == b"value"));
                     }
@@ -517,7 +517,7 @@ mod tests {
             .map(|_| {
                 let it = it.clone();
                 std::thread::spawn(move || {
-                    for _ in 0..1000 {
+                    for _ in 0..crate::testing::size(1000, 100) {
                         let c = it.clone();
                         assert_eq!(c.value(), b"shared");
                     }

@@ -64,24 +64,26 @@ fn a_block_held_by_a_handle_comes_back_after_it_drops() {
 
 #[test]
 fn the_arena_takes_its_room_only_when_a_block_would_not_fit() {
-    let limit = 1 << 20;
+    // Under Miri a quarter of the limit and of the items.
+    let limit = crate::testing::size(1 << 20, 1 << 18);
+    let n = crate::testing::size(20_000, 5_000);
     let mut s = shard_of(EvictionKind::S3Fifo, limit);
     let key = |i: usize| format!("key:{i:06}").into_bytes();
     // Three times the limit in items of one size: evicted blocks are
     // reused as they are.
-    for i in 0..20_000 {
+    for i in 0..n {
         set(&mut s, &key(i), &[b'v'; 100]);
     }
-    assert!(s.stats.evictions > 10_000);
+    assert!(s.stats.evictions > n as u64 / 2);
     assert!(s.arena.bytes() <= limit, "{}", s.arena.bytes());
     // Readers holding items whose entries are then evicted keep their
     // blocks: new items need room beyond the budget's share (more than
     // the slack between blocks and what each entry is charged).
-    let held: Vec<Item> = (18_000..20_000)
+    let held: Vec<Item> = (n - n / 10..n)
         .filter_map(|i| read(&mut s, &key(i)))
         .collect();
-    assert!(held.len() > 1800);
-    for i in 20_000..40_000 {
+    assert!(held.len() > n / 10 * 9 / 10);
+    for i in n..2 * n {
         set(&mut s, &key(i), &[b'w'; 100]);
     }
     assert!(s.arena.bytes() > limit && s.arena.bytes() <= arena_bytes(limit));
@@ -131,7 +133,7 @@ fn a_flushed_shard_refills_in_the_blocks_it_had() {
     // the refill would grow it again if it did not reuse the flushed
     // entries' blocks first.
     for kind in EvictionKind::ALL {
-        let limit = 4 << 20;
+        let limit = crate::testing::size(4 << 20, 1 << 18);
         let mut s = shard_of(kind, limit);
         let key = |i: usize| format!("key:{i:06}").into_bytes();
         let mut i = 0;
@@ -164,7 +166,7 @@ fn a_lookup_that_meets_a_flushed_entry_lets_it_go_once() {
     for kind in EvictionKind::ALL {
         let mut s = shard_of(kind, 4 << 20);
         let key = |i: usize| format!("key:{i:06}").into_bytes();
-        let n = 2_000;
+        let n = crate::testing::size(2_000, 300);
         for i in 0..n {
             set(&mut s, &key(i), &[b'v'; 100]);
         }

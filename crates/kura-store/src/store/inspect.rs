@@ -186,7 +186,8 @@ mod tests {
     #[test]
     fn a_walk_shows_every_live_entry_once_with_its_metadata() {
         let s = store(64 << 20);
-        for i in 0..2_000u32 {
+        let n = crate::testing::size(2_000, 300) as u32;
+        for i in 0..n {
             s.insert(
                 format!("k{i}").as_bytes(),
                 &vec![b'v'; i as usize],
@@ -197,7 +198,7 @@ mod tests {
         s.insert(b"gone", b"v", Expiry::Expired);
         assert!(s.get(b"k7").is_some());
         let seen = walk(&s, 61);
-        assert_eq!(seen.len(), 2_001);
+        assert_eq!(seen.len(), n as usize + 1);
         assert!(!seen.contains_key(b"gone".as_slice()));
         assert!(seen[b"k7".as_slice()].2, "k7 was read");
         assert!(!seen[b"k8".as_slice()].2);
@@ -246,11 +247,11 @@ mod tests {
 
     #[test]
     fn an_eviction_watch_hears_every_eviction_and_classes_count_them() {
-        let s = store(4 << 20);
+        let s = store(crate::testing::size(4 << 20, 1 << 19));
         let heard = Arc::new(Heard::default());
         assert!(s.watch_evictions(heard.clone()));
         assert!(!s.watch_evictions(heard.clone()));
-        for i in 0..20_000u32 {
+        for i in 0..crate::testing::size(20_000, 2_500) as u32 {
             s.insert(format!("k{i}").as_bytes(), &[7; 500], Expiry::Never);
         }
         let evictions = s.stats().evictions;
