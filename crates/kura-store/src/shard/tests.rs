@@ -133,7 +133,7 @@ fn a_flushed_shard_refills_in_the_blocks_it_had() {
     // the refill would grow it again if it did not reuse the flushed
     // entries' blocks first.
     for kind in EvictionKind::ALL {
-        let limit = crate::testing::size(4 << 20, 1 << 18);
+        let limit = crate::testing::size(4 << 20, 1 << 16);
         let mut s = shard_of(kind, limit);
         let key = |i: usize| format!("key:{i:06}").into_bytes();
         let mut i = 0;
