@@ -380,6 +380,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "the kernel's advice, read from /proc: Miri has none")]
     fn every_table_of_an_index_on_huge_pages_is_advised_for_them() {
         if !crate::pages::kernel_has_them() {
             eprintln!("this kernel has no transparent huge pages: nothing to check");
@@ -412,7 +413,9 @@ mod tests {
     fn an_entry_costs_at_most_a_quarter_more_than_a_full_table_slot_at_any_size() {
         let mut ix = Index::default();
         let mut worst: f64 = 0.0;
-        for n in 1..=300_000u32 {
+        // Under Miri 20,000 entries: the table is replaced some ten times.
+        let most = crate::testing::size(300_000, 20_000) as u32;
+        for n in 1..=most {
             ix.insert(mixed(n), n, mixed);
             if ix.old.is_none() && n >= 10_000 {
                 worst = worst.max(bytes_per_entry(&ix));
@@ -424,7 +427,7 @@ mod tests {
             "{worst:.2} bytes an entry"
         );
         assert!(bytes_per_entry(&ix) >= 5.0 * 8.0 / 7.0 - 0.01);
-        for n in (1..=300_000u32).step_by(97) {
+        for n in (1..=most).step_by(97) {
             assert_eq!(ix.find(mixed(n), |o| o == n), Some(n));
         }
     }
@@ -434,13 +437,14 @@ mod tests {
         // A full cache: every new entry comes with an eviction. Deletions
         // in full groups leave tombstones, which must not make the table
         // grow for ever.
-        let live = 20_000u32;
+        let live = crate::testing::size(20_000, 2_000) as u32;
+        let rounds = crate::testing::size(30, 6) as u32;
         let mut ix = Index::default();
         for n in 1..=live {
             ix.insert(mixed(n), n, mixed);
         }
         let mut most = 0;
-        for n in live + 1..=live * 30 {
+        for n in live + 1..=live * rounds {
             assert!(ix.remove(mixed(n - live), n - live, mixed));
             ix.insert(mixed(n), n, mixed);
             most = most.max(ix.bytes());
@@ -451,10 +455,10 @@ mod tests {
             most <= live as usize * 16 + 8192,
             "{most} bytes for {live} entries"
         );
-        for n in (live * 29 + 1..=live * 30).step_by(13) {
+        for n in (live * (rounds - 1) + 1..=live * rounds).step_by(13) {
             assert_eq!(ix.find(mixed(n), |o| o == n), Some(n));
         }
-        for n in (1..live * 29).step_by(101) {
+        for n in (1..live * (rounds - 1)).step_by(101) {
             assert_eq!(ix.find(mixed(n), |o| o == n), None);
         }
     }
