@@ -64,9 +64,9 @@ fn a_block_held_by_a_handle_comes_back_after_it_drops() {
 
 #[test]
 fn the_arena_takes_its_room_only_when_a_block_would_not_fit() {
-    // Under Miri a quarter of the limit and of the items.
-    let limit = crate::testing::size(1 << 20, 1 << 18);
-    let n = crate::testing::size(20_000, 5_000);
+    // Under Miri a sixteenth of the limit and of the items.
+    let limit = crate::testing::size(1 << 20, 1 << 16);
+    let n = crate::testing::size(20_000, 1_250);
     let mut s = shard_of(EvictionKind::S3Fifo, limit);
     let key = |i: usize| format!("key:{i:06}").into_bytes();
     // Three times the limit in items of one size: evicted blocks are
