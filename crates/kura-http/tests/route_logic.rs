@@ -87,3 +87,57 @@ async fn a_rules_edits_apply_to_its_requests_and_responses_only() {
     assert_eq!(backend.count(), before);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookies_value_keys_the_page_and_cannot_be_forged() {
+    // The backend renders the page in the language of the `lang` cookie.
+    let backend = Backend::start(Duration::ZERO, |seen| {
+        let cookie = seen
+            .headers
+            .get("cookie")
+            .map_or("", |v| v.to_str().unwrap_or(""));
+        let lang = cookie
+            .split(';')
+            .find_map(|p| p.trim().strip_prefix("lang="))
+            .unwrap_or("en");
+        reply(
+            200,
+            &[("cache-control", "max-age=60")],
+            &format!("page in {lang}"),
+        )
+    })
+    .await;
+    let extra = "[[rule]]\npath_prefix = \"/\"\nkey_cookies = [\"lang\"]\n";
+    let server = proxy(backend.addr, extra).await;
+    let (addr, c) = (server.http[0], client());
+    let fr = [("cookie", "lang=fr")];
+    let first = send(&c, addr, "GET", "/p", &fr).await;
+    assert_eq!(
+        (first.cache(), &first.body[..]),
+        ("miss", &b"page in fr"[..])
+    );
+    assert_eq!(first.header("vary"), "Cookie");
+    let again = send(&c, addr, "GET", "/p", &fr).await;
+    assert_eq!(
+        (again.cache(), &again.body[..]),
+        ("hit", &b"page in fr"[..])
+    );
+    // Another value, and none, are other variants.
+    let de = send(&c, addr, "GET", "/p", &[("cookie", "lang=de")]).await;
+    assert_eq!((de.cache(), &de.body[..]), ("miss", &b"page in de"[..]));
+    let plain = get(&c, addr, "/p").await;
+    assert_eq!(
+        (plain.cache(), &plain.body[..]),
+        ("miss", &b"page in en"[..])
+    );
+    // kura's own field sent by a client chooses nothing: it gets the cookie-less variant.
+    let forged = send(&c, addr, "GET", "/p", &[("kura-key-cookie-lang", "fr")]).await;
+    assert_eq!(
+        (forged.cache(), &forged.body[..]),
+        ("hit", &b"page in en"[..])
+    );
+    // Any other cookie still passes the request (Varnish's rule).
+    let session = send(&c, addr, "GET", "/p", &[("cookie", "lang=fr; session=1")]).await;
+    assert_eq!(session.cache(), "pass");
+    server.shutdown().await;
+}

@@ -258,6 +258,10 @@ mod tests {
                 "synthetic = { status = 200, bodyy = \"\" }\n",
                 "unknown field",
             ),
+            (
+                "key_cookies = [\"a b\"]\n",
+                "line 4: rule: key_cookies: \"a b\" is not a cookie name",
+            ),
         ] {
             let error = Config::from_toml(&format!("{BACKEND}{text}"))
                 .unwrap_err()

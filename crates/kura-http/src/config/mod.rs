@@ -166,6 +166,9 @@ pub struct Config {
     pub purge: PurgeConfig,
     /// Bans, tags and the lurker (`[bans]`).
     pub bans: BansConfig,
+    /// Whether any route keys on cookies (`key_cookies`): only then are responses' `Vary`
+    /// fields rewritten for clients.
+    pub key_cookies: bool,
     /// Whether any rule edits responses (`response_set`, ...): only then is a response's
     /// route looked up again before delivery.
     pub response_edits: bool,
@@ -332,6 +335,7 @@ impl Config {
             cookie_ignore: Vec::new(),
             unkeyed: Unkeyed::default(),
             edits: std::sync::Arc::default(),
+            key_cookies: Vec::new(),
         };
         let safety = security::SafetyFile {
             cookie: file.cookie.as_ref(),
@@ -340,6 +344,7 @@ impl Config {
             heuristic_with_credentials: file.heuristic_with_credentials,
             strip_unkeyed: file.strip_unkeyed.as_ref(),
             key_headers: file.key_headers.as_ref(),
+            key_cookies: file.key_cookies.as_ref(),
         };
         security::apply(&mut top, &safety, "", src)?;
         let policy = top.policy.clone();
@@ -349,6 +354,7 @@ impl Config {
             rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
         }
         let response_edits = routes.iter().any(|r| !r.edits.response.is_empty());
+        let key_cookies = routes.iter().any(|r| !r.key_cookies.is_empty());
         Ok(Config {
             args: args.clone(),
             backends,
@@ -393,6 +399,7 @@ impl Config {
             purge,
             bans,
             response_edits,
+            key_cookies,
             cache_status,
         })
     }

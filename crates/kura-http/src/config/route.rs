@@ -95,6 +95,9 @@ pub struct Route {
     pub cookie_ignore: Vec<crate::keys::query::ParamPattern>,
     /// Unkeyed request fields: removed on the lookup path, or keyed.
     pub unkeyed: super::Unkeyed,
+    /// Cookies whose values key the route's responses, with kura's field for each
+    /// (`server/key_cookies.rs`).
+    pub key_cookies: Vec<(String, http::HeaderName)>,
     /// Header edits and a synthetic answer (`config/edits.rs`).
     pub edits: std::sync::Arc<super::Edits>,
 }

@@ -56,6 +56,7 @@ pub(super) struct SafetyFile<'a> {
     pub(super) heuristic_with_credentials: Option<bool>,
     pub(super) strip_unkeyed: Option<&'a Vec<Spanned<String>>>,
     pub(super) key_headers: Option<&'a Vec<Spanned<String>>>,
+    pub(super) key_cookies: Option<&'a Vec<Spanned<String>>>,
 }
 
 /// Applies `file`'s keys to `route`.
@@ -92,6 +93,27 @@ pub(super) fn apply(
     }
     if let Some(list) = file.key_headers {
         route.unkeyed.key = names(list, &format!("{prefix}key_headers"), src)?;
+    }
+    if let Some(list) = file.key_cookies {
+        let mut cookies = Vec::new();
+        for name in list {
+            let text = name.get_ref();
+            let field = format!("kura-key-cookie-{}", text.to_ascii_lowercase());
+            let token = !text.is_empty()
+                && text
+                    .bytes()
+                    .all(crate::rules::cache_control::lexer::is_tchar);
+            match HeaderName::from_bytes(field.as_bytes()) {
+                Ok(field) if token => cookies.push((text.clone(), field)),
+                _ => {
+                    return Err(ConfigError::Invalid(format!(
+                        "{}{prefix}key_cookies: {text:?} is not a cookie name",
+                        src.at(Some(name.span().start))
+                    )))
+                }
+            }
+        }
+        route.key_cookies = cookies;
     }
     Ok(())
 }

@@ -231,6 +231,10 @@ fn storage_plan(
                 vary::add(&mut kept, name);
             }
         }
+        // Cookie values that key the route's responses, always (`key_cookies`).
+        for (_, field) in &proxy.route(origin.route).key_cookies {
+            vary::add(&mut kept, field);
+        }
         let head = ResponseHead {
             status: parts.status,
             headers: &kept,

@@ -13,6 +13,7 @@ mod framing;
 mod h2c;
 pub mod interim;
 mod invalidation;
+mod key_cookies;
 pub mod live;
 mod pass;
 mod pipe;

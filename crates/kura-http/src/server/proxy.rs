@@ -12,7 +12,9 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Versi
 use hyper::body::Incoming;
 
 use super::interim::Interim;
-use super::{cache_status, client_addr, fetch, pass, pipe, purge, request, respond, target};
+use super::{
+    cache_status, client_addr, fetch, key_cookies, pass, pipe, purge, request, respond, target,
+};
 use crate::access_log::{AccessLog, Entry};
 use crate::backend::Backend;
 use crate::body::Body;
@@ -137,6 +139,9 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
         device.classify(&mut parts.headers);
     }
     let (mut response, outcome) = route(&proxy, &mut parts, body, &peer).await;
+    if proxy.config.key_cookies {
+        key_cookies::client_vary(response.headers_mut());
+    }
     if proxy.config.response_edits {
         let edits = &proxy.route(proxy.route_of(&parts)).edits.response;
         edits.apply(response.headers_mut());
@@ -253,11 +258,13 @@ async fn route(
     if !settings.edits.request.is_empty() {
         settings.edits.request.apply(&mut parts.headers);
     }
+    let only_key_cookies = !settings.key_cookies.is_empty()
+        && key_cookies::prepare(&mut parts.headers, &settings.key_cookies);
     let cacheable_method = parts.method == Method::GET || parts.method == Method::HEAD;
     let passed = settings.pass
         || !cacheable_method
         || (settings.pass_authorization && parts.headers.contains_key(AUTHORIZATION))
-        || (settings.pass_cookie && parts.headers.contains_key(COOKIE));
+        || (settings.pass_cookie && parts.headers.contains_key(COOKIE) && !only_key_cookies);
     let key = match primary_key(parts, peer.scheme, &settings.normalize) {
         Some(key) if !passed && key.len() <= PRIMARY_MAX => key,
         _ => return pass::pass(proxy, parts, Body::Incoming(body), peer, route).await,
