@@ -351,7 +351,11 @@ fn serve_one<'a>(
         Outcome::Task(then) => {
             if let Some(c) = clients.take(i) {
                 set.remove(c.sock.as_fd());
-                hand_off(handoff, Handoff::Moved(Box::new(c.into_moved(then))), w.shared);
+                hand_off(
+                    handoff,
+                    Handoff::Moved(Box::new(c.into_moved(then))),
+                    w.shared,
+                );
             }
         }
         Outcome::End(end) => {
