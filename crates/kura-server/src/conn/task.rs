@@ -423,7 +423,8 @@ impl<'a> TaskConn<'a> {
                 return Err(End::Io);
             }
         } else if self.durable {
-            self.unsettled = (self.unsettled).max(self.keyspace.take_ticket(&self.session.report));
+            let ticket = self.keyspace.take_ticket(&self.session.report);
+            self.unsettled = self.unsettled.max(ticket);
         }
         Ok(())
     }

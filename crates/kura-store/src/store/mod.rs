@@ -295,7 +295,7 @@ impl Store {
 
     /// Removes `key`; false when it was absent.
     pub fn delete(&self, key: &[u8]) -> bool {
-        self.delete_with(key, &DeleteRequest::default()) == DeleteOutcome::Deleted
+        self.reporting(&Report::default()).delete(key)
     }
 
     /// A conditional or invalidating delete.
