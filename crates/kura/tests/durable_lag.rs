@@ -179,11 +179,15 @@ fn everysec_loses_at_most_two_seconds_of_many_writers_to_sigkill() {
 
 /// Runs `kura bench` against `server`: eight connections setting 50 KB
 /// values for `secs`; returns whether every set was stored.
-fn large_sets(server: &Server, secs: u64) -> bool {
+/// Sets of 50 kB values: a fixed count, not a duration, so that the in-memory and
+/// the durable run write the same volume however loaded the machine is (a timed
+/// run on a busy machine could leave one of them short of full). 8,000 sets over
+/// 5,000 keys write ~400 MB into a 64 MB cache: both fill and evict.
+fn large_sets(server: &Server) -> bool {
     let out = common::kura()
         .args(["bench", "-s", &format!("127.0.0.1:{}", server.port)])
         .args(["-c", "8", "--ratio", "0:1", "--value-size", "50000"])
-        .args(["-d", &secs.to_string()])
+        .args(["--keys", "5000", "-n", "8000"])
         .output()
         .unwrap();
     if !out.status.success() {
@@ -206,7 +210,7 @@ fn rss_kb(server: &Server) -> u64 {
 fn a_durable_cache_fills_and_evicts_in_the_memory_of_one_in_memory() {
     // The same load on the same -m, in memory and with a data dir.
     let mem = Server::start_in_memory(&["-m", "64"]);
-    assert!(large_sets(&mem, 3), "in memory: sets failed");
+    assert!(large_sets(&mem), "in memory: sets failed");
     let mut c = mem.connect();
     let (mem_items, mem_rss) = (stat(&mut c, "curr_items"), rss_kb(&mem));
     mem.stop();
@@ -214,7 +218,7 @@ fn a_durable_cache_fills_and_evicts_in_the_memory_of_one_in_memory() {
     let dir = tempdir("lag-memory");
     let durable = Server::start(&dir, &["-m", "64"]);
     assert!(
-        large_sets(&durable, 3),
+        large_sets(&durable),
         "durable: sets failed (out of memory with a data dir?)"
     );
     let mut c = durable.connect();
