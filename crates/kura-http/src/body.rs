@@ -11,8 +11,10 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 
+use crate::backend::Lease;
 use crate::coalesce::ReaderBody;
-use crate::compress::codec::Gunzip;
+use crate::compress::decode::Decoding;
+use crate::compress::Decode;
 
 /// A message body.
 pub enum Body {
@@ -33,12 +35,15 @@ pub enum Body {
     },
     /// A body received from the other side, passed through.
     Incoming(Incoming),
+    /// A backend server's response body, passed through; the lease keeps the server's
+    /// connection counted as in use until the body ends or is dropped.
+    Leased(Incoming, Lease),
     /// A client's request body on its way to the backend; the flag is set if it breaks (a
     /// malformed chunk, cut short), which makes the failure the client's (400), not the
     /// backend's.
     Request(Incoming, Arc<AtomicBool>),
-    /// A gzip body decoded on the fly, for a client that does not accept gzip.
-    Gunzip(Box<Gunzip>),
+    /// A coded body decoded on the fly, for a client that does not accept its coding.
+    Decoded(Box<Decoding>),
 }
 
 impl Body {
@@ -47,12 +52,21 @@ impl Body {
         Body::Full(Some(bytes.into()))
     }
 
-    /// This body, decoded from gzip when `decode`.
-    pub fn decoded(self, decode: bool) -> Body {
-        if decode {
-            Body::Gunzip(Box::new(Gunzip::new(self)))
-        } else {
-            self
+    /// A backend response's body, holding the server's lease when it has one.
+    pub fn backend(incoming: Incoming, lease: Option<Lease>) -> Body {
+        match lease {
+            Some(lease) => Body::Leased(incoming, lease),
+            None => Body::Incoming(incoming),
+        }
+    }
+
+    /// This body, decoded when `decode` says so.
+    pub fn decoded(self, decode: Option<Decode>) -> Body {
+        match decode {
+            Some(Decode { coding, limit }) => {
+                Body::Decoded(Box::new(Decoding::new(self, coding, limit)))
+            }
+            None => self,
         }
     }
 }
@@ -95,7 +109,9 @@ impl http_body::Body for Body {
                 *left -= data.len() as u64;
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             },
-            Body::Incoming(incoming) => Pin::new(incoming).poll_frame(cx).map_err(Into::into),
+            Body::Incoming(incoming) | Body::Leased(incoming, _) => {
+                Pin::new(incoming).poll_frame(cx).map_err(Into::into)
+            }
             Body::Request(incoming, broken) => {
                 let frame = Pin::new(incoming).poll_frame(cx);
                 if let Poll::Ready(Some(Err(_))) = &frame {
@@ -103,7 +119,7 @@ impl http_body::Body for Body {
                 }
                 frame.map_err(Into::into)
             }
-            Body::Gunzip(gunzip) => gunzip.poll_frame(cx),
+            Body::Decoded(decoding) => decoding.poll_frame(cx),
         }
     }
 
@@ -113,8 +129,10 @@ impl http_body::Body for Body {
             Body::Full(bytes) => bytes.is_none(),
             Body::Flight(_) => false,
             Body::FlightRange { left, .. } => *left == 0,
-            Body::Incoming(incoming) | Body::Request(incoming, _) => incoming.is_end_stream(),
-            Body::Gunzip(gunzip) => gunzip.is_end_stream(),
+            Body::Incoming(incoming) | Body::Request(incoming, _) | Body::Leased(incoming, _) => {
+                incoming.is_end_stream()
+            }
+            Body::Decoded(decoding) => decoding.is_end_stream(),
         }
     }
 
@@ -124,8 +142,10 @@ impl http_body::Body for Body {
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Body::Flight(_) => SizeHint::default(),
             Body::FlightRange { left, .. } => SizeHint::with_exact(*left),
-            Body::Incoming(incoming) | Body::Request(incoming, _) => incoming.size_hint(),
-            Body::Gunzip(gunzip) => gunzip.size_hint(),
+            Body::Incoming(incoming) | Body::Request(incoming, _) | Body::Leased(incoming, _) => {
+                incoming.size_hint()
+            }
+            Body::Decoded(decoding) => decoding.size_hint(),
         }
     }
 }

@@ -83,6 +83,9 @@ pub struct Stats {
     /// `listen_proxy` connections refused: no PROXY header, a broken one, or from an address
     /// not in `trusted_proxies`.
     pub proxy_protocol_refused: AtomicU64,
+    /// Backend bodies not stored because they were not what their `Content-Encoding` said, or
+    /// decoded past `max_decoded`.
+    pub encoding_refused: AtomicU64,
 }
 
 impl Stats {
@@ -101,8 +104,8 @@ impl Stats {
 pub struct Snapshot {
     figures: Vec<Figure>,
     hit_ratio: f64,
-    /// Per backend: name, healthy, errors.
-    backends: Vec<(String, bool, u64)>,
+    /// Per backend: name, healthy, errors, and its servers.
+    backends: Vec<crate::backend::state::BackendState>,
 }
 
 /// One figure: its `/stats` name, its Prometheus name, its kind, its value.
@@ -142,10 +145,8 @@ pub fn snapshot(
     } else {
         served as f64 / lookups as f64
     };
-    let sum = |field: fn(&Backend) -> &AtomicU64| -> u64 {
-        backends.iter().map(|b| load(field(b))).sum()
-    };
-    let all_healthy = backends.iter().all(|b| b.health.is_healthy());
+    let sum = |field: fn(&Backend) -> u64| -> u64 { backends.iter().map(|b| field(b)).sum() };
+    let all_healthy = backends.iter().all(|b| b.is_healthy());
     figures.extend([
         (
             "backend_requests",
@@ -157,7 +158,7 @@ pub fn snapshot(
             "backend_errors",
             "backend_errors_total",
             Counter,
-            sum(|b| &b.health.errors),
+            sum(Backend::errors),
         ),
         (
             "backend_healthy",
@@ -169,13 +170,13 @@ pub fn snapshot(
             "probes_ok",
             "backend_probes_ok_total",
             Counter,
-            sum(|b| &b.health.probes_ok),
+            sum(|b| b.probes().0),
         ),
         (
             "probes_failed",
             "backend_probes_failed_total",
             Counter,
-            sum(|b| &b.health.probes_failed),
+            sum(|b| b.probes().1),
         ),
         (
             "revalidated",
@@ -227,6 +228,12 @@ pub fn snapshot(
             Counter,
             load(&stats.proxy_protocol_refused),
         ),
+        (
+            "encoding_refused",
+            "encoding_refused_total",
+            Counter,
+            load(&stats.encoding_refused),
+        ),
         ("objects", "objects", Gauge, store.curr_items),
         ("bytes", "bytes", Gauge, store.bytes),
         ("limit_bytes", "limit_bytes", Gauge, store.limit_maxbytes),
@@ -244,8 +251,9 @@ pub fn snapshot(
         .map(|b| {
             (
                 b.name.clone(),
-                b.health.is_healthy(),
-                load(&b.health.errors),
+                b.is_healthy(),
+                b.errors(),
+                b.servers.iter().map(|s| s.state()).collect(),
             )
         })
         .collect();
@@ -350,10 +358,12 @@ impl Snapshot {
         top.insert("requests".into(), requests.into());
         top.insert("hit_ratio".into(), self.hit_ratio.into());
         let mut backends = serde_json::Map::new();
-        for (name, healthy, errors) in &self.backends {
+        for (name, healthy, errors, servers) in &self.backends {
+            let servers: serde_json::Map<_, _> =
+                servers.iter().map(|s| (s.name.clone(), s.json())).collect();
             backends.insert(
                 name.clone(),
-                serde_json::json!({ "healthy": u8::from(*healthy), "errors": errors }),
+                serde_json::json!({ "healthy": u8::from(*healthy), "errors": errors, "servers": servers }),
             );
         }
         top.insert("backends".into(), backends.into());
@@ -394,13 +404,14 @@ impl Snapshot {
         let _ = writeln!(out, "kura_http_hit_ratio {}", self.hit_ratio);
         out.push_str("# HELP kura_http_backend_up Whether each backend is healthy.\n");
         out.push_str("# TYPE kura_http_backend_up gauge\n");
-        for (name, healthy, _) in &self.backends {
+        for (name, healthy, _, _) in &self.backends {
             let _ = writeln!(
                 out,
                 "kura_http_backend_up{{backend=\"{name}\"}} {}",
                 u8::from(*healthy)
             );
         }
+        crate::backend::state::ServerState::prometheus(&mut out, &self.backends);
         out
     }
 }

@@ -1,27 +1,31 @@
-//! A backend: one HTTP/1.1 origin (TCP or a Unix socket, `connect.rs`) behind a pooled
-//! keep-alive client (hyper-util's), the request sent to it (hop-by-hop fields removed, `X-Forwarded-For` added), timeouts, the
-//! classification of failures, and its health ([`health`]).
+//! A backend: a pool of one HTTP/1.1 server or more (TCP or Unix sockets, `server.rs`), each
+//! behind a pooled keep-alive client, chosen per request by the pool's director
+//! (`director.rs`); the request sent (hop-by-hop fields removed, `X-Forwarded-For` added),
+//! timeouts, the classification of failures, and each server's health ([`health`]).
 
 pub mod connect;
+pub mod director;
 pub mod health;
+pub mod server;
+pub mod state;
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING, VIA};
-use http::uri::{PathAndQuery, Scheme};
+use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 use crate::body::Body;
 use crate::coalesce::FetchError;
-use crate::config::{BackendAddr, BackendSpec, Config};
+use crate::config::{BackendSpec, Config};
 use crate::rules::headers::connection_listed;
-use connect::Connector;
+use director::Director;
+pub use director::Pick;
+pub use server::{Lease, Server};
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded in either direction.
 pub const HOP_BY_HOP: [&str; 8] = [
@@ -45,55 +49,36 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// A backend and the client that talks to it.
+/// A backend: its servers and the director that chooses among them.
 pub struct Backend {
     /// Its name in the configuration.
     pub name: String,
-    client: Client<Connector, Body>,
-    /// The client's connector, for connections of their own (pipes).
-    connector: Connector,
-    scheme: Scheme,
-    authority: http::uri::Authority,
+    /// Its servers, in the configuration's order.
+    pub servers: Vec<Arc<Server>>,
+    director: Director,
     first_byte_timeout: Duration,
     between_bytes_timeout: Duration,
-    /// The backend's health.
-    pub health: health::Health,
+    /// Requests refused with 503 because every server had `max_connections` (Varnish's
+    /// `busy`).
+    pub busy: AtomicU64,
 }
 
 impl Backend {
-    /// The backend `spec` with the timeouts of `config`.
+    /// The backend `spec`, with the timeouts of `config` where it has none of its own.
     pub fn new(spec: &BackendSpec, config: &Config) -> Backend {
-        let (connector, origin) = match &spec.addr {
-            BackendAddr::Tcp(uri) => {
-                let mut http = HttpConnector::new();
-                http.set_connect_timeout(Some(config.connect_timeout));
-                http.set_nodelay(true);
-                (Connector::Tcp(http), uri.clone())
-            }
-            BackendAddr::Unix(path) => (
-                Connector::Unix(Arc::new(path.clone()), config.connect_timeout),
-                // The pool's key; the connector ignores it.
-                Uri::from_static("http://localhost"),
-            ),
-        };
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(256)
-            .build(connector.clone());
-        let scheme = origin.scheme().cloned().unwrap_or(Scheme::HTTP);
-        let authority = origin
-            .authority()
-            .cloned()
-            .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
+        let t = &spec.timeouts;
+        let connect = t.connect.unwrap_or(config.connect_timeout);
         Backend {
             name: spec.name.clone(),
-            client,
-            connector,
-            scheme,
-            authority,
-            first_byte_timeout: config.first_byte_timeout,
-            between_bytes_timeout: config.between_bytes_timeout,
-            health: health::Health::new(),
+            servers: spec
+                .servers
+                .iter()
+                .map(|server| Arc::new(Server::new(server, connect)))
+                .collect(),
+            director: Director::new(spec.policy.clone(), spec.seed),
+            first_byte_timeout: t.first_byte.unwrap_or(config.first_byte_timeout),
+            between_bytes_timeout: t.between_bytes.unwrap_or(config.between_bytes_timeout),
+            busy: AtomicU64::new(0),
         }
     }
 
@@ -102,16 +87,61 @@ impl Backend {
         self.between_bytes_timeout
     }
 
-    /// The backend's URI for a client's request target.
+    /// Whether any server is believed healthy.
+    pub fn is_healthy(&self) -> bool {
+        self.servers.iter().any(|s| s.health.is_healthy())
+    }
+
+    /// Requests of all its servers that got no usable response.
+    pub fn errors(&self) -> u64 {
+        self.sum(|s| &s.health.errors)
+    }
+
+    /// Probes of all its servers that succeeded and failed.
+    pub fn probes(&self) -> (u64, u64) {
+        (
+            self.sum(|s| &s.health.probes_ok),
+            self.sum(|s| &s.health.probes_failed),
+        )
+    }
+
+    fn sum(&self, field: fn(&Server) -> &AtomicU64) -> u64 {
+        self.servers
+            .iter()
+            .map(|s| field(s).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The URI of a request target (the first server's authority: [`Backend::send`] puts the
+    /// chosen server's in).
     pub fn uri(&self, path: Option<&PathAndQuery>) -> Uri {
-        let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = Some(self.authority.clone());
-        parts.path_and_query = Some(
-            path.cloned()
-                .unwrap_or_else(|| PathAndQuery::from_static("/")),
-        );
-        Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+        self.servers[0].uri(path)
+    }
+
+    /// The server for `request` (by the director, `pick` for a hash director's key) with
+    /// room for it, and its lease; `None` when every server has `max_connections` (counted).
+    fn lease(&self, request: &Request<Body>, pick: Pick) -> Option<Lease> {
+        if let [only] = self.servers.as_slice() {
+            let lease = only.lease();
+            if lease.is_none() {
+                self.busy.fetch_add(1, Ordering::Relaxed);
+            }
+            return lease;
+        }
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", PathAndQuery::as_str);
+        let key = self.director.key(path, request.headers(), pick);
+        let lease = self
+            .director
+            .order(&self.servers, key)
+            .into_iter()
+            .find_map(|i| self.servers[i].lease());
+        if lease.is_none() {
+            self.busy.fetch_add(1, Ordering::Relaxed);
+        }
+        lease
     }
 
     /// The header fields to forward for a client request with `headers` from `client`. The
@@ -151,18 +181,28 @@ impl Backend {
         out
     }
 
-    /// Sends `request`, waiting at most the first-byte timeout for the response head. Its
-    /// framing is written here from its body, whatever its fields said ([`frame`]); a response
-    /// whose framing cannot be trusted is refused ([`response_framing`]).
+    /// Sends `request` to the server the director chooses (`pick`: see [`Pick`]), waiting at
+    /// most the first-byte timeout for the response head. Its framing is written here from its
+    /// body, whatever its fields said ([`frame`]); a response whose framing cannot be trusted
+    /// is refused ([`response_framing`]). The response carries the server's [`Lease`] in its
+    /// extensions.
     ///
     /// # Errors
-    /// [`FetchError`] when the backend cannot be reached, times out or answers garbage.
-    pub async fn send(&self, mut request: Request<Body>) -> Result<Response<Incoming>, FetchError> {
+    /// [`FetchError`] when the backend cannot be reached (every server busy included), times
+    /// out or answers garbage.
+    pub async fn send(
+        &self,
+        mut request: Request<Body>,
+        pick: Pick,
+    ) -> Result<Response<Incoming>, FetchError> {
         request.headers_mut().remove(CONNECTION);
         frame(&mut request);
+        let lease = self.lease(&request, pick).ok_or(FetchError::Unreachable)?;
+        let server = lease.server().clone();
+        *request.uri_mut() = server.uri(request.uri().path_and_query());
         let head = request.method() == http::Method::HEAD;
         let sent =
-            tokio::time::timeout(self.first_byte_timeout, self.client.request(request)).await;
+            tokio::time::timeout(self.first_byte_timeout, server.client.request(request)).await;
         let result = match sent {
             Err(_) => Err(FetchError::Timeout),
             Ok(Err(error)) if error.is_connect() => Err(FetchError::Unreachable),
@@ -172,18 +212,20 @@ impl Backend {
             }
             Ok(Ok(mut response)) => {
                 let bodyless = head || matches!(response.status().as_u16(), 204 | 304);
-                response_framing(response.headers_mut(), bodyless).map(|()| response)
+                response_framing(response.headers_mut(), bodyless).map(|()| {
+                    response.extensions_mut().insert(lease);
+                    response
+                })
             }
         };
-        self.health.record(result.is_ok());
+        server.health.record(result.is_ok());
         result
     }
-}
 
-impl Backend {
     /// Sends an upgrade `request` on a connection of its own (never the pool's: after a `101`
-    /// it carries the other protocol), waiting at most the first-byte timeout for the answer.
-    /// A `101` answer's connection is taken with `hyper::upgrade::on`.
+    /// it carries the other protocol) to the server the director chooses for the client,
+    /// waiting at most the first-byte timeout for the answer. A `101` answer's connection is
+    /// taken with `hyper::upgrade::on`.
     ///
     /// # Errors
     /// [`FetchError`] when the backend cannot be reached, times out or answers garbage.
@@ -193,7 +235,12 @@ impl Backend {
     ) -> Result<Response<Incoming>, FetchError> {
         use tower_service::Service as _;
         frame(&mut request);
-        let mut connector = self.connector.clone();
+        let lease = self
+            .lease(&request, Pick::Client)
+            .ok_or(FetchError::Unreachable)?;
+        let server = lease.server();
+        *request.uri_mut() = server.uri(request.uri().path_and_query());
+        let mut connector = server.connector.clone();
         let io = connector
             .call(request.uri().clone())
             .await

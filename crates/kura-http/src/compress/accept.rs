@@ -1,52 +1,123 @@
-//! Whether a request accepts gzip: `Accept-Encoding` (RFC 9110 §12.5.3) read with its weights.
+//! The content codings a request accepts: `Accept-Encoding` (RFC 9110 §12.5.3) read with its
+//! weights, for the codings kura can decode.
 
 use http::header::ACCEPT_ENCODING;
 use http::HeaderMap;
 
-/// Whether the request's `Accept-Encoding` accepts gzip: `gzip` (or `x-gzip`) with a weight
-/// above zero, or else `*` with a weight above zero. A `gzip;q=0` refuses it even with `*`.
-/// No `Accept-Encoding` at all counts as identity only: RFC 9110 would allow any coding, but
-/// clients that send nothing are scripts and old tools that expect plain bytes (Varnish and
-/// nginx choose the same).
-pub fn accepts_gzip(headers: &HeaderMap) -> bool {
-    let mut gzip = None;
-    let mut star = None;
-    for line in headers.get_all(ACCEPT_ENCODING) {
-        let Ok(line) = line.to_str() else {
-            continue;
-        };
-        for member in line.split(',') {
-            let mut parts = member.split(';');
-            let coding = parts.next().unwrap_or("").trim();
-            if coding.is_empty() {
-                continue;
-            }
-            let mut weight = Some(1000);
-            for param in parts {
-                let Some((name, value)) = param.split_once('=') else {
-                    weight = None;
-                    continue;
-                };
-                if name.trim().eq_ignore_ascii_case("q") {
-                    weight = qvalue(value.trim());
-                }
-            }
-            // A member with a malformed weight is ignored (neither accepted nor refused).
-            let Some(weight) = weight else {
-                continue;
-            };
-            if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
-                gzip = Some(gzip.map_or(weight, |w: u32| w.max(weight)));
-            } else if coding == "*" {
-                star = Some(weight);
-            }
+/// A content coding kura decodes (and so may store and serve whatever a client accepts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    /// gzip (RFC 9110 §8.4.1.3; `x-gzip` is the same).
+    Gzip,
+    /// Brotli (RFC 7932).
+    Br,
+    /// Zstandard (RFC 8878).
+    Zstd,
+}
+
+impl Coding {
+    /// Every coding, in the order kura names them to a backend.
+    pub const ALL: [Coding; 3] = [Coding::Gzip, Coding::Br, Coding::Zstd];
+
+    /// Its name in `Content-Encoding` and `Accept-Encoding`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Coding::Gzip => "gzip",
+            Coding::Br => "br",
+            Coding::Zstd => "zstd",
         }
     }
-    match (gzip, star) {
-        (Some(weight), _) => weight > 0,
-        (None, Some(weight)) => weight > 0,
-        (None, None) => false,
+
+    /// The coding a `Content-Encoding` member names (any case), if kura decodes it.
+    pub fn parse(name: &str) -> Option<Coding> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+            Some(Coding::Gzip)
+        } else if name.eq_ignore_ascii_case("br") {
+            Some(Coding::Br)
+        } else if name.eq_ignore_ascii_case("zstd") {
+            Some(Coding::Zstd)
+        } else {
+            None
+        }
     }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// The codings a request accepts (each with a weight above zero); identity is always served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Accepted(u8);
+
+impl Accepted {
+    /// None but identity.
+    pub const IDENTITY: Accepted = Accepted(0);
+
+    /// The set of `codings`.
+    pub fn of_codings(codings: &[Coding]) -> Accepted {
+        Accepted(codings.iter().fold(0, |bits, c| bits | c.bit()))
+    }
+
+    /// Whether `coding` is accepted.
+    pub fn accepts(self, coding: Coding) -> bool {
+        self.0 & coding.bit() != 0
+    }
+
+    /// What the request's `Accept-Encoding` accepts: a coding listed with a weight above
+    /// zero, or else `*` with a weight above zero (a `gzip;q=0` refuses gzip even with `*`).
+    /// No `Accept-Encoding` at all counts as identity only: RFC 9110 would allow any coding,
+    /// but clients that send nothing are scripts and old tools that expect plain bytes
+    /// (Varnish and nginx choose the same).
+    pub fn of(headers: &HeaderMap) -> Accepted {
+        let mut weights: [Option<u32>; 3] = [None; 3];
+        let mut star = None;
+        for line in headers.get_all(ACCEPT_ENCODING) {
+            let Ok(line) = line.to_str() else {
+                continue;
+            };
+            for member in line.split(',') {
+                let mut parts = member.split(';');
+                let name = parts.next().unwrap_or("").trim();
+                if name.is_empty() {
+                    continue;
+                }
+                let mut weight = Some(1000);
+                for param in parts {
+                    let Some((key, value)) = param.split_once('=') else {
+                        weight = None;
+                        continue;
+                    };
+                    if key.trim().eq_ignore_ascii_case("q") {
+                        weight = qvalue(value.trim());
+                    }
+                }
+                // A member with a malformed weight is ignored (neither accepted nor refused).
+                let Some(weight) = weight else {
+                    continue;
+                };
+                if let Some(coding) = Coding::parse(name) {
+                    let slot = &mut weights[coding as usize];
+                    *slot = Some(slot.map_or(weight, |w| w.max(weight)));
+                } else if name == "*" {
+                    star = Some(weight);
+                }
+            }
+        }
+        let mut accepted = Accepted::IDENTITY;
+        for coding in Coding::ALL {
+            if weights[coding as usize].or(star).is_some_and(|w| w > 0) {
+                accepted.0 |= coding.bit();
+            }
+        }
+        accepted
+    }
+}
+
+/// Whether the request's `Accept-Encoding` accepts gzip ([`Accepted::of`]).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    Accepted::of(headers).accepts(Coding::Gzip)
 }
 
 /// A `qvalue` (RFC 9110 §12.4.2: `0[.ddd]` or `1[.000]`) in thousandths, `None` if malformed.
@@ -121,6 +192,35 @@ mod tests {
         assert!(!accepts(&["gzip;q"]));
         assert!(accepts(&["gzip;q=1.000"]));
         assert!(accepts(&["gzip;q=bad, gzip"]));
+    }
+
+    fn accepted(value: &'static str) -> Accepted {
+        let mut headers = HeaderMap::new();
+        headers.append(ACCEPT_ENCODING, HeaderValue::from_static(value));
+        Accepted::of(&headers)
+    }
+
+    // What browsers and tools send.
+    #[test]
+    fn every_coding() {
+        let all = Accepted::of_codings(&Coding::ALL);
+        assert_eq!(accepted("gzip, deflate, br, zstd"), all);
+        assert_eq!(
+            accepted("gzip, deflate, br"),
+            Accepted::of_codings(&[Coding::Gzip, Coding::Br])
+        );
+        assert_eq!(accepted("br;q=1.0, gzip;q=0.8, *;q=0.1"), all);
+        assert_eq!(
+            accepted("*, br;q=0"),
+            Accepted::of_codings(&[Coding::Gzip, Coding::Zstd])
+        );
+        assert_eq!(accepted("ZSTD"), Accepted::of_codings(&[Coding::Zstd]));
+        assert_eq!(accepted("identity"), Accepted::IDENTITY);
+        assert_eq!(accepted("deflate"), Accepted::IDENTITY);
+        assert_eq!(accepted("br;q=x"), Accepted::IDENTITY);
+        assert_eq!(Accepted::of(&HeaderMap::new()), Accepted::IDENTITY);
+        assert_eq!(Coding::parse(" X-GZIP "), Some(Coding::Gzip));
+        assert_eq!(Coding::parse("compress"), None);
     }
 
     #[test]

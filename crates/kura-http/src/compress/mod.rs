@@ -9,13 +9,18 @@
 //!   which says the gzip coding is the proxy's: the stored `ETag` is still the backend's, of
 //!   the identity bytes.
 //! - **Request**: the client's `Accept-Encoding` is read once ([`ClientCoding`]), then replaced
-//!   by `gzip` for the lookup and the backend request, so every client shares one variant even
-//!   when the backend sends `Vary: Accept-Encoding` (Varnish's `http_gzip_support`).
-//! - **Way out** ([`ClientCoding::adapt`]): the header fields a client gets for a gzip object,
-//!   and whether its body must be decoded.
+//!   by the codings kura decodes (`gzip, br, zstd`: `backend_accept`) for the lookup and the
+//!   backend request, so every client shares one variant even when the backend sends
+//!   `Vary: Accept-Encoding` (Varnish's `http_gzip_support`, with brotli and zstd too).
+//! - **Way out** ([`ClientCoding::adapt`]): the header fields a client gets for a coded object
+//!   (gzip, br or zstd, as stored), and the coding its body must be decoded from when the
+//!   client does not accept it (`decode.rs`, bounded by `max_decoded`).
 
 pub mod accept;
 pub mod codec;
+pub mod decode;
+
+pub use accept::{Accepted, Coding};
 
 use http::header::{
     ACCEPT_ENCODING, ACCEPT_RANGES, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE,
@@ -59,6 +64,12 @@ pub struct Compression {
     /// Bodies whose `Content-Length` is smaller are stored as they are (default 1024). Bodies
     /// of unknown length are compressed.
     pub min_size: u64,
+    /// The codings asked of the backend for looked-up requests (default gzip, br, zstd: all
+    /// that kura decodes).
+    pub backend_accept: Vec<Coding>,
+    /// Largest decoded body: a coded body that would decode to more is not stored, and is cut
+    /// when decoded for a client (default 64 MiB).
+    pub max_decoded: u64,
 }
 
 impl Default for Compression {
@@ -68,6 +79,8 @@ impl Default for Compression {
             level: 6,
             types: DEFAULT_TYPES.iter().map(|t| (*t).to_owned()).collect(),
             min_size: 1024,
+            backend_accept: Coding::ALL.to_vec(),
+            max_decoded: 64 << 20,
         }
     }
 }
@@ -131,11 +144,19 @@ impl Compression {
         if !self.enabled {
             return;
         }
-        let gzip = accept::accepts_gzip(&parts.headers);
-        parts.extensions.insert(ClientCoding { gzip });
-        parts
-            .headers
-            .insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        let accepted = Accepted::of(&parts.headers);
+        parts.extensions.insert(ClientCoding {
+            accepted,
+            limit: self.max_decoded,
+        });
+        let names: Vec<&str> = self.backend_accept.iter().map(|c| c.name()).collect();
+        let value = match names.as_slice() {
+            [] => HeaderValue::from_static("identity"),
+            names => {
+                HeaderValue::try_from(names.join(", ")).unwrap_or(HeaderValue::from_static("gzip"))
+            }
+        };
+        parts.headers.insert(ACCEPT_ENCODING, value);
     }
 
     /// Marks fields about to be stored as compressed by the proxy: `Content-Encoding: gzip`,
@@ -155,24 +176,42 @@ fn no_transform(headers: &HeaderMap) -> bool {
     headers.contains_key(CACHE_CONTROL) && ResponseDirectives::from_headers(headers).no_transform
 }
 
-/// Whether the fields say the content is gzip-coded, and only that.
-pub fn is_gzip(headers: &HeaderMap) -> bool {
+/// The coding the fields say the content has, when it is one kura decodes, and only that one
+/// (`gzip, br`, codings applied twice, are left as they are).
+pub fn coding_of(headers: &HeaderMap) -> Option<Coding> {
     let mut codings = headers.get_all(CONTENT_ENCODING).iter();
     match (codings.next(), codings.next()) {
-        (Some(value), None) => value.to_str().is_ok_and(|v| {
-            let v = v.trim();
-            v.eq_ignore_ascii_case("gzip") || v.eq_ignore_ascii_case("x-gzip")
-        }),
-        _ => false,
+        (Some(value), None) => value
+            .to_str()
+            .ok()
+            .filter(|v| !v.contains(','))
+            .and_then(Coding::parse),
+        _ => None,
     }
+}
+
+/// Whether the fields say the content is gzip-coded, and only that.
+pub fn is_gzip(headers: &HeaderMap) -> bool {
+    coding_of(headers) == Some(Coding::Gzip)
+}
+
+/// A body to decode for a client: from `coding`, to at most `limit` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decode {
+    /// The coding it has.
+    pub coding: Coding,
+    /// Largest decoded length.
+    pub limit: u64,
 }
 
 /// What a client accepts, read before its `Accept-Encoding` was replaced; in the request's
 /// extensions. A request without it (compression off) gets the stored fields as they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientCoding {
-    /// The client accepts gzip.
-    pub gzip: bool,
+    /// The codings the client accepts.
+    pub accepted: Accepted,
+    /// Largest body decoded for it (`max_decoded`).
+    pub limit: u64,
 }
 
 impl ClientCoding {
@@ -181,29 +220,34 @@ impl ClientCoding {
         parts.extensions.get::<ClientCoding>().copied()
     }
 
-    /// Adapts `headers`, the fields of a (stored or fetched) response, for this client; true
+    /// A client accepting `codings`, with the default decoding limit (for tests and tools).
+    pub fn accepting(codings: &[Coding]) -> ClientCoding {
+        ClientCoding {
+            accepted: Accepted::of_codings(codings),
+            limit: Compression::default().max_decoded,
+        }
+    }
+
+    /// Adapts `headers`, the fields of a (stored or fetched) response, for this client; `Some`
     /// when the body must be decoded for it. [`MARKER`] is removed in every case.
     ///
-    /// A gzip response gets `Vary: Accept-Encoding` merged in. A client that accepts gzip gets
-    /// it as it is, with a weak `ETag` when the proxy compressed it (RFC 9110 §8.8.3: the
-    /// backend's strong tag names the identity bytes). Any other gets it decoded: no
-    /// `Content-Encoding`, the identity `Content-Length` when known, no `Accept-Ranges`, and a
-    /// weak `ETag` when the backend coded it. `no-transform` responses are never decoded.
-    pub fn adapt(coding: Option<ClientCoding>, headers: &mut HeaderMap) -> bool {
+    /// A coded response (gzip, br, zstd) gets `Vary: Accept-Encoding` merged in. A client that
+    /// accepts its coding gets it as it is, with a weak `ETag` when the proxy compressed it
+    /// (RFC 9110 §8.8.3: the backend's strong tag names the identity bytes). Any other gets it
+    /// decoded: no `Content-Encoding`, the identity `Content-Length` when known, no
+    /// `Accept-Ranges`, and a weak `ETag` when the backend coded it. `no-transform` responses
+    /// are never decoded.
+    pub fn adapt(coding: Option<ClientCoding>, headers: &mut HeaderMap) -> Option<Decode> {
         let marker = headers.remove(MARKER);
-        let Some(coding) = coding else {
-            return false;
-        };
-        if !is_gzip(headers) {
-            return false;
-        }
+        let client = coding?;
+        let stored = coding_of(headers)?;
         merge_vary(headers);
         let ours = marker.is_some();
-        if coding.gzip || no_transform(headers) {
+        if client.accepted.accepts(stored) || no_transform(headers) {
             if ours {
                 weaken_etag(headers);
             }
-            return false;
+            return None;
         }
         headers.remove(CONTENT_ENCODING);
         headers.remove(CONTENT_LENGTH);
@@ -214,7 +258,10 @@ impl ClientCoding {
         if !ours {
             weaken_etag(headers);
         }
-        true
+        Some(Decode {
+            coding: stored,
+            limit: client.limit,
+        })
     }
 }
 

@@ -5,7 +5,8 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 
 use crate::body::Body;
-use codec::{gzip, Encoder, Gunzip};
+use codec::{gzip, Encoder};
+use decode::Decoding;
 
 fn fields(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut headers = HeaderMap::new();
@@ -16,7 +17,7 @@ fn fields(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 }
 
 fn decode_all(body: Body) -> Result<Vec<u8>, String> {
-    let mut gunzip = Gunzip::new(body);
+    let mut gunzip = Decoding::new(body, Coding::Gzip, u64::MAX);
     let mut cx = Context::from_waker(Waker::noop());
     let mut out = Vec::new();
     // Bounded: every step either yields or consumes input.
@@ -125,8 +126,8 @@ fn ours(identity: &'static str) -> HeaderMap {
 #[test]
 fn gzip_client_of_our_gzip() {
     let mut headers = ours("20000");
-    let decode = ClientCoding::adapt(Some(ClientCoding { gzip: true }), &mut headers);
-    assert!(!decode);
+    let decode = ClientCoding::adapt(Some(ClientCoding::accepting(&[Coding::Gzip])), &mut headers);
+    assert!(decode.is_none());
     assert_eq!(headers[CONTENT_ENCODING], "gzip");
     assert_eq!(headers[CONTENT_LENGTH], "300");
     assert_eq!(headers[ETAG], "W/\"v1\"");
@@ -138,8 +139,8 @@ fn gzip_client_of_our_gzip() {
 #[test]
 fn identity_client_of_our_gzip() {
     let mut headers = ours("20000");
-    let decode = ClientCoding::adapt(Some(ClientCoding { gzip: false }), &mut headers);
-    assert!(decode);
+    let decode = ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers);
+    assert!(decode.is_some());
     assert!(!headers.contains_key(CONTENT_ENCODING));
     assert_eq!(headers[CONTENT_LENGTH], "20000");
     assert_eq!(headers[ETAG], "\"v1\"");
@@ -148,10 +149,7 @@ fn identity_client_of_our_gzip() {
     assert!(!headers.contains_key(MARKER));
     // Identity length unknown: no Content-Length.
     let mut headers = ours("");
-    assert!(ClientCoding::adapt(
-        Some(ClientCoding { gzip: false }),
-        &mut headers
-    ));
+    assert!(ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers).is_some());
     assert!(!headers.contains_key(CONTENT_LENGTH));
 }
 
@@ -165,26 +163,19 @@ fn backend_gzip() {
         ("vary", "Accept-Encoding"),
     ]);
     let mut headers = backend.clone();
-    assert!(!ClientCoding::adapt(
-        Some(ClientCoding { gzip: true }),
-        &mut headers
-    ));
+    assert!(
+        ClientCoding::adapt(Some(ClientCoding::accepting(&[Coding::Gzip])), &mut headers).is_none()
+    );
     assert_eq!(headers, backend);
     let mut headers = backend.clone();
-    assert!(ClientCoding::adapt(
-        Some(ClientCoding { gzip: false }),
-        &mut headers
-    ));
+    assert!(ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers).is_some());
     assert_eq!(headers[ETAG], "W/\"v1\"");
     assert!(!headers.contains_key(CONTENT_LENGTH));
     assert_eq!(headers.get_all(VARY).iter().count(), 1);
     // no-transform: never decoded.
     let mut headers = backend.clone();
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-transform"));
-    assert!(!ClientCoding::adapt(
-        Some(ClientCoding { gzip: false }),
-        &mut headers
-    ));
+    assert!(ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers).is_none());
     assert_eq!(headers[CONTENT_ENCODING], "gzip");
 }
 
@@ -192,27 +183,24 @@ fn backend_gzip() {
 fn plain_objects_and_compression_off_are_untouched() {
     let plain = fields(&[("content-type", "image/png"), ("etag", "\"p\"")]);
     let mut headers = plain.clone();
-    assert!(!ClientCoding::adapt(
-        Some(ClientCoding { gzip: false }),
-        &mut headers
-    ));
+    assert!(ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers).is_none());
     assert_eq!(headers, plain);
     let mut headers = ours("1");
-    assert!(!ClientCoding::adapt(None, &mut headers));
+    assert!(ClientCoding::adapt(None, &mut headers).is_none());
     assert!(!headers.contains_key(MARKER));
 }
 
 #[test]
 fn vary_merged() {
     let mut headers = fields(&[("content-encoding", "gzip"), ("vary", "X-Device")]);
-    ClientCoding::adapt(Some(ClientCoding { gzip: true }), &mut headers);
+    ClientCoding::adapt(Some(ClientCoding::accepting(&[Coding::Gzip])), &mut headers);
     let vary: Vec<_> = headers.get_all(VARY).iter().collect();
     assert_eq!(vary, ["X-Device", "Accept-Encoding"]);
     let mut headers = fields(&[("content-encoding", "gzip"), ("vary", "*")]);
-    ClientCoding::adapt(Some(ClientCoding { gzip: true }), &mut headers);
+    ClientCoding::adapt(Some(ClientCoding::accepting(&[Coding::Gzip])), &mut headers);
     assert_eq!(headers.get_all(VARY).iter().count(), 1);
     let mut headers = fields(&[("content-encoding", "gzip"), ("etag", "W/\"w\"")]);
-    ClientCoding::adapt(Some(ClientCoding { gzip: false }), &mut headers);
+    ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers);
     assert_eq!(headers[ETAG], "W/\"w\"");
 }
 
@@ -224,8 +212,18 @@ fn request_normalised() {
         .unwrap()
         .into_parts();
     Compression::default().normalise_request(&mut parts);
+    assert_eq!(parts.headers[ACCEPT_ENCODING], "gzip, br, zstd");
+    assert_eq!(
+        ClientCoding::of(&parts),
+        Some(ClientCoding::accepting(&[Coding::Br]))
+    );
+    // Asking the backend for gzip only, as Varnish's http_gzip_support does.
+    let gzip_only = Compression {
+        backend_accept: vec![Coding::Gzip],
+        ..Compression::default()
+    };
+    gzip_only.normalise_request(&mut parts);
     assert_eq!(parts.headers[ACCEPT_ENCODING], "gzip");
-    assert_eq!(ClientCoding::of(&parts), Some(ClientCoding { gzip: false }));
 }
 
 // Streaming both ways: chunks through the encoder, the gzip through the decoding body.
@@ -249,7 +247,7 @@ fn round_trip_streaming() {
             b'a' + (state >> 60) as u8
         })
         .collect();
-    let mut gunzip = Gunzip::new(Body::full(gzip(&text, 6)));
+    let mut gunzip = Decoding::new(Body::full(gzip(&text, 6)), Coding::Gzip, u64::MAX);
     let mut cx = Context::from_waker(Waker::noop());
     let Poll::Ready(Some(Ok(first))) = gunzip.poll_frame(&mut cx) else {
         panic!("no first frame");
@@ -280,4 +278,115 @@ fn bad_gzip_is_an_error() {
     let len = gz.len();
     gz[len - 5] ^= 0xff;
     assert!(decode_all(Body::full(gz)).is_err());
+}
+
+// Brotli and zstd objects: as they are for clients that accept them, decoded for the others;
+// a client accepting only gzip gets a br object decoded (not gzip).
+#[test]
+fn every_coding_is_served_or_decoded() {
+    for (name, coding) in [("br", Coding::Br), ("zstd", Coding::Zstd)] {
+        let stored = fields(&[("content-encoding", name), ("etag", "\"e\"")]);
+        let mut headers = stored.clone();
+        let as_is = ClientCoding::adapt(Some(ClientCoding::accepting(&[coding])), &mut headers);
+        assert!(as_is.is_none());
+        assert_eq!(headers[CONTENT_ENCODING], name);
+        assert_eq!(headers[VARY], "Accept-Encoding");
+        let mut headers = stored.clone();
+        let gzip_only = Some(ClientCoding::accepting(&[Coding::Gzip]));
+        let decode = ClientCoding::adapt(gzip_only, &mut headers).unwrap();
+        assert_eq!(decode.coding, coding);
+        assert!(!headers.contains_key(CONTENT_ENCODING));
+        assert_eq!(headers[ETAG], "W/\"e\"");
+    }
+    // Two codings applied, or one kura does not know: left as they are.
+    for value in ["gzip, br", "deflate", "compress"] {
+        let mut headers = fields(&[("content-encoding", value)]);
+        assert!(ClientCoding::adapt(Some(ClientCoding::accepting(&[])), &mut headers).is_none());
+        assert_eq!(headers[CONTENT_ENCODING], value);
+        assert!(!headers.contains_key(VARY));
+    }
+}
+
+fn brotli(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut writer = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+        std::io::Write::write_all(&mut writer, data).unwrap();
+    }
+    out
+}
+
+fn zstd(data: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+/// `data` in each coding kura decodes.
+fn every_coding(data: &[u8]) -> [(Coding, Vec<u8>); 3] {
+    [
+        (Coding::Gzip, gzip(data, 9)),
+        (Coding::Br, brotli(data)),
+        (Coding::Zstd, zstd(data)),
+    ]
+}
+
+#[test]
+fn brotli_and_zstd_decode_whole_and_in_pieces() {
+    let text = page(300_000);
+    for (coding, coded) in every_coding(&text) {
+        assert!(
+            decode::decode_all(coding, &coded, u64::MAX).unwrap() == text,
+            "{coding:?}"
+        );
+        // Fed a few bytes at a time, as a backend's chunks come.
+        let mut decoder = decode::Decoder::new(coding, u64::MAX);
+        let mut out = Vec::new();
+        for piece in coded.chunks(777) {
+            decoder.feed(Bytes::copy_from_slice(piece));
+            while let Some(chunk) = decoder.step().unwrap() {
+                assert!(chunk.len() <= 4 << 20);
+                out.extend_from_slice(&chunk);
+            }
+        }
+        while let Some(chunk) = decoder.finish().unwrap() {
+            assert!(chunk.len() <= 64 << 10, "{coding:?}: {}", chunk.len());
+            out.extend_from_slice(&chunk);
+        }
+        assert!(out == text, "{coding:?}");
+        assert_eq!(decoder.produced(), text.len() as u64);
+    }
+}
+
+// A decompression bomb: 64 MiB of zeros, a few KiB coded, refused past the limit.
+#[test]
+fn bombs_are_refused_at_the_limit() {
+    let zeros = vec![0u8; 64 << 20];
+    for (coding, coded) in every_coding(&zeros) {
+        assert!(coded.len() < 1 << 20, "{coding:?}: {}", coded.len());
+        let error = decode::decode_all(coding, &coded, 1 << 20).unwrap_err();
+        assert_eq!(error, decode::DecodeError::TooLarge(1 << 20), "{coding:?}");
+    }
+}
+
+// A backend that lies about Content-Encoding: plain text, or a body cut short.
+#[test]
+fn false_and_truncated_codings_are_errors() {
+    let text = page(20_000);
+    for (coding, coded) in every_coding(&text) {
+        let corrupt = decode::DecodeError::Corrupt(coding.name());
+        assert_eq!(
+            decode::decode_all(coding, &text, u64::MAX),
+            Err(corrupt.clone()),
+            "{coding:?} plain"
+        );
+        let cut = &coded[..coded.len() / 2];
+        assert_eq!(
+            decode::decode_all(coding, cut, u64::MAX),
+            Err(corrupt.clone()),
+            "{coding:?} cut"
+        );
+    }
+    // Trailing garbage after a brotli stream.
+    let mut extra = brotli(&text);
+    extra.extend_from_slice(b"junk");
+    assert!(decode::decode_all(Coding::Br, &extra, u64::MAX).is_err());
 }

@@ -2,7 +2,7 @@
 
 use super::file::{self, Source};
 use super::ConfigError;
-use crate::compress::Compression;
+use crate::compress::{Coding, Compression};
 
 /// `[compression]`: on by default, level 1..=9, media types `type/subtype` or `type/*`.
 pub(super) fn compression(
@@ -51,11 +51,30 @@ pub(super) fn compression(
     if let Some(min_size) = file.min_size {
         compression.min_size = min_size;
     }
+    if let Some(names) = file.backend_accept {
+        compression.backend_accept.clear();
+        for name in names {
+            let coding = Coding::parse(name.get_ref()).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "{}compression.backend_accept: {:?} is not gzip, br or zstd",
+                    src.at(Some(name.span().start)),
+                    name.get_ref()
+                ))
+            })?;
+            if !compression.backend_accept.contains(&coding) {
+                compression.backend_accept.push(coding);
+            }
+        }
+    }
+    if let Some(mb) = file.max_decoded_mb {
+        compression.max_decoded = mb.max(1).saturating_mul(1 << 20);
+    }
     Ok(compression)
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::compress::Coding;
     use crate::config::Config;
 
     fn load(section: &str) -> Result<Config, String> {
@@ -77,6 +96,16 @@ mod tests {
         assert_eq!(config.compression.level, 9);
         assert_eq!(config.compression.min_size, 0);
         assert_eq!(config.compression.types, ["text/*", "application/json"]);
+        assert_eq!(config.compression.backend_accept, Coding::ALL);
+        assert_eq!(config.compression.max_decoded, 64 << 20);
+        let config = load("backend_accept = [\"gzip\"]\nmax_decoded_mb = 8").unwrap();
+        assert_eq!(config.compression.backend_accept, [Coding::Gzip]);
+        assert_eq!(config.compression.max_decoded, 8 << 20);
+        let error = load("backend_accept = [\"deflate\"]").unwrap_err();
+        assert!(
+            error.contains("line 3") && error.contains("not gzip, br or zstd"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::TlsListener;
 #[serde(deny_unknown_fields)]
 pub(super) struct FileConfig {
     pub(super) backend: Option<Spanned<String>>,
-    pub(super) backends: Option<BTreeMap<String, Spanned<String>>>,
+    pub(super) backends: Option<BTreeMap<String, Spanned<toml::Value>>>,
     pub(super) rule: Option<Vec<Spanned<RuleFile>>>,
     pub(super) listen: Option<Vec<SocketAddr>>,
     pub(super) listen_unix: Option<Vec<PathBuf>>,
@@ -69,6 +69,8 @@ pub(super) struct CompressionFile {
     pub(super) level: Option<Spanned<u32>>,
     pub(super) types: Option<Vec<Spanned<String>>>,
     pub(super) min_size: Option<u64>,
+    pub(super) backend_accept: Option<Vec<Spanned<String>>>,
+    pub(super) max_decoded_mb: Option<u64>,
 }
 
 /// `[probe]`.

@@ -7,6 +7,7 @@ mod bans;
 mod cache_status;
 mod clients;
 mod compression;
+pub mod directors;
 mod edits;
 mod file;
 mod keys;
@@ -25,6 +26,7 @@ use toml::Spanned;
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 pub use cache_status::CacheStatus;
+pub use directors::{HashKey, Policy, ServerSpec, Timeouts};
 pub use edits::{Edits, HeaderEdits, Synthetic};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
@@ -87,17 +89,24 @@ pub struct TlsListener {
     pub key: PathBuf,
 }
 
-/// Backend health probes.
-#[derive(Debug, Clone, PartialEq)]
+/// Backend health probes (Varnish's `.probe`): a server is healthy while at least
+/// `threshold` of its last `window` probes succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
-    /// Path requested with GET; a 2xx or 3xx answer is a success.
+    /// Path requested with GET.
     pub path: String,
     /// Time between probes.
     pub interval: Duration,
     /// Time a probe may take.
     pub timeout: Duration,
-    /// Consecutive failures that make the backend sick (one success makes it healthy).
+    /// Probes remembered (1..=64).
+    pub window: u32,
+    /// Successes among them that make the server healthy.
     pub threshold: u32,
+    /// Successes counted at start (`threshold`: it starts healthy).
+    pub initial: u32,
+    /// The status a success answers with; `None`: any 2xx or 3xx.
+    pub expected: Option<http::StatusCode>,
 }
 
 /// Everything `kura http` runs with.

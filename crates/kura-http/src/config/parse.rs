@@ -11,30 +11,39 @@ use super::file::{RuleFile, Source};
 use super::{parse_backend, BackendSpec, ConfigError, HostMatch, HttpArgs, PathMatch, Route, Rule};
 
 /// The backends: the default first (`--backend`, else `backend`, else `[backends].default`),
-/// then the others of `[backends]` by name.
+/// then the others of `[backends]` by name. Each is a URL or a pool (`directors.rs`).
 pub(super) fn backends(
     args: &HttpArgs,
     top: Option<Spanned<String>>,
-    named: Option<BTreeMap<String, Spanned<String>>>,
+    named: Option<BTreeMap<String, Spanned<toml::Value>>>,
     src: Source<'_>,
 ) -> Result<Vec<BackendSpec>, ConfigError> {
     let mut named = named.unwrap_or_default();
-    let parse = |text: &str, at: Option<usize>| {
-        parse_backend(text).map_err(|e| ConfigError::Invalid(format!("{}{e}", src.at(at))))
+    let url = |name: &str, text: &str, at: Option<usize>| {
+        let value = toml::Value::String(text.to_owned());
+        match at {
+            Some(at) => super::directors::pool(name, value, at, src),
+            None => parse_backend(text)
+                .map(super::directors::pool_of)
+                .map_err(ConfigError::Invalid),
+        }
     };
     let default = match (&args.backend, top) {
-        (Some(url), _) => parse(url, None)?,
-        (None, Some(url)) => {
+        (Some(text), _) => url("default", text, None)?,
+        (None, Some(text)) => {
             if let Some(twice) = named.get("default") {
                 return Err(ConfigError::Invalid(format!(
                     "{}a backend named \"default\" beside the top-level backend",
                     src.at(Some(twice.span().start))
                 )));
             }
-            parse(url.get_ref(), Some(url.span().start))?
+            url("default", text.get_ref(), Some(text.span().start))?
         }
         (None, None) => match named.remove("default") {
-            Some(url) => parse(url.get_ref(), Some(url.span().start))?,
+            Some(value) => {
+                let at = value.span().start;
+                super::directors::pool("default", value.into_inner(), at, src)?
+            }
             None => {
                 return Err(ConfigError::Invalid(
                     "no backend: give --backend URL, `backend = URL` or a backend named \"default\" in [backends]".into(),
@@ -43,24 +52,30 @@ pub(super) fn backends(
         },
     };
     named.remove("default");
-    let mut out = vec![BackendSpec {
-        name: "default".into(),
-        addr: default,
-    }];
-    for (name, url) in named {
+    let mut out = vec![spec("default".into(), default)];
+    for (name, value) in named {
+        let at = value.span().start;
         let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
         if !name.chars().all(plain) {
             return Err(ConfigError::Invalid(format!(
                 "{}backend name {name:?}: letters, digits, _ and - only",
-                src.at(Some(url.span().start))
+                src.at(Some(at))
             )));
         }
-        out.push(BackendSpec {
-            addr: parse(url.get_ref(), Some(url.span().start))?,
-            name,
-        });
+        let pool = super::directors::pool(&name, value.into_inner(), at, src)?;
+        out.push(spec(name, pool));
     }
     Ok(out)
+}
+
+fn spec(name: String, pool: super::directors::Pool) -> BackendSpec {
+    BackendSpec {
+        name,
+        servers: pool.servers,
+        policy: pool.policy,
+        seed: pool.seed,
+        timeouts: pool.timeouts,
+    }
 }
 
 pub(super) fn parse_rule(
@@ -202,10 +217,16 @@ pub(super) fn probe(
             src.at(at)
         )));
     }
+    // `threshold` consecutive failures make a server sick, one success healthy again: a
+    // window of `threshold` probes of which one must succeed.
+    let failures = file.threshold.unwrap_or(3).clamp(1, 64);
     Ok(Some(super::Probe {
         path,
         interval: super::secs_f(file.interval, 5.0, "probe.interval", src)?,
         timeout: super::secs_f(file.timeout, 2.0, "probe.timeout", src)?,
-        threshold: file.threshold.unwrap_or(3).max(1),
+        window: failures,
+        threshold: 1,
+        initial: 1,
+        expected: None,
     }))
 }

@@ -19,13 +19,19 @@ pub enum BackendAddr {
     Unix(PathBuf),
 }
 
-/// A backend of the configuration.
+/// A backend of the configuration: a pool of one server or more (`config/directors.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendSpec {
     /// Its name (`default` for the top-level `backend`).
     pub name: String,
-    /// Its address.
-    pub addr: BackendAddr,
+    /// Its servers, in the order given.
+    pub servers: Vec<super::ServerSpec>,
+    /// How a server is picked.
+    pub policy: super::Policy,
+    /// The random policy's seed (reproducible choices, for tests and benchmarks).
+    pub seed: Option<u64>,
+    /// Its own timeouts, instead of the top-level ones.
+    pub timeouts: super::Timeouts,
 }
 
 /// Parses a backend address: `http://host:port` (no path) or `unix:/absolute/path`.

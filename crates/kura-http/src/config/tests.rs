@@ -22,7 +22,7 @@ fn file_settings() {
          cdn_cache_control = true\n[probe]\npath = \"/health\"\ninterval = 0.5\n",
     )
     .unwrap();
-    let BackendAddr::Tcp(uri) = &config.backends[0].addr else {
+    let BackendAddr::Tcp(uri) = &config.backends[0].servers[0].addr else {
         panic!("a TCP backend")
     };
     assert_eq!(uri.authority().unwrap().as_str(), "[::1]:9000");
@@ -31,7 +31,8 @@ fn file_settings() {
     assert_eq!(config.policy.targeted_fields.len(), 1);
     let probe = config.probe.unwrap();
     assert_eq!(probe.interval, Duration::from_millis(500));
-    assert_eq!(probe.threshold, 3);
+    // Three failures in a row make it sick, one success healthy.
+    assert_eq!((probe.window, probe.threshold, probe.initial), (3, 1, 1));
 }
 
 /// The example in docs/http.md is a valid file, with every key this version reads.

@@ -155,8 +155,8 @@ pub async fn fetch(
                         *response.headers_mut() = headers;
                         return (response, outcome);
                     }
-                    if decode {
-                        let body = Body::Flight(ReaderBody(reader)).decoded(true);
+                    if decode.is_some() {
+                        let body = Body::Flight(ReaderBody(reader)).decoded(decode);
                         let mut response = Response::new(body);
                         *response.status_mut() = head.status;
                         *response.headers_mut() = headers;

@@ -15,12 +15,13 @@ use http_body_util::BodyExt;
 use super::fetch::is_server_error;
 use super::interim;
 use super::proxy::Proxy;
-use crate::backend::{strip_hop_by_hop, Backend};
+use crate::backend::{strip_hop_by_hop, Backend, Lease, Pick};
 use crate::bans::Hold;
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{FetchError, Head, Outcome, Producer};
 use crate::compress::codec::Encoder;
+use crate::compress::decode::Check;
 use crate::compress::{self, Compression};
 use crate::rules::freshness::Freshness;
 use crate::rules::storable::{credentials, storable, NotStorable};
@@ -64,7 +65,7 @@ pub(super) async fn run(
         let request = backend_request(backend, &origin, headers.clone());
         proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
         let request_time = SystemTime::now();
-        let response = match backend.send(request).await {
+        let response = match backend.send(request, Pick::Shared).await {
             Ok(response) => response,
             Err(error) => {
                 producer.fail(error);
@@ -152,7 +153,15 @@ pub(super) async fn run(
         leader_vary,
         outcome,
     });
-    let (complete, last) = stream_body(backend, &producer, body, &mut encoder).await;
+    let mut check = coding_check(&proxy, store.as_ref(), encoder.is_some());
+    let lease = Lease::of(&parts.extensions);
+    let (complete, last) =
+        stream_body(backend, lease, &producer, body, &mut encoder, &mut check).await;
+    if let Some(why) = check.failed() {
+        tracing::warn!("backend body not stored: {why}");
+        proxy.stats.encoding_refused.fetch_add(1, Ordering::Relaxed);
+        store = None;
+    }
     // Stored before the last chunk is pushed and the flight ends, so a reader that has the
     // last byte finds it stored.
     let whole = producer.whole(complete, last.as_ref());
@@ -180,6 +189,17 @@ pub(super) async fn run(
         producer.push(last).await;
     }
     producer.finish(complete);
+}
+
+/// The check of a body the backend coded, as it passes (`compress::decode::Check`): it is not
+/// stored if it is not what its `Content-Encoding` says or would decode past `max_decoded`.
+fn coding_check(proxy: &Proxy, store: Option<&(HeaderMap, Freshness)>, ours: bool) -> Check {
+    let compression = &proxy.config.compression;
+    let coded = match store {
+        Some((kept, _)) if compression.enabled && !ours => compress::coding_of(kept),
+        _ => None,
+    };
+    Check::new(coded, compression.max_decoded)
 }
 
 /// What the fetched response becomes in the cache: the headers to store and their
@@ -262,9 +282,11 @@ fn storage_plan(
 /// flight's end).
 async fn stream_body(
     backend: &Backend,
+    lease: Option<&Lease>,
     producer: &Producer,
     mut body: hyper::body::Incoming,
     encoder: &mut Option<Encoder>,
+    check: &mut Check,
 ) -> (bool, Option<Bytes>) {
     let timeout = backend.between_bytes_timeout();
     let mut held: Option<Bytes> = None;
@@ -272,6 +294,7 @@ async fn stream_body(
         match tokio::time::timeout(timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {
                 if let Ok(mut data) = frame.into_data() {
+                    check.feed(&data);
                     if let Some(encoder) = encoder.as_mut() {
                         data = encoder.push(&data);
                     }
@@ -292,6 +315,7 @@ async fn stream_body(
                 }
             }
             Ok(None) => {
+                check.end();
                 // Compressing, the encoder's last bytes go with the last chunk.
                 if let Some(encoder) = encoder.as_mut() {
                     let end = encoder.finish();
@@ -304,12 +328,16 @@ async fn stream_body(
             }
             Ok(Some(Err(error))) => {
                 tracing::debug!("backend body: {error}");
-                backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(lease) = lease {
+                    lease.body_failed();
+                }
                 return (false, held);
             }
             Err(_) => {
                 tracing::debug!("backend body: timed out");
-                backend.health.errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(lease) = lease {
+                    lease.body_failed();
+                }
                 return (false, held);
             }
         }

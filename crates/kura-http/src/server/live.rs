@@ -20,6 +20,7 @@ use super::proxy::Proxy;
 use super::StartError;
 use crate::access_log::AccessLog;
 use crate::backend::{health, Backend};
+use crate::config::BackendSpec;
 use crate::config::{Config, TlsListener};
 
 /// The proxy in place, and what a reload replaces.
@@ -114,27 +115,39 @@ pub(super) fn backends(config: &Config) -> Vec<Arc<Backend>> {
     config
         .backends
         .iter()
-        .map(|spec| Arc::new(Backend::new(spec, config)))
+        .map(|spec| Arc::new(Backend::new(&with_probe(spec, config), config)))
         .collect()
 }
 
-/// Starts a health probe for each of `proxy`'s backends (when probes are configured); the
-/// sender stops them.
+/// `spec` with the top-level `[probe]` for its servers that have none of their own.
+fn with_probe(spec: &BackendSpec, config: &Config) -> BackendSpec {
+    let mut spec = spec.clone();
+    for server in &mut spec.servers {
+        if server.probe.is_none() {
+            server.probe.clone_from(&config.probe);
+        }
+    }
+    spec
+}
+
+/// Starts a health probe for each server of `proxy`'s backends that has one (its own, its
+/// pool's, else the top-level `[probe]`); the sender stops them.
 fn start_probes(proxy: &Proxy, server_stopped: watch::Receiver<bool>) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    if let Some(probe) = &proxy.config.probe {
-        for backend in &proxy.backends {
-            let (backend, probe) = (backend.clone(), probe.clone());
-            let mut stopped = stopped.clone();
-            let mut server_stopped = server_stopped.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = health::run(backend, probe) => {}
-                    _ = stopped.changed() => {}
-                    _ = server_stopped.changed() => {}
-                }
-            });
-        }
+    for server in proxy.backends.iter().flat_map(|b| &b.servers) {
+        let Some(probe) = server.probe.clone() else {
+            continue;
+        };
+        let server = server.clone();
+        let mut stopped = stopped.clone();
+        let mut server_stopped = server_stopped.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = health::run(server, probe) => {}
+                _ = stopped.changed() => {}
+                _ = server_stopped.changed() => {}
+            }
+        });
     }
     stop
 }

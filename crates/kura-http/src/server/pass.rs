@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode};
 
 use super::proxy::{Peer, Proxy};
 use super::{interim, respond};
-use crate::backend::strip_hop_by_hop;
+use crate::backend::{strip_hop_by_hop, Lease, Pick};
 use crate::body::Body;
 use crate::compress::ClientCoding;
 use crate::keys::query::{key_of, normalise_percent};
@@ -45,7 +45,8 @@ pub async fn pass(
         receiver
     });
     proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
-    let sent = interim::while_forwarding(backend.send(request), hints, to.as_deref()).await;
+    let sent =
+        interim::while_forwarding(backend.send(request, Pick::Client), hints, to.as_deref()).await;
     let response = match sent {
         Ok(response) => response,
         Err(_) if broken.load(Ordering::Relaxed) => {
@@ -62,12 +63,14 @@ pub async fn pass(
         invalidate(proxy, parts, peer, &head);
     }
     strip_hop_by_hop(&mut head.headers);
+    // The server's connection is in use until the body is read or dropped.
+    let lease = Lease::of(&head.extensions).cloned();
     // A looked-up request passed here (its preconditions are the origin's) asked the backend
     // for gzip on the client's behalf.
     let decode = ClientCoding::adapt(ClientCoding::of(parts), &mut head.headers)
-        && parts.method != http::Method::HEAD;
+        .filter(|_| parts.method != http::Method::HEAD);
     (
-        Response::from_parts(head, Body::Incoming(body).decoded(decode)),
+        Response::from_parts(head, Body::backend(body, lease).decoded(decode)),
         CacheOutcome::Pass,
     )
 }

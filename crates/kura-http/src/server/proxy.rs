@@ -324,7 +324,7 @@ async fn on_hit(
         )
     };
     let decision = decide_with(BackendState::Available);
-    if !proxy.backend(route).health.is_healthy()
+    if !proxy.backend(route).is_healthy()
         && matches!(
             decision,
             Decision::Revalidate | Decision::Fetch | Decision::StaleWhileRevalidate

@@ -48,7 +48,7 @@ pub fn object(
             let length = object.body.len() as u64;
             // A decoded body is served whole: RFC 9110 §14.2 allows ignoring `Range`, and its
             // length is not known before it is decoded.
-            let ranged = if decode {
+            let ranged = if decode.is_some() {
                 RangeAnswer::Full
             } else {
                 range::answer(

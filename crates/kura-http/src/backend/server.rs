@@ -1,0 +1,160 @@
+//! One server of a backend's pool: its keep-alive client (hyper-util's pool, TCP or a Unix
+//! socket), its health, and its connection limit (`max_connections`: a request holds a
+//! [`Lease`] from the moment a server is chosen until its response body is read or dropped).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::Uri;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::connect::Connector;
+use super::health::Health;
+use crate::body::Body;
+use crate::config::{BackendAddr, Probe, ServerSpec};
+
+/// A server and the client that talks to it.
+pub struct Server {
+    /// Its address as configured (`host:port`, or `unix:/path`): its name in stats.
+    pub name: String,
+    pub(super) client: Client<Connector, Body>,
+    /// The client's connector, for connections of their own (pipes).
+    pub(super) connector: Connector,
+    scheme: Scheme,
+    authority: Authority,
+    /// Its health.
+    pub health: Health,
+    /// Its share for the random and hash policies.
+    pub weight: u32,
+    /// Its probe, if any.
+    pub probe: Option<Probe>,
+    /// Requests at once (`max_connections`), and the permits for them.
+    limit: Option<(usize, Arc<Semaphore>)>,
+    /// Times it was passed over or refused because it had `max_connections` requests.
+    pub busy: AtomicU64,
+    /// Its identity for the hash policy: a hash of its name, so that the order of the servers
+    /// in the file does not move keys.
+    pub(super) id: u64,
+}
+
+impl Server {
+    /// The server of `spec`, connecting within `connect_timeout`.
+    pub fn new(spec: &ServerSpec, connect_timeout: Duration) -> Server {
+        let (connector, origin, name) = match &spec.addr {
+            BackendAddr::Tcp(uri) => {
+                let mut http = HttpConnector::new();
+                http.set_connect_timeout(Some(connect_timeout));
+                http.set_nodelay(true);
+                let name = uri.authority().map_or_else(String::new, |a| a.to_string());
+                (Connector::Tcp(http), uri.clone(), name)
+            }
+            BackendAddr::Unix(path) => (
+                Connector::Unix(Arc::new(path.clone()), connect_timeout),
+                // The pool's key; the connector ignores it.
+                Uri::from_static("http://localhost"),
+                format!("unix:{}", path.display()),
+            ),
+        };
+        let idle = spec.max_connections.unwrap_or(256).min(256);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(idle)
+            .build(connector.clone());
+        let scheme = origin.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let authority = origin
+            .authority()
+            .cloned()
+            .unwrap_or_else(|| Authority::from_static("127.0.0.1"));
+        let initial = spec.probe.as_ref().map_or(1, |p| p.initial);
+        Server {
+            id: super::director::hash_bytes(name.as_bytes()),
+            name,
+            client,
+            connector,
+            scheme,
+            authority,
+            health: Health::new(initial, spec.probe.as_ref()),
+            weight: spec.weight,
+            probe: spec.probe.clone(),
+            limit: spec
+                .max_connections
+                .map(|max| (max, Arc::new(Semaphore::new(max)))),
+            busy: AtomicU64::new(0),
+        }
+    }
+
+    /// The server's URI for a request target.
+    pub fn uri(&self, path: Option<&PathAndQuery>) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(
+            path.cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
+        );
+        Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+    }
+
+    /// Requests it has at the moment (counted only with `max_connections`).
+    pub fn in_use(&self) -> usize {
+        self.limit
+            .as_ref()
+            .map_or(0, |(max, permits)| max - permits.available_permits())
+    }
+
+    /// Its `max_connections`, if any.
+    pub fn max_connections(&self) -> Option<usize> {
+        self.limit.as_ref().map(|(max, _)| *max)
+    }
+
+    /// A lease on this server for one request, `None` when it has `max_connections` already.
+    pub(super) fn lease(self: &Arc<Self>) -> Option<Lease> {
+        let permit = match &self.limit {
+            None => None,
+            Some((_, permits)) => match permits.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    self.busy.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            },
+        };
+        Some(Lease(Arc::new(LeaseInner {
+            server: self.clone(),
+            _permit: permit,
+        })))
+    }
+}
+
+/// A request's hold on the server it was sent to: in the response's extensions, and moved
+/// into the body that carries the response on, so that the server's connection counts as in
+/// use until the body is read or dropped.
+#[derive(Clone)]
+pub struct Lease(Arc<LeaseInner>);
+
+struct LeaseInner {
+    server: Arc<Server>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Lease {
+    /// The server.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.0.server
+    }
+
+    /// The lease a backend response carries.
+    pub fn of(extensions: &http::Extensions) -> Option<&Lease> {
+        extensions.get::<Lease>()
+    }
+
+    /// Counts an error of the response's body (cut short, timed out) against its server.
+    pub fn body_failed(&self) {
+        self.0.server.health.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
