@@ -44,7 +44,7 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Hash, Kind, Ring, Server};
+    use crate::{Kind, Ring, Server};
 
     fn ring(kind: Kind, ports: &[u16]) -> Ring {
         let servers = ports.iter().map(|&p| Server::new("10.0.0.1", p)).collect();
@@ -55,22 +55,20 @@ mod tests {
     /// continuum's answer is exact: every pair it names is seen.
     #[test]
     fn moves_cover_every_key_and_name_no_move_a_key_cannot_make() {
-        let kinds = [
-            Kind::Libmemcached,
-            Kind::Dalli,
-            Kind::Twemproxy(Hash::Fnv1a64),
-            Kind::Jump,
-        ];
         let changes: [(&[u16], &[u16]); 4] = [
             (&[1, 2], &[1, 2, 3]),
             (&[1, 2, 3], &[1, 2]),
             (&[1, 2, 3], &[1, 3, 4]),
             (&[1, 2], &[1, 2]),
         ];
-        for kind in kinds {
+        for kind in crate::ring::KINDS {
             for (old, new) in changes {
                 let (a, b) = (ring(kind, old), ring(kind, new));
-                let moves = a.moves(&b).expect("told");
+                // ch3 and modula cannot tell: any key may move anywhere.
+                let Some(moves) = a.moves(&b) else {
+                    assert!(matches!(kind, Kind::Ch3 | Kind::Modula(_)), "{kind}");
+                    continue;
+                };
                 for i in 0..20_000 {
                     let key = format!("key:{i}");
                     let pair = (a.index_for(key.as_bytes()), b.index_for(key.as_bytes()));

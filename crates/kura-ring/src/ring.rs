@@ -246,6 +246,17 @@ fn check(kind: Kind, servers: &[Server]) -> Result<(), RingError> {
     Ok(())
 }
 
+/// One ring of each placement, for tests.
+#[cfg(test)]
+pub(crate) const KINDS: [Kind; 6] = [
+    Kind::Libmemcached,
+    Kind::Dalli,
+    Kind::Twemproxy(Hash::Fnv1a64),
+    Kind::Ch3,
+    Kind::Jump,
+    Kind::Modula(Hash::Md5),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,15 +276,7 @@ mod tests {
 
     #[test]
     fn every_kind_answers_with_an_index_in_range() {
-        let kinds = [
-            Kind::Libmemcached,
-            Kind::Dalli,
-            Kind::Twemproxy(Hash::Fnv1a64),
-            Kind::Ch3,
-            Kind::Jump,
-            Kind::Modula(Hash::Md5),
-        ];
-        for kind in kinds {
+        for kind in KINDS {
             for n in 1..6 {
                 let ring = Ring::new(kind, servers(n)).unwrap_or_else(|e| panic!("{e}"));
                 let mut seen = vec![false; n as usize];

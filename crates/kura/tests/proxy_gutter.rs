@@ -12,25 +12,54 @@ use common::proxy::{keys_on, proxy, reading_until, signal, stat, until_down, Kin
 const HEALTH: &str = "request_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200";
 const FLAPS: usize = 20;
 
-#[test]
-fn the_gutter_never_serves_a_value_older_than_the_home_servers_last_write() {
-    let a = common::proxy::backend(Kind::Kura);
-    let b = common::proxy::backend(Kind::Kura);
-    let g = common::proxy::backend(Kind::Kura);
+/// Two servers A and B in pool "main" with gutter pool "g" (`gutter_ttl`
+/// seconds), and the proxy's configuration file in a fresh directory.
+struct Setup {
+    _a: common::Server,
+    b: common::Server,
+    _g: common::Server,
+    servers: Vec<String>,
+    dir: std::path::PathBuf,
+    cfg: std::path::PathBuf,
+}
+
+fn setup(name: &str, gutter_ttl: u32) -> Setup {
+    let [a, b, g] = [(); 3].map(|()| common::proxy::backend(Kind::Kura));
     let servers = vec![
         format!("127.0.0.1:{}", a.port),
         format!("127.0.0.1:{}", b.port),
     ];
-    let dir = common::tempdir("proxy-gutter-flaps");
-    // A long gutter TTL: what the gutter holds must not outlive the home
-    // server's newer writes by ageing out, but by being deleted.
+    let dir = common::tempdir(name);
     let toml = format!(
-        "default_pool = \"main\"\n[pools.main]\nservers = [\"{}\", \"{}\"]\ngutter = \"g\"\ngutter_ttl = 600\n\
+        "default_pool = \"main\"\n[pools.main]\nservers = [\"{}\", \"{}\"]\ngutter = \"g\"\ngutter_ttl = {gutter_ttl}\n\
          [pools.g]\nservers = [\"127.0.0.1:{}\"]\n[health]\n{HEALTH}\n",
         servers[0], servers[1], g.port
     );
     let cfg = dir.join("proxy.toml");
     std::fs::write(&cfg, toml).unwrap();
+    Setup {
+        _a: a,
+        b,
+        _g: g,
+        servers,
+        dir,
+        cfg,
+    }
+}
+
+#[test]
+fn the_gutter_never_serves_a_value_older_than_the_home_servers_last_write() {
+    // A long gutter TTL: what the gutter holds must not outlive the home
+    // server's newer writes by ageing out, but by being deleted.
+    // (_a and _g bound: they stop when dropped.)
+    let Setup {
+        _a,
+        b,
+        _g,
+        servers,
+        cfg,
+        ..
+    } = setup("proxy-gutter-flaps", 600);
     let p = proxy(&["--config", cfg.to_str().unwrap()]);
     let mut c = p.connect();
     let keys = keys_on(&servers, 1, 2, "gutter");
@@ -68,21 +97,14 @@ fn the_gutter_never_serves_a_value_older_than_the_home_servers_last_write() {
 /// (`gutter_ttl` + 2 s + the request timeout) before it serves again.
 #[test]
 fn after_a_proxy_restart_the_server_waits_out_the_gutters_copies() {
-    let a = common::proxy::backend(Kind::Kura);
-    let b = common::proxy::backend(Kind::Kura);
-    let g = common::proxy::backend(Kind::Kura);
-    let servers = vec![
-        format!("127.0.0.1:{}", a.port),
-        format!("127.0.0.1:{}", b.port),
-    ];
-    let dir = common::tempdir("proxy-gutter-restart");
-    let toml = format!(
-        "default_pool = \"main\"\n[pools.main]\nservers = [\"{}\", \"{}\"]\ngutter = \"g\"\ngutter_ttl = 10\n\
-         [pools.g]\nservers = [\"127.0.0.1:{}\"]\n[health]\n{HEALTH}\n",
-        servers[0], servers[1], g.port
-    );
-    let cfg = dir.join("proxy.toml");
-    std::fs::write(&cfg, toml).unwrap();
+    let Setup {
+        _a,
+        b,
+        _g,
+        servers,
+        dir,
+        cfg,
+    } = setup("proxy-gutter-restart", 10);
     let journal = dir.join("journal");
     let args = [
         "--config",
