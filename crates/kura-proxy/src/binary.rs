@@ -13,7 +13,7 @@ use kura_proto::client::{meta, Reply, Status as Meta};
 use kura_proto::{Data, StoreMode};
 
 use crate::call::{num, unavailable, Call};
-use crate::config::DownReply;
+use crate::config::{DownReply, Op};
 use crate::ctx::Ctx;
 use crate::reply::{ready, Out, ReplyFut, Step};
 use crate::router::Router;
@@ -200,7 +200,11 @@ async fn get(
         args.extend_from_slice(b" T");
         num(&mut args, t);
     }
-    let call = Call::simple(&q.router, q.lane, key, false, b"mg", &args).await;
+    let what = match touch {
+        Some(_) if !with_value => Op::Touch,
+        _ => Op::retrieval(false, touch.is_some()),
+    };
+    let call = Call::simple(&q.router, q.lane, key, what, b"mg", &args).await;
     let key = if with_key { key.to_vec() } else { Vec::new() };
     let key2 = key.clone();
     let miss_on_down = q.router.down_reply == DownReply::Miss;
@@ -288,7 +292,8 @@ async fn store(q: &Req<'_>, mode: StoreMode, key: &[u8], fe: (u32, u32), data: &
         return_cas: true,
     };
     let size = 2 * key.len() + data.len() + 72;
-    let (call, _) = Call::one(&q.router, q.lane, key, true, size, |b, op| {
+    let what = Op::store(mode, q.cas != 0);
+    let (call, _) = Call::one(&q.router, q.lane, key, what, size, |b, op| {
         set.write(b, op, false);
     })
     .await;
@@ -318,7 +323,7 @@ async fn delete(q: &Req<'_>, key: &[u8]) -> Step {
         args.extend_from_slice(b" C");
         num(&mut args, q.cas);
     }
-    let call = Call::simple(&q.router, q.lane, key, true, b"md", &args).await;
+    let call = Call::simple(&q.router, q.lane, key, Op::Delete, b"md", &args).await;
     let reply = reply_of(
         call,
         move |rep| match rep.status {
@@ -352,7 +357,8 @@ async fn arith(q: &Req<'_>, key: &[u8], incr: bool, delta: u64, ie: (u64, u32)) 
         args.extend_from_slice(b" C");
         num(&mut args, q.cas);
     }
-    let call = Call::simple(&q.router, q.lane, key, true, b"ma", &args).await;
+    let op = if incr { Op::Incr } else { Op::Decr };
+    let call = Call::simple(&q.router, q.lane, key, op, b"ma", &args).await;
     let reply = reply_of(
         call,
         move |rep| match (rep.status, &rep.value) {

@@ -1,10 +1,13 @@
 //! One request for one key, routed now and awaited later: the piece every
 //! protocol's translation is built from. A plain pool sends it to the
 //! key's backend. A replicated pool sends a write to every replica and
-//! aggregates the replies by its write mode, and sends a read to the first
-//! replica that serves, failing over to the next when that one fails. A
+//! aggregates the replies by its write mode (`fire-and-forget` answers at
+//! once), and sends a read to the replica its `read` picks, failing over
+//! to the next when that one fails (or, with `miss_failover`, misses). A
 //! sampled share goes to a shadow pool as well (its replies are dropped).
+//! A pool over its rate limit answers the refusal itself.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -14,8 +17,8 @@ use kura_client::Error;
 use kura_proto::client::{meta, Reply, Status};
 
 use crate::backend::Pending;
-use crate::config::WriteMode;
-use crate::router::{opaque, Node, Router};
+use crate::config::{Op, WriteMode};
+use crate::router::{opaque, Node, PoolCounters, Router};
 
 type Sent = (Arc<Node>, Result<Pending, Error>);
 
@@ -28,9 +31,14 @@ enum Kind {
         lane: usize,
         bytes: Bytes,
         expect: Expect,
+        /// A miss tries the next replica too (counted in the pool's).
+        miss_failover: Option<Arc<PoolCounters>>,
     },
     /// A write to every replica.
     All(Vec<Sent>, WriteMode),
+    /// Answered by the proxy (a rate limit's refusal, a write not waited
+    /// for).
+    Answered(Vec<Reply>),
 }
 
 /// A routed request.
@@ -73,15 +81,15 @@ impl Call {
         router: &Router,
         lane: usize,
         key: &[u8],
-        write: bool,
+        what: Op,
         size: usize,
         build: impl FnOnce(&mut BytesMut, u32),
     ) -> (Call, u32) {
         let op = opaque();
-        if let Some(node) = router.single(key, write) {
+        if let Some(node) = router.single(key, what) {
             // Written straight into the backend connection's buffer.
             let node = node.clone();
-            let write_key = write.then_some(key);
+            let write_key = what.is_write().then_some(key);
             let sent = node
                 .send_with(lane, |out| build(out, op), Expect::Meta(op), write_key)
                 .await;
@@ -89,7 +97,7 @@ impl Call {
         }
         let mut buf = BytesMut::with_capacity(size);
         build(&mut buf, op);
-        let call = Call::route(router, lane, key, write, buf, Expect::Meta(op)).await;
+        let call = Call::route(router, lane, key, what, buf, Expect::Meta(op)).await;
         (call, op)
     }
 
@@ -100,7 +108,7 @@ impl Call {
         router: &Router,
         lane: usize,
         key: &[u8],
-        write: bool,
+        what: Op,
         cmd: &[u8],
         args: &[u8],
     ) -> Call {
@@ -115,7 +123,7 @@ impl Call {
             b.put_slice(b"\r\n");
         };
         let size = cmd.len() + 2 * key.len() + args.len() + 24;
-        Call::one(router, lane, key, write, size, build).await.0
+        Call::one(router, lane, key, what, size, build).await.0
     }
 
     /// Queues `bytes` for `key`'s backend(s). They are frozen (kept for a
@@ -125,18 +133,27 @@ impl Call {
         router: &Router,
         lane: usize,
         key: &[u8],
-        write: bool,
+        what: Op,
         bytes: BytesMut,
         expect: Expect,
     ) -> Call {
+        let write = what.is_write();
         let write_key = write.then_some(key);
-        if let Some(node) = router.single(key, write) {
+        if let Some(node) = router.single(key, what) {
             let node = node.clone();
             let sent = node.send(lane, &bytes, expect, write_key).await;
             return Call::alone(node, sent, write_key);
         }
         let bytes = bytes.freeze();
-        let t = router.target(key, write);
+        let t = router.target(key, what);
+        if !router.admit(t.pool) {
+            let line = format!(
+                "SERVER_ERROR pool {}: over its rate limit",
+                router.pools[t.pool].name
+            );
+            let refused = Reply::new(Status::Error, Bytes::from(line), None);
+            return Call::answered(vec![refused]);
+        }
         if let Some(s) = t.shadow {
             let (b, lane) = (bytes.clone(), lane);
             tokio::task::spawn_local(async move {
@@ -149,7 +166,7 @@ impl Call {
             (_, 0 | 1) => {
                 let node = match t.nodes.into_iter().next() {
                     Some(n) => n,
-                    None => router.node_for(key),
+                    None => router.node_for(key, what),
                 };
                 match t.gutter.filter(|_| !node.available()) {
                     // The server does not serve: its gutter takes the
@@ -178,22 +195,33 @@ impl Call {
                     let sent = n.send(lane, &bytes, expect, write_key).await;
                     parts.push((n, sent));
                 }
-                Kind::All(parts, t.write)
+                match t.write {
+                    // incr/decr answer a number only a replica knows.
+                    WriteMode::FireAndForget if !matches!(what, Op::Incr | Op::Decr) => {
+                        let counters = &router.pools[t.pool].counters;
+                        counters.unawaited_writes.fetch_add(1, Ordering::Relaxed);
+                        Kind::Answered(unawaited(parts, write_key, expect))
+                    }
+                    WriteMode::FireAndForget => Kind::All(parts, WriteMode::AllAsync),
+                    mode => Kind::All(parts, mode),
+                }
             }
             (false, _) => {
-                let node = router.node_for(key);
+                let node = router.node_for(key, what);
                 let rest = t
                     .nodes
                     .into_iter()
                     .filter(|n| !Arc::ptr_eq(n, &node))
                     .collect();
                 let sent = node.send(lane, &bytes, expect, None).await;
+                let counters = &router.pools[t.pool].counters;
                 Kind::Failover {
                     first: (node, sent),
                     rest,
                     lane,
                     bytes,
                     expect,
+                    miss_failover: t.miss_failover.then(|| counters.clone()),
                 }
             }
         };
@@ -218,18 +246,35 @@ impl Call {
                 lane,
                 bytes,
                 expect,
+                miss_failover,
             } => {
                 let mut r = wait(first, None).await;
+                // The first miss, answered if no later replica can.
+                let mut miss = None;
                 for n in rest {
                     match &r {
                         Err(e) if unavailable(e) => {}
+                        Ok(got) if miss_failover.is_some() && is_miss(got) => {
+                            miss = Some(r);
+                            if !n.available() {
+                                r = Err(Error::ServerDown(n.addr.clone()));
+                                continue;
+                            }
+                            if let Some(c) = &miss_failover {
+                                c.miss_failovers.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                         _ => break,
                     }
                     let sent = n.send(lane, &bytes, expect, None).await;
                     r = wait((n, sent), None).await;
                 }
-                r
+                match (r, miss) {
+                    (Err(e), Some(m)) if unavailable(&e) => m,
+                    (r, _) => r,
+                }
             }
+            Kind::Answered(replies) => Ok(replies),
             Kind::All(parts, WriteMode::AllAsync) => {
                 let mut parts = parts.into_iter();
                 let first = parts.next();
@@ -265,6 +310,14 @@ impl Call {
             server: "proxy".into(),
             what: "no reply".into(),
         })
+    }
+
+    /// A call answered already.
+    fn answered(replies: Vec<Reply>) -> Call {
+        Call {
+            kind: Kind::Answered(replies),
+            write_key: None,
+        }
     }
 
     /// A request sent to one node.
@@ -327,6 +380,35 @@ pub fn cap_ttl(bytes: &Bytes, cap: u32) -> Bytes {
     out.freeze()
 }
 
+/// Whether a read's replies say it missed: no value and no other outcome
+/// (a quiet `mg`'s miss is its `MN` alone).
+fn is_miss(replies: &[Reply]) -> bool {
+    replies
+        .iter()
+        .all(|r| matches!(r.status, Status::Miss | Status::End | Status::Noop))
+}
+
+/// A write sent to every replica and not waited for (`fire-and-forget`):
+/// each replica's reply is awaited in the background, its failure
+/// journaled as always; the client's answer is a success now: `HD` with
+/// the request's opaque (STORED, DELETED...), nothing for a quiet one.
+fn unawaited(parts: Vec<Sent>, write_key: Option<&[u8]>, expect: Expect) -> Vec<Reply> {
+    for p in parts {
+        let key = write_key.map(<[u8]>::to_vec);
+        tokio::task::spawn_local(async move { wait(p, key.as_deref()).await });
+    }
+    match expect {
+        Expect::Meta(op) => {
+            let mut tokens = BytesMut::with_capacity(12);
+            tokens.put_u8(b'O');
+            num(&mut tokens, op);
+            vec![Reply::new(Status::Done, tokens.freeze(), None)]
+        }
+        Expect::MetaBatch(_) => vec![Reply::new(Status::Noop, Bytes::new(), None)],
+        Expect::Text(_) => vec![Reply::new(Status::Done, Bytes::new(), None)],
+    }
+}
+
 /// `SERVER_ERROR <why>\r\n` for a backend's failure.
 pub fn server_error(e: &Error) -> Vec<u8> {
     let msg = e.to_string().replace(['\r', '\n'], " ");
@@ -360,7 +442,7 @@ pub async fn too_large(
     line: &'static [u8],
 ) -> impl std::future::Future<Output = Vec<u8>> + 'static {
     let call = if drop_old {
-        let c = Call::simple(&ctx.router(), lane, key, true, b"md", b"").await;
+        let c = Call::simple(&ctx.router(), lane, key, Op::Delete, b"md", b"").await;
         Some(c)
     } else {
         None

@@ -11,6 +11,9 @@ use kura_ring::{Hash, KeyPart, Kind, Ring, Server};
 use serde::Deserialize;
 
 pub use crate::limits::Limits;
+pub use routing::{Op, RateLimit, ReadMode};
+
+pub mod routing;
 
 /// Run `kura proxy`, a memcached router for text, meta and binary clients.
 #[derive(Args, Debug, Default, Clone)]
@@ -50,6 +53,11 @@ pub struct ProxyArgs {
     /// not carry, and exit.
     #[arg(long, value_name = "FILE.yml")]
     pub from_nutcracker: Option<PathBuf>,
+    /// Requests one client may have in flight: mcrouter's name for
+    /// `[limits] client_max_requests` (0: no bound on the count, the byte
+    /// bounds still hold).
+    #[arg(long, value_name = "N")]
+    pub max_client_outstanding_reqs: Option<usize>,
 }
 
 /// What reads of an unavailable backend's keys answer.
@@ -151,6 +159,10 @@ pub enum WriteMode {
     AllAsync,
     /// Success when more than half the replicas succeeded, else the worst.
     Majority,
+    /// mcrouter's AllAsyncRoute: sent to every replica and answered at
+    /// once with success, whatever the replicas answer (incr/decr, whose
+    /// reply is a number, wait for the first replica as `all-async`).
+    FireAndForget,
 }
 
 /// A pool in the file (`[pools.NAME]`): servers on a ring, or replicas
@@ -187,6 +199,19 @@ pub struct PoolFile {
     /// (`"|#|"`: `foo:key|#|etc` as `foo:key`).
     #[serde(default)]
     pub hash_stop: Option<String>,
+    /// A replicated pool's choice of replica for reads.
+    #[serde(default)]
+    pub read: ReadMode,
+    /// A replicated pool: a retrieval's miss tries the next replica.
+    #[serde(default)]
+    pub miss_failover: bool,
+    /// Requests a second the pool takes (token bucket); more are refused.
+    #[serde(default)]
+    pub rate_limit: Option<f64>,
+    /// Requests the pool takes at once after a quiet while (default: a
+    /// second's worth).
+    #[serde(default)]
+    pub rate_burst: Option<f64>,
 }
 
 /// A route in the file (`[[routes]]`): keys starting with `prefix` go to
@@ -208,6 +233,9 @@ pub struct RouteFile {
     pub shadow_rate: Option<f64>,
     #[serde(default)]
     pub warm: Option<String>,
+    /// A pool per operation (`get = "a"`); the others as above.
+    #[serde(default)]
+    pub ops: BTreeMap<String, String>,
 }
 
 /// A route ready to use: pool indexes.
@@ -218,6 +246,8 @@ pub struct RouteSpec {
     pub write: usize,
     pub shadow: Option<(usize, f64)>,
     pub warm: Option<usize>,
+    /// The pools of the operations its `ops` names.
+    pub ops: Vec<(Op, usize)>,
 }
 
 /// The TOML file.
@@ -252,6 +282,9 @@ pub struct PoolSpec {
     /// The gutter pool and its TTL cap.
     pub gutter: Option<(usize, u32)>,
     pub rejoin: Rejoin,
+    pub read: ReadMode,
+    pub miss_failover: bool,
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// Everything `kura proxy` runs with.
@@ -374,6 +407,7 @@ impl Config {
         };
         let mut pools = Vec::new();
         for (name, p) in &file.pools {
+            let rate_limit = routing::check_pool(name, p)?;
             let spec = if p.replicas.is_empty() {
                 let ring = ring(p.ring.as_deref(), p.hash.as_deref(), &p.servers)
                     .and_then(|r| Ok(r.with_key_part(key_part(p)?)))
@@ -392,6 +426,9 @@ impl Config {
                     write: p.write,
                     gutter,
                     rejoin: p.rejoin,
+                    read: p.read,
+                    miss_failover: false,
+                    rate_limit,
                 }
             } else {
                 if !p.servers.is_empty()
@@ -429,6 +466,9 @@ impl Config {
                     write: p.write,
                     gutter: None,
                     rejoin: Rejoin::Journal,
+                    read: p.read,
+                    miss_failover: p.miss_failover,
+                    rate_limit,
                 }
             };
             pools.push(spec);
@@ -442,31 +482,14 @@ impl Config {
         let mut routes = Vec::new();
         for r in &file.routes {
             let pool = index(&r.pool)?;
-            let shadow = match (&r.shadow, r.shadow_rate) {
-                (Some(s), rate) => {
-                    let rate = rate.unwrap_or(1.0);
-                    if !(0.0..=1.0).contains(&rate) {
-                        return Err(err(format!(
-                            "route {:?}: shadow_rate must be within 0..1",
-                            r.prefix
-                        )));
-                    }
-                    Some((index(s)?, rate))
-                }
-                (None, Some(_)) => {
-                    return Err(err(format!(
-                        "route {:?}: shadow_rate without shadow",
-                        r.prefix
-                    )))
-                }
-                (None, None) => None,
-            };
+            let shadow = routing::shadow(r, index)?;
             routes.push(RouteSpec {
                 prefix: r.prefix.as_bytes().to_vec(),
                 read: r.read_pool.as_deref().map_or(Ok(pool), index)?,
                 write: r.write_pool.as_deref().map_or(Ok(pool), index)?,
                 shadow,
                 warm: r.warm.as_deref().map(index).transpose()?,
+                ops: routing::ops(&r.prefix, &r.ops, index)?,
             });
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
@@ -480,7 +503,7 @@ impl Config {
             threads: args.threads.or(file.threads).unwrap_or(2).max(1),
             journal_dir: args.journal_dir.clone().or(file.journal_dir),
             health: file.health,
-            limits: file.limits,
+            limits: routing::client_limits(args, file.limits),
             pools,
             routes,
             default_pool,

@@ -15,7 +15,7 @@ use kura_client::raw::Expect;
 use kura_proto::client::{meta, Reply, Status};
 
 use crate::call::{num, unavailable, Call};
-use crate::config::DownReply;
+use crate::config::{DownReply, Op};
 use crate::ctx::Ctx;
 use crate::router::Node;
 use kura_proto::client::values;
@@ -250,7 +250,9 @@ async fn send(batches: Vec<Batch>, keys: &Keys, cmd: &[u8], lane: usize) -> Vec<
 /// Queues the batches of `keys` and returns the future of their replies.
 /// `cas` and `touch` say which command the client sent. A batch
 /// whose backend fails is sent again to the keys' next replicas (in a
-/// replicated pool) until none is left.
+/// replicated pool) until none is left; so are the keys a batch missed, in
+/// a pool with `miss_failover`. A request that reaches a pool over its
+/// rate limit is refused whole, as a failed batch fails it.
 pub async fn start(
     ctx: &Ctx,
     lane: usize,
@@ -259,15 +261,22 @@ pub async fn start(
     touch: Option<i32>,
 ) -> impl std::future::Future<Output = Found> + 'static {
     let router = ctx.router();
+    let op = Op::retrieval(cas, touch.is_some());
+    let refused = if router.limited {
+        refusal(&router, &keys, op)
+    } else {
+        None
+    };
     // A warm-up route's keys: (position, cold node, warm node).
     let mut warm: Vec<(usize, Arc<Node>, Arc<Node>)> = Vec::new();
     let touching = touch.is_some();
-    let batches = group(0..keys.len(), |i| {
-        let node = router.node_for(keys.get(i));
+    let asked = if refused.is_some() { 0 } else { keys.len() };
+    let batches = group(0..asked, |i| {
+        let node = router.node_for(keys.get(i), op);
         if router.plain_reads || touching {
             return Some(node);
         }
-        if let Some(w) = router.target(keys.get(i), false).warm {
+        if let Some(w) = router.target(keys.get(i), op).warm {
             warm.push((i, node.clone(), w));
         }
         Some(node)
@@ -279,8 +288,11 @@ pub async fn start(
         let mut found = Found {
             hits: vec![None; n],
             runs: Vec::with_capacity(calls.len()),
-            error: None,
+            error: refused,
         };
+        // The keys that missed on a replica (made on the first such miss):
+        // they answer a miss if no later replica can tell.
+        let mut missed: Vec<bool> = Vec::new();
         // The nodes each key was asked of (made on the first failure).
         let mut tried: Vec<Vec<Arc<Node>>> = Vec::new();
         loop {
@@ -291,19 +303,45 @@ pub async fn start(
             for (c, b) in calls {
                 let r = c.finish().await;
                 match r {
-                    Ok(replies) => found.take(replies, &keys, &b.at),
+                    Ok(replies) => {
+                        found.take(replies, &keys, &b.at);
+                        if router.miss_failover {
+                            for &i in b.at.iter().filter(|&&i| found.hits[i].is_none()) {
+                                let t = router.target(keys.get(i), op);
+                                if !t.miss_failover {
+                                    continue;
+                                }
+                                tried.resize_with(n, Vec::new);
+                                missed.resize(n, false);
+                                tried[i].push(b.node.clone());
+                                missed[i] = true;
+                                let left = |x: &Arc<Node>| {
+                                    x.available() && !tried[i].iter().any(|t| Arc::ptr_eq(t, x))
+                                };
+                                if t.nodes.iter().any(left) {
+                                    router.pools[t.pool]
+                                        .counters
+                                        .miss_failovers
+                                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    again.push(i);
+                                }
+                            }
+                        }
+                    }
                     Err(e) if unavailable(&e) => {
                         tried.resize_with(n, Vec::new);
                         for &i in &b.at {
                             tried[i].push(b.node.clone());
                             let more = router
-                                .target(keys.get(i), false)
+                                .target(keys.get(i), op)
                                 .nodes
                                 .iter()
                                 .any(|x| !tried[i].iter().any(|t| Arc::ptr_eq(t, x)));
                             if more {
                                 again.push(i);
-                            } else if router.down_reply != DownReply::Miss {
+                            } else if router.down_reply != DownReply::Miss
+                                && !missed.get(i).copied().unwrap_or(false)
+                            {
                                 found.error.get_or_insert(crate::call::server_error(&e));
                             }
                         }
@@ -317,7 +355,7 @@ pub async fn start(
                 break;
             }
             let batches = group(again.into_iter(), |i| {
-                let nodes = router.target(keys.get(i), false).nodes;
+                let nodes = router.target(keys.get(i), op).nodes;
                 let left: Vec<Arc<Node>> = nodes
                     .into_iter()
                     .filter(|x| !tried[i].iter().any(|t| Arc::ptr_eq(t, x)))
@@ -335,6 +373,19 @@ pub async fn start(
         }
         found
     }
+}
+
+/// `SERVER_ERROR pool NAME: over its rate limit` if a pool the keys go
+/// to refuses the request (each pool asked once).
+fn refusal(router: &crate::router::Router, keys: &Keys, op: Op) -> Option<Vec<u8>> {
+    let mut pools: Vec<usize> = (0..keys.len())
+        .map(|i| router.pool_for(keys.get(i), op).1)
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    let over = pools.into_iter().find(|&p| !router.admit(p))?;
+    let name = &router.pools[over].name;
+    Some(format!("SERVER_ERROR pool {name}: over its rate limit\r\n").into_bytes())
 }
 
 /// Reads the keys a warm-up route missed from their warm pool and, for

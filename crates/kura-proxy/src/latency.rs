@@ -19,6 +19,9 @@ const BOUNDS_US: [u64; 14] = [
 pub struct Latency {
     buckets: [AtomicU64; BOUNDS_US.len() + 1],
     sum_us: AtomicU64,
+    /// The recent time to answer: each reply moves it an eighth of the
+    /// way to its own (a replicated pool's `read = "nearest"`).
+    recent_us: AtomicU64,
 }
 
 impl Latency {
@@ -27,6 +30,14 @@ impl Latency {
         let i = BOUNDS_US.partition_point(|&b| b < us);
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
+        let old = self.recent_us.load(Ordering::Relaxed);
+        self.recent_us
+            .store(old - old / 8 + us.min(1 << 40) / 8, Ordering::Relaxed);
+    }
+
+    /// The recent time to answer, in microseconds (0 before any reply).
+    pub fn recent_us(&self) -> u64 {
+        self.recent_us.load(Ordering::Relaxed)
     }
 
     /// The histogram's lines for `name{labels,le=...}`, in seconds.

@@ -51,6 +51,7 @@ mod membership;
 mod meta;
 mod metrics;
 pub mod nutcracker;
+mod rate;
 mod rejoin;
 mod reply;
 mod router;

@@ -6,9 +6,11 @@
 //! - `__mcrouter__.config_file`, `__mcrouter__.config_md5_digest`: the
 //!   configuration's file and the MD5 of what it held when it was read;
 //! - `__mcrouter__.route(OP,KEY)`: the backends a request OP (`get`,
-//!   `set`, `delete`...) of KEY goes to now, one `host:port` a line (a
-//!   replicated write: every replica's; a read: the one that serves, the
-//!   gutter's while the key's server does not);
+//!   `set`, `delete`...; mcrouter's names, as a route's `ops` takes them)
+//!   of KEY goes to now, one `host:port` a line (a replicated write: every
+//!   replica's; a read: the one that serves, the gutter's while the key's
+//!   server does not; under `read = "round-robin"` every replica that
+//!   serves, in the pool's order, and under `"nearest"` the nearest);
 //! - `__mcrouter__.route_handles(OP,KEY)`: the same, each line `pool
 //!   NAME host:port`.
 //!
@@ -16,14 +18,12 @@
 
 use std::sync::Arc;
 
+use crate::config::{Op, ReadMode};
 use crate::ctx::Ctx;
 use crate::router::{Node, Router};
 
 /// The prefix of the keys answered here.
 pub const PREFIX: &[u8] = b"__mcrouter__.";
-
-/// Operations that read (the rest are routed as writes).
-const READS: [&str; 6] = ["get", "gets", "gat", "gats", "mg", "touch"];
 
 /// The whole text reply to `get <key>` (`key` starts with [`PREFIX`]).
 pub fn answer(ctx: &Ctx, key: &[u8]) -> Vec<u8> {
@@ -60,6 +60,7 @@ fn route(router: &Router, name: &str) -> Result<String, String> {
         .strip_suffix(')')
         .and_then(|a| a.split_once(','))
         .ok_or_else(unknown)?;
+    let op = Op::parse(op).ok_or_else(|| format!("unknown operation {op:?}"))?;
     let lines: Vec<String> = destinations(router, op, key.as_bytes())
         .into_iter()
         .map(|(pool, n)| match handles {
@@ -71,10 +72,21 @@ fn route(router: &Router, name: &str) -> Result<String, String> {
 }
 
 /// Where a request `op` of `key` goes now: (pool name, backend).
-fn destinations(router: &Router, op: &str, key: &[u8]) -> Vec<(String, Arc<Node>)> {
-    let write = !READS.contains(&op);
-    let (_, pool) = router.pool_for(key, write);
+fn destinations(router: &Router, op: Op, key: &[u8]) -> Vec<(String, Arc<Node>)> {
+    let write = op.is_write();
+    let (_, pool) = router.pool_for(key, op);
     let p = &router.pools[pool];
+    if !write && p.read == ReadMode::Nearest {
+        let n = router.node_for(key, op);
+        let name = p
+            .replicas
+            .iter()
+            .find(|&&r| router.ring_node(r, key).is_some_and(|x| Arc::ptr_eq(x, &n)));
+        let name = name.map_or(p.name.clone(), |&r| router.pools[r].name.clone());
+        return vec![(name, n)];
+    }
+    // Round-robin reads go to each replica that serves in turn.
+    let every = write || p.read == ReadMode::RoundRobin;
     let own = p.replicas.is_empty().then_some(pool);
     let replicas: Vec<usize> = own.into_iter().chain(p.replicas.iter().copied()).collect();
     let mut out = Vec::new();
@@ -92,9 +104,12 @@ fn destinations(router: &Router, op: &str, key: &[u8]) -> Vec<(String, Arc<Node>
             None => out.push((router.pools[r].name.clone(), n.clone())),
         }
         // A read goes to the first replica that serves.
-        if !write && out.last().is_some_and(|(_, n)| n.available()) {
+        if !every && out.last().is_some_and(|(_, n)| n.available()) {
             break;
         }
+    }
+    if !write && out.iter().any(|(_, n)| n.available()) {
+        out.retain(|(_, n)| n.available());
     }
     out
 }

@@ -12,7 +12,7 @@ use kura_proto::client::{Reply, Status};
 use kura_proto::{reply, Data, MetaFlags, MetaKey, Request};
 
 use crate::call::{num, server_error, unavailable, Call};
-use crate::config::DownReply;
+use crate::config::{DownReply, Op};
 use crate::ctx::Ctx;
 use crate::reply::{Out, Step};
 use crate::router::opaque;
@@ -140,14 +140,17 @@ fn rewrite(r: &Reply, op: u32, client_opaque: Option<&[u8]>) -> Vec<u8> {
 
 /// Routes `mg`, `ms`, `md` and `ma`.
 pub async fn route(ctx: &Ctx, lane: usize, req: &Request<'_>, len: usize) -> Step {
-    let (fwd, key, write, read) = match req {
+    let (fwd, key, what, read) = match req {
         Request::MetaGet(m) => {
             // A touch or a vivify changes no value: not journaled.
             ctx.stats.count_get(1, m.flags.ttl.is_some());
             (
                 build(b"mg", &m.key, None, &m.flags, None),
                 &m.key,
-                false,
+                match m.flags.ttl {
+                    Some(_) if !m.flags.value => Op::Touch,
+                    _ => Op::retrieval(false, m.flags.ttl.is_some()),
+                },
                 true,
             )
         }
@@ -168,26 +171,26 @@ pub async fn route(ctx: &Ctx, lane: usize, req: &Request<'_>, len: usize) -> Ste
             (
                 build(b"ms", &m.key, Some(data.len()), &m.flags, Some(data)),
                 &m.key,
-                true,
+                Op::store(m.mode, m.flags.compare_cas.is_some()),
                 false,
             )
         }
         Request::MetaDelete(m) => (
             build(b"md", &m.key, None, &m.flags, None),
             &m.key,
-            true,
+            Op::Delete,
             false,
         ),
         Request::MetaArith(m) => (
             build(b"ma", &m.key, None, &m.flags, None),
             &m.key,
-            true,
+            if m.incr { Op::Incr } else { Op::Decr },
             false,
         ),
         _ => unreachable!("meta::route is given meta commands"),
     };
     let router = ctx.router();
-    let call = Call::route(&router, lane, &key.bytes, write, fwd.bytes, fwd.expect).await;
+    let call = Call::route(&router, lane, &key.bytes, what, fwd.bytes, fwd.expect).await;
     let down_miss = read && router.down_reply == DownReply::Miss;
     let stats = ctx.stats.clone();
     let (op, quiet, client_opaque) = (fwd.op, fwd.quiet, fwd.client_opaque);

@@ -270,5 +270,22 @@ pub fn render(ctx: &Ctx) -> String {
             p.nodes.len()
         );
     }
+    pool_counters(&mut out, &router);
     out
+}
+
+/// Each pool's routing counters (rate limit, miss failover, writes not
+/// waited for).
+fn pool_counters(out: &mut String, router: &crate::router::Router) {
+    let Some(first) = router.pools.first() else {
+        return;
+    };
+    for (i, (k, help, _)) in first.routing_counters().into_iter().enumerate() {
+        let name = format!("kura_proxy_pool_{k}_total");
+        family(out, &name, "counter", help);
+        for p in &router.pools {
+            let v = p.routing_counters()[i].2;
+            let _ = writeln!(out, "{name}{{pool=\"{}\"}} {v}", label(&p.name));
+        }
+    }
 }

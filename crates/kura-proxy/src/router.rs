@@ -16,9 +16,12 @@ use kura_proto::client::Reply;
 use kura_ring::Ring;
 
 use crate::backend::{Pending, Timeouts};
-use crate::config::{Config, DownReply, Overflow, Rejoin, RouteSpec, WriteMode};
+use crate::config::{Config, DownReply, Overflow, ReadMode, Rejoin, RouteSpec, WriteMode};
 use crate::journal::Journal;
 use crate::rejoin::{GutterCopies, GutterWrite};
+
+mod pick;
+pub use pick::PoolCounters;
 
 /// Per-backend counters (`stats`, /metrics).
 #[derive(Default)]
@@ -342,6 +345,14 @@ pub struct Pool {
     pub replicas: Vec<usize>,
     pub write: WriteMode,
     pub(crate) gutter: Option<(usize, u32)>,
+    /// Which replica a read goes to first, and the turn of round-robin.
+    pub read: ReadMode,
+    turn: AtomicUsize,
+    /// A retrieval's miss tries the next replica.
+    pub miss_failover: bool,
+    /// Its rate limit, if any.
+    pub rate: Option<crate::rate::Bucket>,
+    pub counters: Arc<PoolCounters>,
 }
 
 impl Pool {
@@ -349,19 +360,6 @@ impl Pool {
     pub fn ring(&self) -> Option<&Ring> {
         self.ring.as_ref()
     }
-}
-
-/// Where one request goes.
-pub struct Target {
-    /// The key's node in each replica (one node for a plain pool).
-    pub nodes: Vec<Arc<Node>>,
-    pub write: WriteMode,
-    /// A node to mirror the request to (sampled).
-    pub shadow: Option<Arc<Node>>,
-    /// The warm pool's node, to fill this one from on a miss.
-    pub warm: Option<Arc<Node>>,
-    /// The gutter's node for the key and the TTL cap, if the pool has one.
-    pub gutter: Option<(Arc<Node>, u32)>,
 }
 
 /// Every pool and route of one configuration.
@@ -374,6 +372,10 @@ pub struct Router {
     pub nodes: Vec<Arc<Node>>,
     /// No route mirrors (shadow) or warms: a one-key `get` is one `mg`.
     pub plain_reads: bool,
+    /// Some pool has a rate limit.
+    pub limited: bool,
+    /// Some pool tries the next replica on a miss.
+    pub miss_failover: bool,
     /// The addresses each pool's ring has had (membership.rs).
     seen: crate::membership::Seen,
 }
@@ -420,6 +422,11 @@ impl Router {
                 replicas: spec.replicas.clone(),
                 write: spec.write,
                 gutter: spec.gutter,
+                read: spec.read,
+                turn: AtomicUsize::new(0),
+                miss_failover: spec.miss_failover,
+                rate: spec.rate_limit.map(crate::rate::Bucket::new),
+                counters: Arc::default(),
             });
         }
         for (pool, n) in pools
@@ -450,6 +457,8 @@ impl Router {
                 .routes
                 .iter()
                 .all(|r| r.shadow.is_none() && r.warm.is_none()),
+            limited: cfg.pools.iter().any(|p| p.rate_limit.is_some()),
+            miss_failover: cfg.pools.iter().any(|p| p.miss_failover),
             routes: cfg.routes.clone(),
             default_pool: cfg.default_pool,
             down_reply: cfg.health.down_reply,
@@ -470,107 +479,5 @@ impl Router {
             n.start_replay();
             n.start_watch();
         }
-    }
-
-    /// The key's node in a ring pool.
-    pub(crate) fn ring_node(&self, pool: usize, key: &[u8]) -> Option<&Arc<Node>> {
-        let p = &self.pools[pool];
-        let ring = p.ring.as_ref()?;
-        p.nodes.get(ring.index_for(key))
-    }
-
-    /// The key's node in each replica of `pool` (its own node if a ring
-    /// pool), without collecting them.
-    fn replicas_of<'a>(
-        &'a self,
-        pool: usize,
-        key: &'a [u8],
-    ) -> impl Iterator<Item = &'a Arc<Node>> + 'a {
-        let p = &self.pools[pool];
-        let own = p.replicas.is_empty().then_some(pool);
-        own.into_iter()
-            .chain(p.replicas.iter().copied())
-            .filter_map(move |r| self.ring_node(r, key))
-    }
-
-    /// The key's node in each replica of `pool` (its own node if a ring pool).
-    fn nodes_of(&self, pool: usize, key: &[u8]) -> Vec<Arc<Node>> {
-        self.replicas_of(pool, key).cloned().collect()
-    }
-
-    /// The route matching `key` and the pool it names for the operation.
-    pub(crate) fn pool_for(&self, key: &[u8], write: bool) -> (Option<&RouteSpec>, usize) {
-        let route = self.routes.iter().find(|r| key.starts_with(&r.prefix));
-        let pool = route.map_or(self.default_pool, |r| if write { r.write } else { r.read });
-        (route, pool)
-    }
-
-    /// Where a read (`write` false) or a write of `key` goes: the longest
-    /// matching prefix route's pool for the operation, else the default pool.
-    pub fn target(&self, key: &[u8], write: bool) -> Target {
-        let (route, pool) = self.pool_for(key, write);
-        let shadow = route
-            .and_then(|r| r.shadow)
-            .filter(|&(_, rate)| rate >= 1.0 || rand::random::<f64>() < rate)
-            .and_then(|(p, _)| self.nodes_of(p, key).into_iter().next());
-        let warm = route
-            .and_then(|r| r.warm)
-            .filter(|_| !write)
-            .and_then(|p| self.nodes_of(p, key).into_iter().next());
-        let gutter = self.pools[pool]
-            .gutter
-            .and_then(|(g, ttl)| Some((self.ring_node(g, key)?.clone(), ttl)));
-        Target {
-            nodes: self.nodes_of(pool, key),
-            write: self.pools[pool].write,
-            shadow,
-            warm,
-            gutter,
-        }
-    }
-
-    /// The key's node when a request for it goes there alone: its pool is
-    /// one ring without replicas or gutter and its route mirrors nothing
-    /// (no [`Target`] to build).
-    pub fn single(&self, key: &[u8], write: bool) -> Option<&Arc<Node>> {
-        let (route, pool) = self.pool_for(key, write);
-        let p = &self.pools[pool];
-        if route.is_some_and(|r| r.shadow.is_some()) || !p.replicas.is_empty() || p.gutter.is_some()
-        {
-            return None;
-        }
-        self.ring_node(pool, key)
-    }
-
-    /// The node a read of `key` goes to: the first replica that serves,
-    /// or the gutter's node while the key's server does not serve.
-    pub fn node_for(&self, key: &[u8]) -> Arc<Node> {
-        // Called for every key of every read: no allocation, no clone
-        // but the one returned.
-        let (_, pool) = self.pool_for(key, false);
-        let p = &self.pools[pool];
-        if p.replicas.is_empty() {
-            // A ring pool (most often): its node, without the replicas'
-            // iterator. The same choice as below.
-            if let Some(first) = self.ring_node(pool, key) {
-                if first.available() {
-                    return first.clone();
-                }
-                let gutter = p.gutter.and_then(|(g, _)| self.ring_node(g, key));
-                return gutter.unwrap_or(first).clone();
-            }
-        }
-        let mut nodes = self.replicas_of(pool, key);
-        let first = nodes.next().expect("every pool has a node for every key");
-        if first.available() {
-            return first.clone();
-        }
-        let gutter = self.pools[pool]
-            .gutter
-            .and_then(|(g, _)| self.ring_node(g, key));
-        gutter
-            .or_else(|| nodes.find(|n| n.available()))
-            .unwrap_or(first)
-            .clone()
     }
 }

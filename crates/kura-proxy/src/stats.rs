@@ -124,6 +124,9 @@ pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
             format!("pool:{name}:down"),
             sum(|n| u64::from(!n.available())).to_string(),
         ));
+        for (k, _, v) in p.routing_counters() {
+            out.push((format!("pool:{name}:{k}"), v.to_string()));
+        }
     }
     for n in &router.nodes {
         let a = &n.addr;

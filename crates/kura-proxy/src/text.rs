@@ -14,7 +14,7 @@ use kura_proto::{
 };
 
 use crate::call::{num, server_error, unavailable, Call};
-use crate::config::DownReply;
+use crate::config::{DownReply, Op};
 use crate::ctx::Ctx;
 use crate::reply::{ready, Out, ReplyFut, Step};
 
@@ -102,7 +102,8 @@ async fn get(ctx: &Arc<Ctx>, lane: usize, g: &Get<'_>, len: usize) -> Step {
                     Cow::Owned(args)
                 }
             };
-            return one_get(ctx, &router, lane, key, &args, g.cas, len).await;
+            let op = Op::retrieval(g.cas, g.touch.is_some());
+            return one_get(ctx, &router, lane, (key, op), &args, g.cas, len).await;
         }
     }
     let mut owned = crate::get::Keys::with_capacity(n, bytes);
@@ -162,7 +163,8 @@ async fn store(ctx: &Arc<Ctx>, lane: usize, s: &Store<'_>, len: usize) -> Step {
         return_cas: false,
     };
     let size = 2 * s.key.len() + data.len() + 64;
-    let (call, _) = Call::one(&ctx.router(), lane, s.key, true, size, |b, op| {
+    let what = Op::store(s.mode, s.cas.is_some());
+    let (call, _) = Call::one(&ctx.router(), lane, s.key, what, size, |b, op| {
         set.write(b, op, false);
     })
     .await;
@@ -185,7 +187,7 @@ async fn store(ctx: &Arc<Ctx>, lane: usize, s: &Store<'_>, len: usize) -> Step {
 
 /// `delete` as `md`.
 async fn delete(ctx: &Arc<Ctx>, lane: usize, d: &Delete<'_>, len: usize) -> Step {
-    let call = Call::simple(&ctx.router(), lane, d.key, true, b"md", b"").await;
+    let call = Call::simple(&ctx.router(), lane, d.key, Op::Delete, b"md", b"").await;
     Step::reply(
         len,
         quiet_unless(d.noreply, async move {
@@ -209,7 +211,8 @@ async fn arith(ctx: &Arc<Ctx>, lane: usize, a: &Arith<'_>, len: usize) -> Step {
         b" v MD D".to_vec()
     };
     num(&mut args, a.delta);
-    let call = Call::simple(&ctx.router(), lane, a.key, true, b"ma", &args).await;
+    let op = if a.incr { Op::Incr } else { Op::Decr };
+    let call = Call::simple(&ctx.router(), lane, a.key, op, b"ma", &args).await;
     Step::reply(
         len,
         quiet_unless(a.noreply, async move {
@@ -231,7 +234,7 @@ async fn touch(ctx: &Arc<Ctx>, lane: usize, t: &Touch<'_>, len: usize) -> Step {
     let down_reply = ctx.router().down_reply;
     let mut args = b" T".to_vec();
     num(&mut args, t.exptime);
-    let call = Call::simple(&ctx.router(), lane, t.key, false, b"mg", &args).await;
+    let call = Call::simple(&ctx.router(), lane, t.key, Op::Touch, b"mg", &args).await;
     Step::reply(
         len,
         quiet_unless(t.noreply, async move {
@@ -272,12 +275,12 @@ async fn one_get(
     ctx: &Ctx,
     router: &crate::router::Router,
     lane: usize,
-    key: &[u8],
+    (key, op): (&[u8], Op),
     args: &[u8],
     with_cas: bool,
     len: usize,
 ) -> Step {
-    let call = Call::simple(router, lane, key, false, b"mg", args).await;
+    let call = Call::simple(router, lane, key, op, b"mg", args).await;
     let down_miss = router.down_reply == DownReply::Miss;
     let stats = ctx.stats.clone();
     // Kept in the reply's future itself (a text key is at most 250 bytes).

@@ -9,28 +9,8 @@ mod common;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::proxy::{backends, proxy, reply, signal, Kind};
+use common::proxy::{backends, get_on, has, proxy_with, quoted, reply, signal, Kind};
 use common::Server;
-
-fn a(s: &Server) -> String {
-    format!("\"127.0.0.1:{}\"", s.port)
-}
-
-fn get(s: &Server, key: &str) -> String {
-    let mut c = s.connect();
-    reply(&mut c, format!("get {key}\r\n").as_bytes())
-}
-
-fn has(s: &Server, key: &str, value: &str) -> bool {
-    get(s, key) == format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len())
-}
-
-fn with_config(name: &str, toml: &str) -> (Server, std::path::PathBuf) {
-    let dir = common::tempdir(name);
-    let path = dir.join("proxy.toml");
-    std::fs::write(&path, toml).unwrap();
-    (proxy(&["--config", path.to_str().unwrap()]), path)
-}
 
 const HEALTH: &str =
     "[health]\nrequest_timeout_ms = 300\nconnect_timeout_ms = 300\nfailure_limit = 2\n";
@@ -41,11 +21,11 @@ fn prefixes_and_operations_choose_the_pool() {
     let toml = format!(
         "default_pool = \"main\"\n[pools.main]\nservers = [{}]\n[pools.users]\nservers = [{}]\n[pools.archive]\nservers = [{}]\n\
          [[routes]]\nprefix = \"u:\"\npool = \"users\"\n[[routes]]\nprefix = \"u:old:\"\npool = \"users\"\nread_pool = \"archive\"\n",
-        a(&s[0]),
-        a(&s[1]),
-        a(&s[2])
+        quoted(&s[0]),
+        quoted(&s[1]),
+        quoted(&s[2])
     );
-    let (p, _) = with_config("proxy-routes-prefix", &toml);
+    let (p, _) = proxy_with("proxy-routes-prefix", &toml);
     let mut c = p.connect();
     assert_eq!(reply(&mut c, b"set u:1 0 0 1\r\nx\r\n"), "STORED\r\n");
     assert_eq!(reply(&mut c, b"set other 0 0 1\r\ny\r\n"), "STORED\r\n");
@@ -71,10 +51,10 @@ fn replicated(name: &str, write: &str, s: &[Server], dead: &str) -> Server {
     let toml = format!(
         "default_pool = \"r\"\n[pools.r1]\nservers = [{}]\n[pools.r2]\nservers = [{}]\n[pools.r3]\nservers = [\"{dead}\"]\n\
          [pools.r]\nreplicas = [\"r1\", \"r2\", \"r3\"]\nwrite = \"{write}\"\n{HEALTH}",
-        a(&s[0]),
-        a(&s[1]),
+        quoted(&s[0]),
+        quoted(&s[1]),
     );
-    with_config(name, &toml).0
+    proxy_with(name, &toml).0
 }
 
 #[test]
@@ -101,11 +81,11 @@ fn all_sync_answers_the_worst_of_live_replicas() {
     let toml = format!(
         "default_pool = \"r\"\n[pools.r1]\nservers = [{}]\n[pools.r2]\nservers = [{}]\n[pools.r3]\nservers = [{}]\n\
          [pools.r]\nreplicas = [\"r1\", \"r2\", \"r3\"]\n",
-        a(&s[0]),
-        a(&s[1]),
-        a(&s[2])
+        quoted(&s[0]),
+        quoted(&s[1]),
+        quoted(&s[2])
     );
-    let (p, _) = with_config("proxy-allsync-live", &toml);
+    let (p, _) = proxy_with("proxy-allsync-live", &toml);
     let mut c = p.connect();
     assert_eq!(reply(&mut c, b"set k 0 0 1\r\nx\r\n"), "STORED\r\n");
     assert!(s.iter().all(|b| has(b, "k", "x")));
@@ -160,11 +140,11 @@ fn a_shadow_gets_its_share_and_a_warm_up_route_fills_the_cold_pool() {
         "default_pool = \"main\"\n[pools.main]\nservers = [{}]\n[pools.shadow]\nservers = [{}]\n[pools.warm]\nservers = [{}]\n\
          [[routes]]\nprefix = \"s:\"\npool = \"main\"\nshadow = \"shadow\"\nshadow_rate = 1.0\n\
          [[routes]]\nprefix = \"w:\"\npool = \"main\"\nwarm = \"warm\"\n",
-        a(&s[0]),
-        a(&s[1]),
-        a(&s[2])
+        quoted(&s[0]),
+        quoted(&s[1]),
+        quoted(&s[2])
     );
-    let (p, _) = with_config("proxy-shadow", &toml);
+    let (p, _) = proxy_with("proxy-shadow", &toml);
     let mut c = p.connect();
     assert_eq!(reply(&mut c, b"set s:1 0 0 1\r\nx\r\n"), "STORED\r\n");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -179,24 +159,24 @@ fn a_shadow_gets_its_share_and_a_warm_up_route_fills_the_cold_pool() {
         reply(&mut c, b"get w:1 w:2\r\n"),
         "VALUE w:1 3 4\r\nwarm\r\nEND\r\n"
     );
-    while !get(&s[0], "w:1").contains("warm") {
+    while !get_on(&s[0], "w:1").contains("warm") {
         assert!(Instant::now() < deadline, "the cold pool was never filled");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(get(&s[0], "w:1"), "VALUE w:1 3 4\r\nwarm\r\nEND\r\n");
+    assert_eq!(get_on(&s[0], "w:1"), "VALUE w:1 3 4\r\nwarm\r\nEND\r\n");
 }
 
 #[test]
 fn sighup_reloads_routes_under_an_open_connection() {
     let s = backends(Kind::Kura, 2);
-    let one = format!("[pools.main]\nservers = [{}]\n", a(&s[0]));
-    let (p, path) = with_config("proxy-sighup", &one);
+    let one = format!("[pools.main]\nservers = [{}]\n", quoted(&s[0]));
+    let (p, path) = proxy_with("proxy-sighup", &one);
     let mut c: TcpStream = p.connect();
     assert_eq!(reply(&mut c, b"set x:1 0 0 1\r\na\r\n"), "STORED\r\n");
     assert!(has(&s[0], "x:1", "a"));
     let two = format!(
         "default_pool = \"main\"\n{one}[pools.x]\nservers = [{}]\n[[routes]]\nprefix = \"x:\"\npool = \"x\"\n",
-        a(&s[1])
+        quoted(&s[1])
     );
     std::fs::write(&path, two).unwrap();
     signal(&p, libc::SIGHUP);
@@ -225,8 +205,12 @@ fn curr_connections(c: &mut TcpStream) -> u64 {
 #[test]
 fn a_reload_that_drops_a_backend_closes_the_connections_to_it() {
     let s = backends(Kind::Kura, 2);
-    let both = format!("[pools.main]\nservers = [{}, {}]\n", a(&s[0]), a(&s[1]));
-    let (p, path) = with_config("proxy-drop-backend", &both);
+    let both = format!(
+        "[pools.main]\nservers = [{}, {}]\n",
+        quoted(&s[0]),
+        quoted(&s[1])
+    );
+    let (p, path) = proxy_with("proxy-drop-backend", &both);
     let mut watch = s[1].connect();
     let before = curr_connections(&mut watch);
     // Keys on both backends: the workers connect to each.
@@ -242,7 +226,11 @@ fn a_reload_that_drops_a_backend_closes_the_connections_to_it() {
         during > before,
         "the proxy never connected to the second backend"
     );
-    std::fs::write(&path, format!("[pools.main]\nservers = [{}]\n", a(&s[0]))).unwrap();
+    std::fs::write(
+        &path,
+        format!("[pools.main]\nservers = [{}]\n", quoted(&s[0])),
+    )
+    .unwrap();
     signal(&p, libc::SIGHUP);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -270,9 +258,9 @@ fn health_readiness_and_reload_over_http() {
     let metrics = common::free_port();
     let one = format!(
         "metrics_listen = \"127.0.0.1:{metrics}\"\n[pools.main]\nservers = [{}]\n",
-        a(&s[0])
+        quoted(&s[0])
     );
-    let (p, path) = with_config("proxy-admin", &one);
+    let (p, path) = proxy_with("proxy-admin", &one);
     let call = |method: &str, page: &str| {
         let raw = common::http_exchange(
             metrics,
@@ -302,7 +290,7 @@ fn health_readiness_and_reload_over_http() {
     assert_eq!(reply(&mut c, b"set k2 0 0 1\r\nb\r\n"), "STORED\r\n");
     assert!(has(&s[0], "k2", "b"));
     // A good one: in effect when the reply comes.
-    let two = one.replace(&a(&s[0]), &a(&s[1]));
+    let two = one.replace(&quoted(&s[0]), &quoted(&s[1]));
     std::fs::write(&path, two).unwrap();
     assert_eq!(
         call("POST", "/reload"),
@@ -318,8 +306,8 @@ fn health_readiness_and_reload_over_http() {
 #[test]
 fn sighups_under_load_fail_no_request() {
     let s = backends(Kind::Kura, 2);
-    let one = format!("[pools.main]\nservers = [{}]\n", a(&s[0]));
-    let (p, path) = with_config("proxy-sighup-load", &one);
+    let one = format!("[pools.main]\nservers = [{}]\n", quoted(&s[0]));
+    let (p, path) = proxy_with("proxy-sighup-load", &one);
     let port = p.port;
     let load: Vec<_> = (0..2)
         .map(|t| {
@@ -345,7 +333,7 @@ fn sighups_under_load_fail_no_request() {
     }
     let two = format!(
         "default_pool = \"main\"\n{one}[pools.x]\nservers = [{}]\n[[routes]]\nprefix = \"x:\"\npool = \"x\"\n",
-        a(&s[1])
+        quoted(&s[1])
     );
     std::fs::write(&path, two).unwrap();
     signal(&p, libc::SIGHUP);

@@ -76,6 +76,31 @@ pub fn proxy_on(port: u16, args: &[&str]) -> Server {
     Server::adopt(child, "127.0.0.1", port)
 }
 
+/// A `kura proxy` on the configuration `toml`, written to a fresh
+/// directory named `name`; the proxy and the file's path.
+pub fn proxy_with(name: &str, toml: &str) -> (Server, std::path::PathBuf) {
+    let dir = super::tempdir(name);
+    let path = dir.join("proxy.toml");
+    std::fs::write(&path, toml).unwrap();
+    (proxy(&["--config", path.to_str().unwrap()]), path)
+}
+
+/// A server's address as a TOML string: `"127.0.0.1:PORT"`.
+pub fn quoted(s: &Server) -> String {
+    format!("\"127.0.0.1:{}\"", s.port)
+}
+
+/// `get key` straight to a server.
+pub fn get_on(s: &Server, key: &str) -> String {
+    let mut c = s.connect();
+    reply(&mut c, format!("get {key}\r\n").as_bytes())
+}
+
+/// Whether a server holds `key` with `value` (flags 0).
+pub fn has(s: &Server, key: &str, value: &str) -> bool {
+    get_on(s, key) == format!("VALUE {key} 0 {}\r\n{value}\r\nEND\r\n", value.len())
+}
+
 /// A proxy in front of `servers` with the quick-start flags.
 pub fn proxy_for(servers: &[Server], extra: &[&str]) -> Server {
     let pool = pool_of(servers);
