@@ -44,6 +44,9 @@ pub enum Body {
     Request(Incoming, Arc<AtomicBool>),
     /// A coded body decoded on the fly, for a client that does not accept its coding.
     Decoded(Box<Decoding>),
+    /// A page assembled from its text and its ESI fragments (`crate::esi`); an error cuts it
+    /// short.
+    Esi(tokio::sync::mpsc::Receiver<Result<Bytes, crate::esi::Aborted>>),
 }
 
 impl Body {
@@ -120,6 +123,12 @@ impl http_body::Body for Body {
                 frame.map_err(Into::into)
             }
             Body::Decoded(decoding) => decoding.poll_frame(cx),
+            Body::Esi(pieces) => match pieces.poll_recv(cx) {
+                Poll::Ready(Some(Ok(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Poll::Ready(Some(Err(aborted))) => Poll::Ready(Some(Err(aborted.into()))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 
@@ -127,7 +136,7 @@ impl http_body::Body for Body {
         match self {
             Body::Empty => true,
             Body::Full(bytes) => bytes.is_none(),
-            Body::Flight(_) => false,
+            Body::Flight(_) | Body::Esi(_) => false,
             Body::FlightRange { left, .. } => *left == 0,
             Body::Incoming(incoming) | Body::Request(incoming, _) | Body::Leased(incoming, _) => {
                 incoming.is_end_stream()
@@ -140,7 +149,7 @@ impl http_body::Body for Body {
         match self {
             Body::Empty => SizeHint::with_exact(0),
             Body::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Body::Flight(_) => SizeHint::default(),
+            Body::Flight(_) | Body::Esi(_) => SizeHint::default(),
             Body::FlightRange { left, .. } => SizeHint::with_exact(*left),
             Body::Incoming(incoming) | Body::Request(incoming, _) | Body::Leased(incoming, _) => {
                 incoming.size_hint()

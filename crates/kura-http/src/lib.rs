@@ -5,7 +5,7 @@
 //! proxy built on them: [`server`] (hyper, keep-alive, TLS with HTTP/2), [`cache`] (objects in
 //! kura-store), [`coalesce`] (one backend fetch feeding every waiting client, streamed),
 //! [`backend`] (pooled client, timeouts, health probes), [`config`] (flags and TOML),
-//! [`stats`] and [`access_log`]; [`wire`] reads HTTP/1.1 request framing as hyper does, for the
+//! [`stats`] and [`access_log`], [`esi`] (Edge Side Includes); [`wire`] reads HTTP/1.1 request framing as hyper does, for the
 //! guard in front of it. docs/http.md describes what it does.
 
 pub mod access_log;
@@ -16,6 +16,7 @@ pub mod cache;
 pub mod coalesce;
 pub mod compress;
 pub mod config;
+pub mod esi;
 pub mod keys;
 pub mod rules;
 pub mod server;
@@ -26,7 +27,7 @@ pub use config::{Config, HttpArgs};
 pub use server::{Server, StartError};
 
 /// Runs `kura http` with `config` until SIGINT or SIGTERM; SIGHUP reloads the configuration
-/// ([`server::live`]).
+/// ([`server::live`]) and reopens the access log, SIGUSR1 only reopens the access log.
 ///
 /// # Errors
 /// The server cannot start.
@@ -48,10 +49,13 @@ pub fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync
         use tokio::signal::unix::{signal, SignalKind};
         let mut terminate = signal(SignalKind::terminate())?;
         let mut hangup = signal(SignalKind::hangup())?;
+        let mut user1 = signal(SignalKind::user_defined1())?;
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = terminate.recv() => break,
+                // SIGUSR1: the access log's file opened again (logrotate), nothing else.
+                _ = user1.recv() => server.live.reopen_log(),
                 _ = hangup.recv() => {
                     // SIGHUP: the configuration read again, the cache kept; a bad file keeps
                     // the one in use.

@@ -9,6 +9,7 @@ mod clients;
 mod compression;
 pub mod directors;
 mod edits;
+mod esi_logs;
 mod file;
 mod keys;
 mod parse;
@@ -137,6 +138,10 @@ pub struct Config {
     pub admin_listen: Option<SocketAddr>,
     /// Access log destination.
     pub access_log: Option<String>,
+    /// Its lines' format (`access_log_format`).
+    pub access_log_format: crate::access_log::LogFormat,
+    /// ESI processing's limits (`[esi]`; each route's `do_esi` turns it on).
+    pub esi: crate::esi::EsiSettings,
     /// Worker threads.
     pub threads: usize,
     /// The RFC 9111 rules' settings at the top level (a rule's route may override them).
@@ -339,6 +344,7 @@ impl Config {
             backend: 0,
             policy,
             pass: false,
+            do_esi: file.do_esi.unwrap_or(false),
             pass_cookie: true,
             pass_authorization: true,
             cookie_ignore: Vec::new(),
@@ -363,6 +369,8 @@ impl Config {
             rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
         }
         let response_edits = routes.iter().any(|r| !r.edits.response.is_empty());
+        let mut esi = esi_logs::esi(file.esi, src)?;
+        esi.any = esi.surrogate_control || routes.iter().any(|r| r.do_esi);
         let key_cookies = routes.iter().any(|r| !r.key_cookies.is_empty());
         Ok(Config {
             args: args.clone(),
@@ -377,6 +385,8 @@ impl Config {
             memory,
             admin_listen: args.admin_listen.or(file.admin_listen),
             access_log: args.access_log.clone().or(file.access_log),
+            access_log_format: esi_logs::log_format(file.access_log_format.as_ref(), src)?,
+            esi,
             threads,
             policy,
             keep: secs(file.keep.unwrap_or(DEFAULT_KEEP)),

@@ -170,6 +170,7 @@ pub(super) fn parse_rule(
         backend,
         policy,
         pass: rule.pass.unwrap_or(false),
+        do_esi: rule.do_esi.unwrap_or(top.do_esi),
         ..top.clone()
     };
     let safety = super::security::SafetyFile {

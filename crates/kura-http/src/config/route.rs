@@ -89,6 +89,8 @@ pub struct Route {
     pub policy: CachePolicy,
     /// Never looked up or stored: every request goes to the backend.
     pub pass: bool,
+    /// Its responses are processed for ESI (Varnish's `beresp.do_esi`; `crate::esi`).
+    pub do_esi: bool,
     /// Requests carrying `Cookie` (after [`Route::cookie_ignore`]) are passed: the default,
     /// as Varnish's built-in rule.
     pub pass_cookie: bool,

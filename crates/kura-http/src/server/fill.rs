@@ -73,11 +73,16 @@ pub(super) async fn run(
             }
         };
         let response_time = SystemTime::now();
+        let waited = response_time
+            .duration_since(request_time)
+            .unwrap_or_default();
+        proxy.stats.first_byte.record(waited);
         let (mut parts, body) = response.into_parts();
         if let Some(device) = &proxy.config.keys.device {
             device.from_backend(&mut parts.headers);
         }
         parts.headers.remove(compress::MARKER);
+        parts.headers.remove(crate::esi::MARKER);
         if parts.status != StatusCode::NOT_MODIFIED {
             break (parts, body, request_time, response_time);
         }
@@ -170,6 +175,12 @@ pub(super) async fn run(
         kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
         if let Some(encoder) = &encoder {
             kept.insert(compress::MARKER, HeaderValue::from(encoder.input));
+        }
+        if parts.status == StatusCode::OK {
+            // An ESI page is stored parsed: a hit does not read it again.
+            if let Some(marker) = crate::esi::marker(&proxy, origin.route, &kept, &chunks) {
+                kept.insert(crate::esi::MARKER, marker);
+            }
         }
         if proxy.cache.insert_since(
             &since,

@@ -6,7 +6,8 @@
 //! each request takes the proxy in place when it begins and keeps it to its end (a fetch keeps
 //! the settings it began with), so objects stored before are judged by the new rules at their
 //! next lookup. The backends are new ones (new pools and health probes; the old probes stop)
-//! and the access log is opened again (what logrotate's `postrotate` wants). What a listener or
+//! and the access log's file is opened again (what logrotate's `postrotate` wants; SIGUSR1
+//! does only that). What a listener or
 //! the cache's size depends on (listen addresses, TLS listeners, the admin address, memory,
 //! threads, max_connections) changes only on restart: a reload that changes it says so and
 //! applies the rest. A file that cannot be read or is not valid leaves everything as it was.
@@ -53,6 +54,13 @@ impl Live {
         self.proxy.load_full()
     }
 
+    /// Opens the access log's file again (SIGUSR1: logrotate), after the lines queued so far.
+    pub fn reopen_log(&self) {
+        if let Some(log) = &self.current().log {
+            log.reopen();
+        }
+    }
+
     /// Reads the configuration again and puts it in place; on an error the one in use
     /// stays. `Ok` holds what changes only on restart, if anything did.
     ///
@@ -94,9 +102,18 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
     config.max_pipes = was.max_pipes;
     let shards = kura_store::default_shards(config.threads);
     config.max_object = config.max_object.min(config.memory / shards / 4);
-    let log = match &config.access_log {
-        Some(path) => Some(AccessLog::open(path)?),
-        None => None,
+    // The same file in the same format: the writer stays (no line lost or reordered) and
+    // opens the path again after the lines queued so far (logrotate's rename, then SIGHUP).
+    let log = match (&config.access_log, &old.log) {
+        (Some(path), Some(log)) if log.same(path, &config.access_log_format) => {
+            log.reopen();
+            Some(log.clone())
+        }
+        (Some(path), _) => Some(Arc::new(AccessLog::open(
+            path,
+            config.access_log_format.clone(),
+        )?)),
+        (None, _) => None,
     };
     Ok(Proxy {
         cache: old.cache.clone(),

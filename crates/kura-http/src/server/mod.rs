@@ -74,7 +74,10 @@ impl Server {
     /// A listener cannot be bound, a certificate or the access log cannot be read.
     pub async fn start(config: Config) -> Result<Server, StartError> {
         let log = match &config.access_log {
-            Some(path) => Some(AccessLog::open(path)?),
+            Some(path) => Some(Arc::new(AccessLog::open(
+                path,
+                config.access_log_format.clone(),
+            )?)),
             None => None,
         };
         let backends = live::backends(&config);
@@ -83,6 +86,10 @@ impl Server {
         // would evict most of the shard to fit.
         let mut config = config;
         config.max_object = config.max_object.min(config.memory / shards / 4);
+        let stats = Arc::new(Stats::default());
+        stats
+            .threads
+            .store(config.threads as u64, Ordering::Relaxed);
         let proxy = Proxy {
             cache: Arc::new(Cache::with_bans(
                 config.memory,
@@ -91,7 +98,7 @@ impl Server {
             )),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
             backends,
-            stats: Arc::new(Stats::default()),
+            stats,
             log,
             params: Arc::new(crate::keys::ParamCounter::new(config.keys.count_params)),
             pipes: Arc::new(Semaphore::new(config.max_pipes)),

@@ -45,8 +45,10 @@ pub async fn pass(
         receiver
     });
     proxy.stats.backend_requests.fetch_add(1, Ordering::Relaxed);
+    let asked = std::time::Instant::now();
     let sent =
         interim::while_forwarding(backend.send(request, Pick::Client), hints, to.as_deref()).await;
+    proxy.stats.first_byte.record(asked.elapsed());
     let response = match sent {
         Ok(response) => response,
         Err(_) if broken.load(Ordering::Relaxed) => {

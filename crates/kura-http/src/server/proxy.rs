@@ -3,6 +3,7 @@
 //! or pass it to the backend; then count it and log it.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -45,7 +46,7 @@ pub struct Proxy {
     /// Counters.
     pub stats: Arc<Stats>,
     /// Access log, when on.
-    pub log: Option<AccessLog>,
+    pub log: Option<Arc<AccessLog>>,
     /// Query parameter names seen.
     pub params: Arc<ParamCounter>,
     /// Pipes that may still open (`max_pipes`; kept across reloads).
@@ -70,7 +71,7 @@ impl Proxy {
     }
 
     /// The route of a request: its first matching rule's, else the top level's.
-    pub(super) fn route_of(&self, parts: &Parts) -> usize {
+    pub(crate) fn route_of(&self, parts: &Parts) -> usize {
         if self.config.rules.is_empty() {
             return 0;
         }
@@ -138,7 +139,11 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
     if let Some(device) = device {
         device.classify(&mut parts.headers);
     }
-    let (mut response, outcome) = route(&proxy, &mut parts, body, &peer).await;
+    let (mut response, outcome) = if proxy.config.esi.any {
+        with_esi(&proxy, &mut parts, body, &peer).await
+    } else {
+        route(&proxy, &mut parts, Body::Incoming(body), &peer).await
+    };
     if proxy.config.key_cookies {
         key_cookies::client_vary(response.headers_mut());
     }
@@ -149,12 +154,13 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
     if let Some(device) = device {
         device.to_client(response.headers_mut());
     }
-    proxy.stats.count(outcome);
+    proxy.stats.count(outcome, started.elapsed());
     let headers = response.headers_mut();
     headers.insert(
         HeaderName::from_static("x-cache"),
         HeaderValue::from_static(outcome.name()),
     );
+    headers.remove(crate::esi::MARKER);
     if proxy.config.policy.surrogate_control {
         // For surrogates only (`rules::surrogate`), as Fastly removes it.
         headers.remove(SURROGATE_CONTROL);
@@ -180,6 +186,7 @@ pub async fn handle(proxy: Arc<Proxy>, request: Request<Incoming>, peer: Peer) -
             version: parts.version,
             headers: &parts.headers,
             status: response.status(),
+            response: response.headers(),
             bytes,
             outcome,
             elapsed: started.elapsed(),
@@ -208,10 +215,7 @@ fn malformed(config: &Config, parts: &Parts) -> Option<StatusCode> {
 
 /// Refuses a request with 400 before anything else reads it (counted as a bad request).
 fn refuse(proxy: &Proxy, status: StatusCode) -> (Response<Body>, CacheOutcome) {
-    proxy
-        .stats
-        .bad_requests
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    proxy.stats.bad_requests.fetch_add(1, Ordering::Relaxed);
     (respond::synth(status, true), CacheOutcome::Synth)
 }
 
@@ -222,10 +226,43 @@ pub fn primary_key(parts: &Parts, scheme: &str, rules: &QueryRules) -> Option<Ve
     Some(key_of(&target, rules).into_bytes())
 }
 
-async fn route(
+/// A request whose response may be processed for ESI (`crate::esi`): the fields its fragments
+/// take are read before its route changes them; a page whose route processes it is fetched
+/// whole (no range, no 304: the assembled page is not the stored one).
+async fn with_esi(
     proxy: &Arc<Proxy>,
     parts: &mut Parts,
     body: Incoming,
+    peer: &Peer,
+) -> (Response<Body>, CacheOutcome) {
+    use http::header::{IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, RANGE};
+    let tree = crate::esi::tree(proxy, parts, peer);
+    if proxy.route(proxy.route_of(parts)).do_esi {
+        for name in [RANGE, IF_RANGE, IF_NONE_MATCH, IF_MODIFIED_SINCE] {
+            parts.headers.remove(name);
+        }
+    }
+    let (mut response, mut outcome) = route(proxy, parts, Body::Incoming(body), peer).await;
+    let page = proxy.route_of(parts);
+    if response.status() == StatusCode::PARTIAL_CONTENT
+        && crate::esi::wanted(proxy, page, response.headers())
+    {
+        // A range of a page its Surrogate-Control makes ESI: the whole page, assembled (RFC
+        // 9110 §14.2 lets a server ignore Range).
+        parts.headers.remove(RANGE);
+        parts.headers.remove(IF_RANGE);
+        (response, outcome) = route(proxy, parts, Body::Empty, peer).await;
+    }
+    let response = crate::esi::process(&tree, parts, page, response, outcome, 0).await;
+    (response, outcome)
+}
+
+/// Answers a request after its checks: purge, pipe, pass, or a lookup (the fragments of an
+/// ESI page come here too).
+pub(crate) async fn route(
+    proxy: &Arc<Proxy>,
+    parts: &mut Parts,
+    body: Body,
     peer: &Peer,
 ) -> (Response<Body>, CacheOutcome) {
     if parts.method == Method::CONNECT {
@@ -267,7 +304,7 @@ async fn route(
         || (settings.pass_cookie && parts.headers.contains_key(COOKIE) && !only_key_cookies);
     let key = match primary_key(parts, peer.scheme, &settings.normalize) {
         Some(key) if !passed && key.len() <= PRIMARY_MAX => key,
-        _ => return pass::pass(proxy, parts, Body::Incoming(body), peer, route).await,
+        _ => return pass::pass(proxy, parts, body, peer, route).await,
     };
     // Looked up: the fields that would change the response without being in its key go.
     request::strip_unkeyed(&mut parts.headers, &settings.unkeyed.strip);
@@ -297,7 +334,10 @@ async fn route(
     match lookup {
         Lookup::Hit(object) => on_hit(proxy, parts, key, object, peer, route, now).await,
         Lookup::Miss => fetch::fetch(proxy, parts, key, None, peer, route, true).await,
-        Lookup::HitForMiss => fetch::fetch(proxy, parts, key, None, peer, route, false).await,
+        Lookup::HitForMiss => {
+            proxy.stats.hit_for_miss.fetch_add(1, Ordering::Relaxed);
+            fetch::fetch(proxy, parts, key, None, peer, route, false).await
+        }
     }
 }
 

@@ -224,6 +224,22 @@ pub fn client() -> TestClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
+/// A request of `method` for `path` with header pairs to the proxy at `addr`, no body.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Request<Full<Bytes>> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(Full::new(Bytes::new())).unwrap()
+}
+
 /// Sends `method` `path` with header pairs to the proxy at `addr`.
 pub async fn send(
     client: &TestClient,
@@ -232,14 +248,8 @@ pub async fn send(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Got {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
     let response = client
-        .request(request.body(Full::new(Bytes::new())).unwrap())
+        .request(request(addr, method, path, headers))
         .await
         .unwrap();
     let (parts, body) = response.into_parts();

@@ -1,14 +1,20 @@
 //! Counters of `kura http` and the two pages that show them: `/stats` (JSON) and `/metrics`
 //! (Prometheus text format 0.0.4, names with the `kura_http_` prefix, as `kura server`'s own
-//! additions carry `kura_`).
+//! additions carry `kura_`; latency histograms, `histogram.rs`; and the figures that mean what
+//! varnish_exporter's `varnish_main_*` names mean, under those names, `varnish.rs`).
+
+mod histogram;
+mod varnish;
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::backend::Backend;
 use crate::cache::Cache;
 use crate::coalesce::Flights;
+pub use histogram::Histogram;
 
 /// How a request was answered, for the counters and the access log (varnishncsa's
 /// `%{Varnish:hitmiss}x` has hit and miss; kura says more).
@@ -60,8 +66,14 @@ impl CacheOutcome {
 #[derive(Debug, Default)]
 pub struct Stats {
     outcomes: [AtomicU64; 7],
+    /// Time to the response head, by outcome.
+    durations: [Histogram; 7],
+    /// Time from a backend request to its response head (fetches, revalidations, passes).
+    pub first_byte: Histogram,
     /// Requests sent to the backend (fetches, revalidations, passes).
     pub backend_requests: AtomicU64,
+    /// Lookups that found a hit-for-miss marker (Varnish's `cache_hitmiss`).
+    pub hit_for_miss: AtomicU64,
     /// Revalidations the backend answered 304.
     pub revalidated: AtomicU64,
     /// Responses stored.
@@ -72,8 +84,16 @@ pub struct Stats {
     pub connections: AtomicU64,
     /// Requests refused as malformed.
     pub bad_requests: AtomicU64,
-    /// Backend responses whose `Surrogate-Control` asked for ESI, which kura does not process.
+    /// Backend responses whose `Surrogate-Control` asked for ESI.
     pub esi_requested: AtomicU64,
+    /// Responses delivered with ESI processing (`crate::esi`).
+    pub esi_pages: AtomicU64,
+    /// ESI fragments requested.
+    pub esi_includes: AtomicU64,
+    /// ESI fragments that failed (a status other than 200, a failed fetch, a src refused).
+    pub esi_errors: AtomicU64,
+    /// ESI includes skipped: past `max_depth` or `max_includes`.
+    pub esi_skipped: AtomicU64,
     /// Upgrade requests piped to the backend (the backend answered 101).
     pub pipes: AtomicU64,
     /// Pipes open now.
@@ -86,12 +106,27 @@ pub struct Stats {
     /// Backend bodies not stored because they were not what their `Content-Encoding` said, or
     /// decoded past `max_decoded`.
     pub encoding_refused: AtomicU64,
+    /// Worker threads (set at start).
+    pub threads: AtomicU64,
+    started: Started,
+}
+
+/// When the counters began (`uptime`).
+#[derive(Debug)]
+struct Started(Instant);
+
+impl Default for Started {
+    fn default() -> Self {
+        Started(Instant::now())
+    }
 }
 
 impl Stats {
-    /// Counts a request answered with `outcome`.
-    pub fn count(&self, outcome: CacheOutcome) {
+    /// Counts a request answered with `outcome`, whose response head was ready after
+    /// `elapsed`.
+    pub fn count(&self, outcome: CacheOutcome, elapsed: std::time::Duration) {
         self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.durations[outcome as usize].record(elapsed);
     }
 
     /// Requests answered with `outcome` so far.
@@ -106,15 +141,29 @@ pub struct Snapshot {
     hit_ratio: f64,
     /// Per backend: name, healthy, errors, and its servers.
     backends: Vec<crate::backend::state::BackendState>,
+    histograms: String,
 }
 
-/// One figure: its `/stats` name, its Prometheus name, its kind, its value.
-type Figure = (&'static str, &'static str, Kind, u64);
+/// One figure: its `/stats` name, its kind, its value. Its Prometheus name is
+/// `kura_http_` and the name, with `_total` for a counter (see [`metric`]).
+type Figure = (&'static str, Kind, u64);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Counter,
     Gauge,
+}
+
+/// The Prometheus name of figure `name` of `kind`, after `kura_http_`.
+fn metric(name: &str, kind: Kind) -> String {
+    let name = match name {
+        "probes_ok" | "probes_failed" => format!("backend_{name}"),
+        _ => name.to_owned(),
+    };
+    match kind {
+        Kind::Counter => name + "_total",
+        Kind::Gauge => name,
+    }
 }
 
 /// Reads every figure.
@@ -127,15 +176,6 @@ pub fn snapshot(
     use Kind::{Counter, Gauge};
     let store = cache.store().stats();
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let mut figures = Vec::new();
-    for outcome in CacheOutcome::ALL {
-        figures.push((
-            outcome.name(),
-            "requests_total",
-            Counter,
-            stats.outcome(outcome),
-        ));
-    }
     let served = stats.outcome(CacheOutcome::Hit)
         + stats.outcome(CacheOutcome::Stale)
         + stats.outcome(CacheOutcome::Coalesced);
@@ -147,102 +187,50 @@ pub fn snapshot(
     };
     let sum = |field: fn(&Backend) -> u64| -> u64 { backends.iter().map(|b| field(b)).sum() };
     let all_healthy = backends.iter().all(|b| b.is_healthy());
+    let counters: [(&'static str, &AtomicU64); 21] = [
+        ("backend_requests", &stats.backend_requests),
+        ("hit_for_miss", &stats.hit_for_miss),
+        ("revalidated", &stats.revalidated),
+        ("stored", &stats.stored),
+        ("background_refreshes", &stats.background_refreshes),
+        ("connections", &stats.connections),
+        ("bad_requests", &stats.bad_requests),
+        ("esi_requested", &stats.esi_requested),
+        ("esi_pages", &stats.esi_pages),
+        ("esi_includes", &stats.esi_includes),
+        ("esi_errors", &stats.esi_errors),
+        ("esi_skipped", &stats.esi_skipped),
+        ("pipes", &stats.pipes),
+        ("pipes_refused", &stats.pipes_refused),
+        ("proxy_protocol_refused", &stats.proxy_protocol_refused),
+        ("encoding_refused", &stats.encoding_refused),
+        ("purges", &cache.bans().counters.purges),
+        ("soft_purges", &cache.bans().counters.soft_purges),
+        ("ban_requests", &cache.bans().counters.ban_requests),
+        ("purges_refused", &cache.bans().counters.purges_refused),
+        ("bans_added", &cache.bans().counters.added),
+    ];
+    let mut figures: Vec<Figure> = CacheOutcome::ALL
+        .iter()
+        .map(|&o| (o.name(), Kind::Counter, stats.outcome(o)))
+        .collect();
+    figures.extend(counters.iter().map(|&(name, a)| (name, Counter, load(a))));
     figures.extend([
+        ("backend_errors", Counter, sum(Backend::errors)),
+        ("backend_healthy", Gauge, u64::from(all_healthy)),
+        ("probes_ok", Counter, sum(|b| b.probes().0)),
+        ("probes_failed", Counter, sum(|b| b.probes().1)),
+        ("pipes_active", Gauge, load(&stats.pipes_active)),
+        ("objects", Gauge, store.curr_items),
+        ("bytes", Gauge, store.bytes),
+        ("limit_bytes", Gauge, store.limit_maxbytes),
+        ("evictions", Counter, store.evictions),
+        ("in_flight_bytes", Gauge, flights.in_flight_bytes() as u64),
+        ("threads", Gauge, load(&stats.threads)),
         (
-            "backend_requests",
-            "backend_requests_total",
+            "uptime_seconds",
             Counter,
-            load(&stats.backend_requests),
-        ),
-        (
-            "backend_errors",
-            "backend_errors_total",
-            Counter,
-            sum(Backend::errors),
-        ),
-        (
-            "backend_healthy",
-            "backend_healthy",
-            Gauge,
-            u64::from(all_healthy),
-        ),
-        (
-            "probes_ok",
-            "backend_probes_ok_total",
-            Counter,
-            sum(|b| b.probes().0),
-        ),
-        (
-            "probes_failed",
-            "backend_probes_failed_total",
-            Counter,
-            sum(|b| b.probes().1),
-        ),
-        (
-            "revalidated",
-            "revalidated_total",
-            Counter,
-            load(&stats.revalidated),
-        ),
-        ("stored", "stored_total", Counter, load(&stats.stored)),
-        (
-            "background_refreshes",
-            "background_refreshes_total",
-            Counter,
-            load(&stats.background_refreshes),
-        ),
-        (
-            "connections",
-            "connections_total",
-            Counter,
-            load(&stats.connections),
-        ),
-        (
-            "bad_requests",
-            "bad_requests_total",
-            Counter,
-            load(&stats.bad_requests),
-        ),
-        (
-            "esi_requested",
-            "esi_requested_total",
-            Counter,
-            load(&stats.esi_requested),
-        ),
-        ("pipes", "pipes_total", Counter, load(&stats.pipes)),
-        (
-            "pipes_active",
-            "pipes_active",
-            Gauge,
-            load(&stats.pipes_active),
-        ),
-        (
-            "pipes_refused",
-            "pipes_refused_total",
-            Counter,
-            load(&stats.pipes_refused),
-        ),
-        (
-            "proxy_protocol_refused",
-            "proxy_protocol_refused_total",
-            Counter,
-            load(&stats.proxy_protocol_refused),
-        ),
-        (
-            "encoding_refused",
-            "encoding_refused_total",
-            Counter,
-            load(&stats.encoding_refused),
-        ),
-        ("objects", "objects", Gauge, store.curr_items),
-        ("bytes", "bytes", Gauge, store.bytes),
-        ("limit_bytes", "limit_bytes", Gauge, store.limit_maxbytes),
-        ("evictions", "evictions_total", Counter, store.evictions),
-        (
-            "in_flight_bytes",
-            "in_flight_bytes",
-            Gauge,
-            flights.in_flight_bytes() as u64,
+            stats.started.0.elapsed().as_secs(),
         ),
     ]);
     figures.extend(ban_figures(cache));
@@ -257,99 +245,54 @@ pub fn snapshot(
             )
         })
         .collect();
+    let mut histograms = String::new();
+    histogram::durations(&stats.durations, &stats.first_byte, &mut histograms);
     Snapshot {
         figures,
         hit_ratio,
         backends,
+        histograms,
     }
 }
 
-/// The ban list's figures (Varnish's `bans_*` counters).
-fn ban_figures(cache: &Cache) -> [Figure; 14] {
-    use Kind::{Counter, Gauge};
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+/// The ban list's figures (Varnish's `bans_*` counters) besides `bans_added`.
+fn ban_figures(cache: &Cache) -> Vec<Figure> {
     let bans = cache.bans();
     let c = &bans.counters;
-    [
-        ("bans", "bans", Gauge, bans.len() as u64),
-        ("bans_added", "bans_added_total", Counter, load(&c.added)),
-        (
-            "bans_completed_lookup",
-            "bans_completed_lookup_total",
-            Counter,
-            load(&c.completed_lookup),
-        ),
-        (
-            "bans_completed_lurker",
-            "bans_completed_lurker_total",
-            Counter,
-            load(&c.completed_lurker),
-        ),
-        (
-            "bans_completed_superseded",
-            "bans_completed_superseded_total",
-            Counter,
-            load(&c.completed_superseded),
-        ),
-        (
-            "bans_objects_banned_lookup",
-            "bans_objects_banned_lookup_total",
-            Counter,
-            load(&c.banned_lookup),
-        ),
-        (
-            "bans_objects_banned_lurker",
-            "bans_objects_banned_lurker_total",
-            Counter,
-            load(&c.banned_lurker),
-        ),
-        (
-            "bans_objects_softened",
-            "bans_objects_softened_total",
-            Counter,
-            load(&c.softened),
-        ),
-        (
-            "bans_lookup_tests",
-            "bans_lookup_tests_total",
-            Counter,
-            load(&c.lookup_tests),
-        ),
-        (
-            "bans_lurker_checked",
-            "bans_lurker_checked_total",
-            Counter,
-            load(&c.lurker_checked),
-        ),
-        ("purges", "purges_total", Counter, load(&c.purges)),
-        (
-            "soft_purges",
-            "soft_purges_total",
-            Counter,
-            load(&c.soft_purges),
-        ),
-        (
-            "ban_requests",
-            "ban_requests_total",
-            Counter,
-            load(&c.ban_requests),
-        ),
-        (
-            "purges_refused",
-            "purges_refused_total",
-            Counter,
-            load(&c.purges_refused),
-        ),
-    ]
+    let mut figures = vec![("bans", Kind::Gauge, bans.len() as u64)];
+    let counters: [(&'static str, &AtomicU64); 8] = [
+        ("bans_completed_lookup", &c.completed_lookup),
+        ("bans_completed_lurker", &c.completed_lurker),
+        ("bans_completed_superseded", &c.completed_superseded),
+        ("bans_objects_banned_lookup", &c.banned_lookup),
+        ("bans_objects_banned_lurker", &c.banned_lurker),
+        ("bans_objects_softened", &c.softened),
+        ("bans_lookup_tests", &c.lookup_tests),
+        ("bans_lurker_checked", &c.lurker_checked),
+    ];
+    figures.extend(
+        counters
+            .iter()
+            .map(|&(name, a)| (name, Kind::Counter, a.load(Ordering::Relaxed))),
+    );
+    figures
 }
 
 impl Snapshot {
+    /// A figure's value by its `/stats` name (0 when there is none).
+    fn value(&self, name: &str) -> u64 {
+        self.figures
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map_or(0, |f| f.2)
+    }
+
     /// The `/stats` page: one JSON object, outcomes under `requests`.
     pub fn json(&self) -> String {
         let mut requests = serde_json::Map::new();
         let mut top = serde_json::Map::new();
-        for (name, metric, _, value) in &self.figures {
-            if *metric == "requests_total" {
+        for (i, (name, _, value)) in self.figures.iter().enumerate() {
+            if i < CacheOutcome::ALL.len() {
                 requests.insert((*name).to_owned(), (*value).into());
             } else {
                 top.insert((*name).to_owned(), (*value).into());
@@ -373,27 +316,22 @@ impl Snapshot {
     /// The `/metrics` page.
     pub fn prometheus(&self) -> String {
         let mut out = String::new();
-        let mut described = false;
-        for (name, metric, kind, value) in &self.figures {
+        out.push_str("# HELP kura_http_requests_total Client requests by cache outcome.\n");
+        out.push_str("# TYPE kura_http_requests_total counter\n");
+        let (outcomes, rest) = self.figures.split_at(CacheOutcome::ALL.len());
+        for (name, _, value) in outcomes {
+            let _ = writeln!(
+                out,
+                "kura_http_requests_total{{outcome=\"{name}\"}} {value}"
+            );
+        }
+        for (name, kind, value) in rest {
+            let metric = metric(name, *kind);
             let kind_name = if *kind == Kind::Counter {
                 "counter"
             } else {
                 "gauge"
             };
-            if *metric == "requests_total" {
-                if !described {
-                    out.push_str(
-                        "# HELP kura_http_requests_total Client requests by cache outcome.\n",
-                    );
-                    out.push_str("# TYPE kura_http_requests_total counter\n");
-                    described = true;
-                }
-                let _ = writeln!(
-                    out,
-                    "kura_http_requests_total{{outcome=\"{name}\"}} {value}"
-                );
-                continue;
-            }
             let _ = writeln!(out, "# TYPE kura_http_{metric} {kind_name}");
             let _ = writeln!(out, "kura_http_{metric} {value}");
         }
@@ -412,6 +350,8 @@ impl Snapshot {
             );
         }
         crate::backend::state::ServerState::prometheus(&mut out, &self.backends);
+        out.push_str(&self.histograms);
+        varnish::names(self, &mut out);
         out
     }
 }
