@@ -70,15 +70,6 @@ end
 LUA
 UA_PC="Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/117.0.0.0 Safari/537.36"
 
-cpu_ticks() {
-  local total=0 pid
-  for pid in "$@"; do
-    if [ -r "/proc/$pid/stat" ]; then
-      total=$((total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
-    fi
-  done
-  echo "$total"
-}
 rss_mb() {
   local rss=0 pid
   for pid in "$@"; do
@@ -184,8 +175,6 @@ run() {
   awk -v r="$rps" -v p="$p99" -v t="$((after - before))" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
     'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
 }
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1) (bench/seed002.vcl); $(nproc) CPUs; -m $MEM / malloc,${MEM}m, kura -t $THREADS"
 echo "pages: $(curl -s -A "$UA_PC" "http://127.0.0.1:$oport/entry/sample" | wc -c) bytes, gzip -6 $(curl -s -A "$UA_PC" "http://127.0.0.1:$oport/entry/sample" | gzip -6 | wc -c) bytes"

@@ -54,18 +54,6 @@ request = function()
 end
 LUA
 
-# cpu_ticks PID...: user + system clock ticks of the processes.
-cpu_ticks() {
-  local total=0 pid
-  for pid in "$@"; do
-    if [ -r "/proc/$pid/stat" ]; then
-      # fields 14 and 15, after the parenthesised command name
-      total=$((total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
-    fi
-  done
-  echo "$total"
-}
-
 # start SYSTEM PORT BACKEND_PORT: starts the cache, sets $cache_pids.
 start() {
   local system=$1 port=$2 backend=$3
@@ -75,21 +63,10 @@ start() {
       cache_pids=($!)
       ;;
     varnish)
-      varnishd -F -a "127.0.0.1:$port" -b "127.0.0.1:$backend" -s "malloc,${MEM}m" \
-        -n "$work/varnish-$port" -j none >"$work/varnish.log" 2>&1 &
-      local parent=$!
-      wait_port "$port"
-      cache_pids=($parent $(pgrep -P "$parent" || true))
+      start_varnish "$port" -b "127.0.0.1:$backend"
       ;;
   esac
   wait_port "$port"
-}
-
-stop() {
-  for pid in "${cache_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${cache_pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  done
 }
 
 # run SYSTEM LOAD: prints "req/s p99_ms cpu_us_per_request".
@@ -119,16 +96,8 @@ run() {
     rss=$((rss + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
   done
   stop
-  local rps p99 requests ticks
-  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
-  requests=$(awk '/requests in/ {print $1}' <<<"$out")
-  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")
-  ticks=$((after - before))
-  awk -v r="$rps" -v p="$p99" -v t="$ticks" -v n="$requests" -v hz="$(getconf CLK_TCK)" -v m="$rss" \
-    'BEGIN {printf "%.0f %.3f %.2f %.0f\n", r, p, t / hz / n * 1e6, m / 1024}'
+  echo "$(wrk_figures "$out" $((after - before))) $(awk -v m="$rss" 'BEGIN {printf "%.0f", m / 1024}')"
 }
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1); $(nproc) CPUs; $ROUNDS rounds of ${DURATION}s, $CONNS connections, -m $MEM, kura -t $THREADS"
 echo "load system round req/s p99_ms cpu_us_per_req rss_mb"

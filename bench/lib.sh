@@ -112,3 +112,49 @@ cpu_a_request() {
   read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
   echo "$n $(((u1 - u0) * tick_ns / n)) $(((s1 - s0) * tick_ns / n))"
 }
+
+# cpu_ticks PID...: user + system clock ticks of the processes (fields 14 and 15 of
+# /proc/PID/stat, after the parenthesised command name).
+cpu_ticks() {
+  local total=0 pid
+  for pid in "$@"; do
+    if [ -r "/proc/$pid/stat" ]; then
+      total=$((total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')))
+    fi
+  done
+  echo "$total"
+}
+
+# stop: kills the caches in $cache_pids and waits until they are gone.
+stop() {
+  for pid in "${cache_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${cache_pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  done
+}
+
+# median: the median of the numbers on standard input, one a line.
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# start_varnish PORT ARGS...: varnishd on 127.0.0.1:PORT with malloc storage of $MEM MB and
+# ARGS (a backend, -b, or a VCL, -f); its processes in $cache_pids.
+start_varnish() {
+  local port=$1
+  shift
+  varnishd -F -a "127.0.0.1:$port" -s "malloc,${MEM}m" -n "$work/varnish-$port" -j none "$@" \
+    >"$work/varnish.log" 2>&1 &
+  local parent=$!
+  wait_port "$port"
+  cache_pids=($parent $(pgrep -P "$parent" || true))
+}
+
+# wrk_figures OUT TICKS: "req/s p99_ms cpu_us_per_request" from wrk's output (--latency) and
+# the CPU clock ticks the cache used meanwhile.
+wrk_figures() {
+  local out=$1 ticks=$2 rps p99 requests
+  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+  requests=$(awk '/requests in/ {print $1}' <<<"$out")
+  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")
+  awk -v r="$rps" -v p="$p99" -v t="$ticks" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
+}

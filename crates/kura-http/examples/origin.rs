@@ -1,6 +1,7 @@
 //! A benchmark origin for bench/http.sh: `origin PORT DELAY_MS`. `GET /SIZE/anything` answers
 //! SIZE bytes (`1k`, `100k`, or a number) with `Cache-Control: max-age=3600`, after DELAY_MS
-//! milliseconds; it counts requests and prints the count on SIGTERM's way out (stderr).
+//! milliseconds; `GET /esi/anything` an HTML page of 5 ESI includes of `/1k/fragment-N`
+//! (bench/http-esi.sh); it counts requests and prints the count on SIGTERM's way out (stderr).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,20 @@ fn size(path: &str) -> usize {
         Some(k) => k.parse::<usize>().unwrap_or(1) * 1024,
         None => first.parse().unwrap_or(1024),
     }
+}
+
+/// An HTML page of about 2 KB with 5 ESI includes.
+fn esi_page() -> Vec<u8> {
+    let mut page = String::from("<html><body>\n");
+    for n in 1..=5 {
+        page.push_str("<div><p>");
+        page.push_str(&"text ".repeat(60));
+        page.push_str(&format!(
+            "</p><esi:include src=\"/1k/fragment-{n}\"/></div>\n"
+        ));
+    }
+    page.push_str("</body></html>\n");
+    page.into_bytes()
 }
 
 fn main() {
@@ -54,11 +69,16 @@ fn main() {
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
                         }
-                        let body = Bytes::from(vec![b'x'; size(request.uri().path())]);
+                        let path = request.uri().path();
+                        let (body, kind) = if path.starts_with("/esi/") {
+                            (esi_page(), "text/html")
+                        } else {
+                            (vec![b'x'; size(path)], "application/octet-stream")
+                        };
                         let response = Response::builder()
                             .header("cache-control", "max-age=3600")
-                            .header("content-type", "application/octet-stream")
-                            .body(Full::new(body))
+                            .header("content-type", kind)
+                            .body(Full::new(Bytes::from(body)))
                             .expect("a response");
                         Ok::<_, Infallible>(response)
                     }
