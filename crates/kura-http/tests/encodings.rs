@@ -304,3 +304,45 @@ async fn decompression_bombs_are_refused() {
     assert!(received <= 1 << 20, "{received}");
     server.shutdown().await;
 }
+
+// `[compression] coding = "br"`: plain pages stored brotli-compressed by kura; br clients get
+// the stored bytes, the others the page decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brotli_storage_serves_br_clients_and_decodes_for_the_others() {
+    let backend = coding_backend("none").await;
+    let server = proxy(backend.addr, "[compression]\ncoding = \"br\"").await;
+    let (addr, c) = (server.http[0], client());
+    let miss = send(&c, addr, "GET", "/b", &[("accept-encoding", "gzip, br")]).await;
+    assert_eq!(
+        (miss.cache(), miss.header("content-encoding")),
+        ("miss", "br")
+    );
+    let hit = send(&c, addr, "GET", "/b", &[("accept-encoding", "br")]).await;
+    assert_eq!((hit.cache(), hit.header("content-encoding")), ("hit", "br"));
+    assert_eq!(hit.header("etag"), "W/\"p1\"", "kura's coding: a weak tag");
+    assert!(hit.body.len() * 3 < page().len());
+    let mut decoded = Vec::new();
+    brotli::BrotliDecompress(&mut &hit.body[..], &mut decoded).unwrap();
+    assert!(decoded == page());
+    for accept in [Some("gzip"), None] {
+        let headers: Vec<(&str, &str)> =
+            accept.map(|a| ("accept-encoding", a)).into_iter().collect();
+        let plain = send(&c, addr, "GET", "/b", &headers).await;
+        assert_eq!(
+            (plain.cache(), plain.header("content-encoding")),
+            ("hit", "")
+        );
+        assert_eq!(
+            plain.header("etag"),
+            "\"p1\"",
+            "the backend's own bytes: its tag"
+        );
+        assert_eq!(plain.header("content-length"), page().len().to_string());
+        assert!(plain.body == page());
+    }
+    let (head, body) = curl_compressed(addr, "/b", &[]).await;
+    assert!(head.contains("content-encoding: br"), "{head}");
+    assert!(body == page());
+    assert_eq!(backend.count(), 1);
+    server.shutdown().await;
+}

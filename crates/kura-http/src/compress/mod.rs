@@ -70,6 +70,10 @@ pub struct Compression {
     /// Largest decoded body: a coded body that would decode to more is not stored, and is cut
     /// when decoded for a client (default 64 MiB).
     pub max_decoded: u64,
+    /// The coding kura compresses with: gzip (default) or br.
+    pub coding: Coding,
+    /// brotli's quality, 0..=11 (default 5), when `coding` is br.
+    pub brotli_level: u32,
 }
 
 impl Default for Compression {
@@ -81,6 +85,8 @@ impl Default for Compression {
             min_size: 1024,
             backend_accept: Coding::ALL.to_vec(),
             max_decoded: 64 << 20,
+            coding: Coding::Gzip,
+            brotli_level: 5,
         }
     }
 }
@@ -159,13 +165,25 @@ impl Compression {
         parts.headers.insert(ACCEPT_ENCODING, value);
     }
 
-    /// Marks fields about to be stored as compressed by the proxy: `Content-Encoding: gzip`,
-    /// no `Content-Length` until the compressed length is known, [`MARKER`] with the identity
-    /// length when the backend gave it.
-    pub fn mark(headers: &mut HeaderMap) {
+    /// The encoder of a response to compress.
+    pub fn encoder(&self) -> codec::Encoder {
+        match self.coding {
+            Coding::Br => codec::Encoder::brotli(self.brotli_level),
+            _ => codec::Encoder::new(self.level),
+        }
+    }
+
+    /// Marks fields about to be stored as compressed by the proxy: `Content-Encoding` (gzip,
+    /// or br), no `Content-Length` until the compressed length is known, [`MARKER`] with the
+    /// identity length when the backend gave it.
+    pub fn mark(&self, headers: &mut HeaderMap) {
         let identity = headers.remove(CONTENT_LENGTH);
         headers.remove(CONTENT_ENCODING);
-        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        let coding = HeaderValue::from_static(match self.coding {
+            Coding::Br => "br",
+            _ => "gzip",
+        });
+        headers.insert(CONTENT_ENCODING, coding);
         headers.insert(MARKER, identity.unwrap_or(HeaderValue::from_static("")));
         headers.remove(ACCEPT_RANGES);
     }

@@ -116,7 +116,7 @@ fn ours(identity: &'static str) -> HeaderMap {
         ("etag", "\"v1\""),
         ("accept-ranges", "bytes"),
     ]);
-    Compression::mark(&mut headers);
+    Compression::default().mark(&mut headers);
     headers.insert(MARKER, HeaderValue::from_static(identity));
     headers.insert(CONTENT_LENGTH, HeaderValue::from_static("300"));
     headers
@@ -389,4 +389,34 @@ fn false_and_truncated_codings_are_errors() {
     let mut extra = brotli(&text);
     extra.extend_from_slice(b"junk");
     assert!(decode::decode_all(Coding::Br, &extra, u64::MAX).is_err());
+}
+
+// `coding = "br"`: the proxy's own brotli, streamed in pieces, flushed at each, decodes whole.
+#[test]
+fn brotli_encoder_streams() {
+    let text = page(200_000);
+    let config = Compression {
+        coding: Coding::Br,
+        ..Compression::default()
+    };
+    let mut encoder = config.encoder();
+    let mut coded = Vec::new();
+    for chunk in text.chunks(7_000) {
+        let out = encoder.push(chunk);
+        assert!(!out.is_empty(), "flushed at each chunk");
+        coded.extend_from_slice(&out);
+    }
+    coded.extend_from_slice(&encoder.finish());
+    assert!(encoder.finish().is_empty());
+    assert!(
+        coded.len() * 3 < text.len(),
+        "{} of {}",
+        coded.len(),
+        text.len()
+    );
+    assert!(decode::decode_all(Coding::Br, &coded, u64::MAX).unwrap() == text);
+    let mut headers = fields(&[("content-type", "text/html"), ("content-length", "9")]);
+    config.mark(&mut headers);
+    assert_eq!(headers[CONTENT_ENCODING], "br");
+    assert_eq!(headers[MARKER], "9");
 }

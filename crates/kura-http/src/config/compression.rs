@@ -66,6 +66,28 @@ pub(super) fn compression(
             }
         }
     }
+    if let Some(coding) = file.coding {
+        compression.coding = match coding.get_ref().as_str() {
+            "gzip" => Coding::Gzip,
+            "br" => Coding::Br,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "{}compression.coding: {other:?} is not gzip or br",
+                    src.at(Some(coding.span().start))
+                )))
+            }
+        };
+    }
+    if let Some(level) = file.brotli_level {
+        let value = *level.get_ref();
+        if value > 11 {
+            return Err(ConfigError::Invalid(format!(
+                "{}compression.brotli_level: {value} is not between 0 and 11",
+                src.at(Some(level.span().start))
+            )));
+        }
+        compression.brotli_level = value;
+    }
     if let Some(mb) = file.max_decoded_mb {
         compression.max_decoded = mb.max(1).saturating_mul(1 << 20);
     }
@@ -101,6 +123,17 @@ mod tests {
         let config = load("backend_accept = [\"gzip\"]\nmax_decoded_mb = 8").unwrap();
         assert_eq!(config.compression.backend_accept, [Coding::Gzip]);
         assert_eq!(config.compression.max_decoded, 8 << 20);
+        let config = load("coding = \"br\"\nbrotli_level = 11").unwrap();
+        assert_eq!(
+            (config.compression.coding, config.compression.brotli_level),
+            (Coding::Br, 11)
+        );
+        assert!(load("coding = \"zstd\"")
+            .unwrap_err()
+            .contains("not gzip or br"));
+        assert!(load("brotli_level = 12")
+            .unwrap_err()
+            .contains("between 0 and 11"));
         let error = load("backend_accept = [\"deflate\"]").unwrap_err();
         assert!(
             error.contains("line 3") && error.contains("not gzip, br or zstd"),

@@ -74,6 +74,8 @@ pub(super) struct CompressionFile {
     pub(super) min_size: Option<u64>,
     pub(super) backend_accept: Option<Vec<Spanned<String>>>,
     pub(super) max_decoded_mb: Option<u64>,
+    pub(super) coding: Option<Spanned<String>>,
+    pub(super) brotli_level: Option<Spanned<u32>>,
 }
 
 /// `[probe]`.

@@ -20,9 +20,9 @@ use crate::bans::Hold;
 use crate::body::Body;
 use crate::cache::object::Object;
 use crate::coalesce::{FetchError, Head, Outcome, Producer};
+use crate::compress;
 use crate::compress::codec::Encoder;
 use crate::compress::decode::Check;
-use crate::compress::{self, Compression};
 use crate::rules::freshness::Freshness;
 use crate::rules::storable::{credentials, storable, NotStorable};
 use crate::rules::surrogate::SurrogateControl;
@@ -136,8 +136,8 @@ pub(super) async fn run(
     let mut encoder = None;
     if let Some((kept, _)) = &mut store {
         if proxy.config.compression.compresses(parts.status, kept) {
-            Compression::mark(kept);
-            encoder = Some(Encoder::new(proxy.config.compression.level));
+            proxy.config.compression.mark(kept);
+            encoder = Some(proxy.config.compression.encoder());
         }
     }
     let (send_headers, outcome) = match &store {
