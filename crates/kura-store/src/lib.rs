@@ -32,6 +32,7 @@ mod changes;
 mod clock;
 pub mod eviction;
 mod expiry;
+mod flash;
 mod index;
 mod item;
 mod ops;
@@ -51,10 +52,11 @@ pub use changes::{Change, ChangeSink, Entry, EntryRef, Report};
 pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
+pub use flash::{Faults, FlashConfig, FlashStats};
 pub use item::{Item, KEY_MAX};
 pub use reaper::Reaper;
 pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
 pub use store::{
     default_shards, EntryView, EvictionWatch, Scan, ScanCursor, Store, StoreConfig, StoreStats,
-    Writes,
+    Writes, FLASH_MAINTAIN_EVERY_US,
 };

@@ -45,6 +45,9 @@ impl Shard {
     /// Drops every entry, in constant time: they are dead from now on, and
     /// reclaimed later.
     pub(crate) fn flush(&mut self) {
+        if let Some(f) = self.flash.as_deref_mut() {
+            f.clear();
+        }
         let fresh = Policy::new(self.policy.kind());
         let policy = std::mem::replace(&mut self.policy, fresh);
         if self.index.len() == 0 {

@@ -83,6 +83,10 @@ impl Shard {
             census.arrived(meta(&self.arena, off).flags());
         }
         let Some(old) = old else {
+            if let Some(f) = self.flash.as_deref_mut() {
+                // The new entry replaces any record of the key on flash.
+                f.forget(hash);
+            }
             self.index.insert(hash, off, hash_of);
             self.policy.insert(&mut blocks!(self), off, hash);
             return off;

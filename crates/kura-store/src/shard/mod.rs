@@ -159,6 +159,9 @@ pub(crate) struct Shard {
     pub(crate) classes: classes::Classes,
     /// Hears of entries evicted, once one is attached (`inspect.rs`).
     pub(crate) eviction_watch: Option<std::sync::Arc<dyn crate::EvictionWatch>>,
+    /// The keys whose values are on flash, once a tier is attached
+    /// (`flash/index.rs`).
+    pub(crate) flash: Option<Box<crate::flash::index::ShardFlash>>,
 }
 
 impl Shard {
@@ -197,6 +200,7 @@ impl Shard {
             census: None,
             classes: Default::default(),
             eviction_watch: None,
+            flash: None,
         }
     }
 

@@ -260,8 +260,15 @@ impl Shard {
             // entry needs no record (its deadline is logged).
             evicted.push(m.handle());
         }
+        let spilled = match &self.flash {
+            Some(f) if !expired => spill(f, m),
+            _ => None,
+        };
         let hash = self.hash_of(off);
         self.unlink(hash, off);
+        if let (Some(loc), Some(f)) = (spilled, self.flash.as_deref_mut()) {
+            f.insert(hash, loc);
+        }
         true
     }
 
@@ -308,4 +315,29 @@ impl Shard {
         }
         false
     }
+}
+
+/// Writes the value of `m`, an entry being evicted, to the flash tier
+/// (out of line: a shard without a tier tests an `Option` per eviction).
+#[cold]
+#[inline(never)]
+fn spill(
+    f: &crate::flash::index::ShardFlash,
+    m: crate::item::Meta<'_>,
+) -> Option<crate::flash::index::Loc> {
+    use crate::item::{KEY_BINARY, STALE, TOKEN_SENT};
+    let marks = m.marks();
+    if marks & (STALE | TOKEN_SENT) != 0 || m.value_len() < f.tier.config.item_size {
+        // Invalidated entries and those whose recache token is out stay
+        // with RAM's rules; small values are not worth a record.
+        return None;
+    }
+    let item = m.handle();
+    let fields = crate::flash::record::Fields {
+        flags: m.flags(),
+        exptime: m.exptime(),
+        cas: m.cas(),
+        marks: marks & (KEY_BINARY | FETCHED),
+    };
+    crate::store::flash::spill(&f.tier, item.key(), item.value(), &fields, m.last_access())
 }

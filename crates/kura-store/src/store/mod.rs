@@ -25,6 +25,7 @@ use crate::item::{Item, KEY_MAX};
 use crate::shard::{Shard, SharedRead};
 
 mod config;
+pub(crate) mod flash;
 mod flush;
 pub(crate) mod inspect;
 mod scan;
@@ -35,6 +36,7 @@ mod tests;
 mod writes;
 
 pub use config::{default_shards, StoreConfig};
+pub use flash::FLASH_MAINTAIN_EVERY_US;
 pub use inspect::{EntryView, EvictionWatch};
 pub use scan::{Scan, ScanCursor};
 use sink::{report, report_get};
@@ -67,6 +69,8 @@ pub struct Store {
     /// Hears every change once a sink is attached or an observer added
     /// (a durable server's update log, a server's invalidation registry).
     sink: OnceLock<sink::Tee>,
+    /// The flash tier, once attached (`flash.rs`).
+    flash: OnceLock<std::sync::Arc<crate::flash::Tier>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -125,6 +129,7 @@ impl Store {
             capacity: AtomicU64::new(config.capacity as u64),
             config,
             sink: OnceLock::new(),
+            flash: OnceLock::new(),
         }
     }
 
@@ -188,17 +193,32 @@ impl Store {
             if !self.flush_due(&shard, now) {
                 match shard.get_shared(hash, key, now) {
                     SharedRead::Hit(hit) => return Some(hit),
-                    SharedRead::Miss => return None,
+                    SharedRead::Miss if self.flash.get().is_none() => return None,
+                    SharedRead::Miss => {
+                        drop(shard);
+                        return self.read_flash(key, flash::Back::Read, r);
+                    }
                     SharedRead::Exclusive => {}
                 }
             }
+        } else {
+            self.back_for_change(key, r);
         }
         let (mut shard, hash, now) = self.shard(key, r);
         let Some(sink) = self.sink() else {
-            return shard.get(hash, key, opts, now);
+            let hit = shard.get(hash, key, opts, now);
+            if hit.is_none() && self.flash.get().is_some() && *opts == GetOptions::default() {
+                drop(shard);
+                return self.read_flash(key, flash::Back::Read, r);
+            }
+            return hit;
         };
         let hit = shard.get(hash, key, opts, now);
         report_get(&mut shard, sink, r, hash, key, opts, hit.as_ref());
+        if hit.is_none() && self.flash.get().is_some() && *opts == GetOptions::default() {
+            drop(shard);
+            return self.read_flash(key, flash::Back::Read, r);
+        }
         hit
     }
 
@@ -225,6 +245,10 @@ impl Store {
     pub(super) fn set_in(&self, req: &SetRequest<'_>, r: &Report) -> SetOutcome {
         if req.key.len() > KEY_MAX {
             return SetOutcome::NotStored;
+        }
+        if req.mode != SetMode::Set || req.cas.is_some() {
+            // The command depends on the entry: one on flash comes back.
+            self.back_for_change(req.key, r);
         }
         let prebuilt = if req.value.len() >= COPY_UNLOCKED && req.mode == SetMode::Set {
             self.prebuild(req, r)
@@ -281,6 +305,7 @@ impl Store {
     }
 
     pub(super) fn arith_in(&self, key: &[u8], req: &ArithRequest, r: &Report) -> ArithOutcome {
+        self.back_for_change(key, r);
         let (mut shard, hash, now) = self.shard(key, r);
         let outcome = shard.arith(hash, key, req, now);
         if let Some(sink) = self.sink() {
@@ -304,8 +329,12 @@ impl Store {
     }
 
     pub(super) fn delete_in(&self, key: &[u8], req: &DeleteRequest, r: &Report) -> DeleteOutcome {
+        let on_flash = self.flash.get().is_some() && self.delete_on_flash(key, req, r);
         let (mut shard, hash, now) = self.shard(key, r);
-        let outcome = shard.delete(hash, key, req, now);
+        let mut outcome = shard.delete(hash, key, req, now);
+        if on_flash && outcome == DeleteOutcome::NotFound {
+            outcome = DeleteOutcome::Deleted;
+        }
         if let Some(sink) = self.sink() {
             let changed = outcome == DeleteOutcome::Deleted;
             report(&mut shard, sink, r, hash, key, changed);

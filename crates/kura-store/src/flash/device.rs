@@ -1,0 +1,114 @@
+//! The flash tier's files, cut into pages: page `n` is a range of one
+//! file. Reads and writes are positioned (`pread`/`pwrite`), so any thread
+//! may do either without a shared cursor. Faults can be injected for tests
+//! ([`Faults`]).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Faults a test can inject into the device: every write failing (as on a
+/// file the system made read-only, or a full device), the next reads cut
+/// short, the next reads returning a flipped byte.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Every write fails with an I/O error while set.
+    pub fail_writes: AtomicBool,
+    /// This many of the next device reads return half the bytes asked.
+    pub short_reads: AtomicU32,
+    /// This many of the next device reads return a byte flipped.
+    pub corrupt_reads: AtomicU32,
+}
+
+fn take_one(n: &AtomicU32) -> bool {
+    n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
+        .is_ok()
+}
+
+/// The files, and where each page is.
+#[derive(Debug)]
+pub(crate) struct Device {
+    files: Vec<File>,
+    /// (file, offset in it) of each page.
+    pages: Vec<(usize, u64)>,
+    pub(crate) faults: Faults,
+}
+
+impl Device {
+    /// Opens (creating them) the files, emptied: the tier is a cache and
+    /// starts with nothing. A file shorter than one page is refused.
+    pub(crate) fn open(files: &[(PathBuf, u64)], page_size: u64) -> io::Result<Device> {
+        let mut dev = Device {
+            files: Vec::new(),
+            pages: Vec::new(),
+            faults: Faults::default(),
+        };
+        for (path, size) in files {
+            let pages = size / page_size;
+            if pages == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: {size} bytes is less than one page of {page_size}",
+                        path.display()
+                    ),
+                ));
+            }
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            if file.metadata()?.is_file() {
+                // Drop whatever an earlier run left: nothing of it is read.
+                file.set_len(0)?;
+                file.set_len(pages * page_size)?;
+            }
+            let n = dev.files.len();
+            dev.pages.extend((0..pages).map(|p| (n, p * page_size)));
+            dev.files.push(file);
+        }
+        Ok(dev)
+    }
+
+    /// Pages in all the files.
+    pub(crate) fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Writes `data` at `off` of `page`, all of it or an error.
+    pub(crate) fn write(&self, page: u32, off: u64, data: &[u8]) -> io::Result<()> {
+        if self.faults.fail_writes.load(Ordering::Relaxed) {
+            return Err(io::Error::other("injected write fault"));
+        }
+        let (file, base) = self.pages[page as usize];
+        self.files[file].write_all_at(data, base + off)
+    }
+
+    /// Reads into `buf` from `off` of `page`; the bytes read (fewer at the
+    /// file's end or on a fault).
+    pub(crate) fn read(&self, page: u32, off: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let (file, base) = self.pages[page as usize];
+        let mut want = buf.len();
+        if take_one(&self.faults.short_reads) {
+            want /= 2;
+        }
+        let mut got = 0;
+        while got < want {
+            match self.files[file].read_at(&mut buf[got..want], base + off + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if got > 0 && take_one(&self.faults.corrupt_reads) {
+            buf[got / 2] ^= 0x20;
+        }
+        Ok(got)
+    }
+}

@@ -1,0 +1,658 @@
+//! The flash tier (memcached's extstore, `-o ext_path=FILE:SIZE`): values
+//! of evicted entries written to files in large sequential pages, RAM
+//! keeping only each key's place on flash (`index.rs`, per shard).
+//!
+//! * When a shard evicts a live entry whose value is at least
+//!   [`FlashConfig::item_size`] bytes, its record (`record.rs`: header,
+//!   key, value, CRC-32) is appended to the open page's write buffer and
+//!   the shard keeps its [`Loc`](index::Loc). memcached moves items from
+//!   its LRU tail when memory runs low; kura's eviction is that moment.
+//! * A full write buffer ([`FlashConfig::wbuf_size`]) goes to the writer
+//!   thread, which writes it with one `pwrite`; until written, reads are
+//!   served from the buffer. At most [`FlashConfig::write_queue`] buffers
+//!   wait: past that, evicted values are dropped (counted), never waited
+//!   for.
+//! * Pages ([`FlashConfig::page_size`]) are filled in turn; with no free
+//!   page, the oldest full page is dropped and its records become misses
+//!   (`extstore_page_evictions`). When free pages fall under
+//!   `compact_under`, the store's maintenance thread rewrites the live
+//!   records of the oldest page less full than `max_frag` and frees it
+//!   (`store/flash.rs`).
+//! * A read checks the record's CRC and key and the page's generation
+//!   before and after the read: a damaged, short or reused record is a
+//!   miss, never other bytes.
+//!
+//! The files are a cache: emptied when opened, never read back after a
+//! restart.
+
+mod device;
+pub(crate) mod index;
+pub(crate) mod record;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use device::Device;
+pub use device::Faults;
+use index::Loc;
+
+/// The flash tier's settings, memcached's `ext_*` options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlashConfig {
+    /// Files and their sizes in bytes (`ext_path=FILE:SIZE`, repeatable).
+    pub files: Vec<(PathBuf, u64)>,
+    /// Bytes a page (`ext_page_size`, memcached's default 64 MiB).
+    pub page_size: u64,
+    /// Bytes a write buffer (`ext_wbuf_size`, default 4 MiB): the largest
+    /// record the tier takes, and the unit of writes.
+    pub wbuf_size: usize,
+    /// Values at least this long go to flash (`ext_item_size`, 512).
+    pub item_size: usize,
+    /// Reader threads (`ext_threads`, 1).
+    pub threads: usize,
+    /// Compact when fewer pages than this are free (`ext_compact_under`;
+    /// 0: 1% of the pages, at least 1).
+    pub compact_under: usize,
+    /// Under this many free pages, compaction drops records never read
+    /// instead of rewriting them, when `drop_unread` is on
+    /// (`ext_drop_under`; 0: as `compact_under`).
+    pub drop_under: usize,
+    /// Compact only pages whose live bytes are under this fraction of the
+    /// page (`ext_max_frag`, 0.8).
+    pub max_frag: f64,
+    /// `ext_drop_unread`: see `drop_under`.
+    pub drop_unread: bool,
+    /// Full write buffers at most waiting for the writer thread (kura's;
+    /// default 4): a value evicted while they are all waiting is dropped,
+    /// not waited for.
+    pub write_queue: usize,
+    /// Read back into RAM one in this many repeated hits
+    /// (`ext_recache_rate`, 2000; a record must have been hit before).
+    pub recache_rate: u32,
+}
+
+impl Default for FlashConfig {
+    fn default() -> Self {
+        FlashConfig {
+            files: Vec::new(),
+            page_size: 64 << 20,
+            wbuf_size: 4 << 20,
+            item_size: 512,
+            threads: 1,
+            compact_under: 0,
+            drop_under: 0,
+            max_frag: 0.8,
+            drop_unread: false,
+            recache_rate: 2000,
+            write_queue: 4,
+        }
+    }
+}
+
+/// The tier's counters, memcached's `extstore_*` names without the prefix.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub page_allocs: AtomicU64,
+    pub page_evictions: AtomicU64,
+    pub page_reclaims: AtomicU64,
+    pub objects_evicted: AtomicU64,
+    pub objects_read: AtomicU64,
+    pub objects_written: AtomicU64,
+    pub bytes_evicted: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub compact_lost: AtomicU64,
+    pub compact_rescues: AtomicU64,
+    pub compact_skipped: AtomicU64,
+    pub get_extstore: AtomicU64,
+    pub recache_from_extstore: AtomicU64,
+    pub miss_from_extstore: AtomicU64,
+    pub badcrc_from_extstore: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub writes_dropped: AtomicU64,
+    recache_tick: AtomicU64,
+}
+
+/// A snapshot of the tier for `stats` (memcached's extstore lines, and
+/// kura's own after them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlashStats {
+    pub page_allocs: u64,
+    pub page_evictions: u64,
+    pub page_reclaims: u64,
+    pub pages_free: u64,
+    pub pages_used: u64,
+    pub objects_evicted: u64,
+    pub objects_read: u64,
+    pub objects_written: u64,
+    pub objects_used: u64,
+    pub bytes_evicted: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub bytes_used: u64,
+    pub bytes_fragmented: u64,
+    pub limit_maxbytes: u64,
+    pub io_queue: u64,
+    pub compact_lost: u64,
+    pub compact_rescues: u64,
+    pub compact_skipped: u64,
+    pub get_extstore: u64,
+    pub recache_from_extstore: u64,
+    pub miss_from_extstore: u64,
+    pub badcrc_from_extstore: u64,
+    /// Write buffers the device refused (their records became misses).
+    pub write_errors: u64,
+    /// Evicted values not written: the writer was `write_queue` buffers
+    /// behind, or the record was larger than a write buffer.
+    pub writes_dropped: u64,
+    /// RAM the shards' maps of flash records take.
+    pub index_bytes: u64,
+}
+
+/// One page's state.
+#[derive(Debug, Default)]
+struct Page {
+    /// Bumped whenever the page is dropped, freed or lost: records of an
+    /// older generation are gone.
+    gen: AtomicU32,
+    /// Bytes of records still named by a shard.
+    live: AtomicU64,
+    objects: AtomicU64,
+    /// Bytes appended (written or in a buffer).
+    filled: AtomicU64,
+}
+
+/// A write buffer: bytes for `start..` of a page.
+#[derive(Debug)]
+struct Wbuf {
+    page: u32,
+    gen: u32,
+    start: u64,
+    data: Vec<u8>,
+}
+
+impl Wbuf {
+    /// The bytes of `loc` if this buffer holds them.
+    fn holds(&self, loc: &Loc) -> Option<&[u8]> {
+        if (self.page, self.gen) != (loc.page, loc.gen) {
+            return None;
+        }
+        let from = (u64::from(loc.off)).checked_sub(self.start)? as usize;
+        self.data.get(from..from + loc.len as usize)
+    }
+}
+
+#[derive(Debug, Default)]
+struct WriteState {
+    /// The page being filled, its next offset and its buffer.
+    open: Option<(u64, Wbuf)>,
+    pending: VecDeque<Arc<Wbuf>>,
+    free: Vec<u32>,
+    /// Full pages, oldest first.
+    full: VecDeque<u32>,
+}
+
+/// Why a read from flash is a miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadMiss {
+    /// The page was reused or lost.
+    Gone,
+    /// Fewer bytes came back than the record's length.
+    Short,
+    /// The bytes are not the record (CRC, key).
+    BadCrc,
+}
+
+/// The flash tier: its device, pages and writer.
+pub(crate) struct Tier {
+    pub(crate) config: FlashConfig,
+    dev: Device,
+    pages: Box<[Page]>,
+    st: Mutex<WriteState>,
+    written: Condvar,
+    pub(crate) counters: Counters,
+    /// Pages were dropped or lost: the shards' maps have entries to purge.
+    pub(crate) purge_due: AtomicBool,
+    /// The thread purging and compacting for the store, woken when there
+    /// is work.
+    pub(crate) maintainer: Mutex<Option<std::thread::Thread>>,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tier")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tier {
+    /// Opens the files and starts the writer thread.
+    pub(crate) fn open(mut config: FlashConfig) -> io::Result<Arc<Tier>> {
+        let bad = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+        if config.files.is_empty() {
+            return Err(bad("no flash file given".into()));
+        }
+        if config.page_size == 0 || config.page_size > (1 << 31) {
+            return Err(bad(format!(
+                "page size {} not in 1..=2 GiB",
+                config.page_size
+            )));
+        }
+        if config.wbuf_size == 0 || config.wbuf_size as u64 > config.page_size {
+            return Err(bad(format!(
+                "write buffer of {} bytes: must be at least 1 and at most a page ({})",
+                config.wbuf_size, config.page_size
+            )));
+        }
+        let dev = Device::open(&config.files, config.page_size)?;
+        let n = dev.pages();
+        if config.compact_under == 0 {
+            config.compact_under = (n / 100).max(1);
+        }
+        if config.drop_under == 0 {
+            config.drop_under = config.compact_under;
+        }
+        config.threads = config.threads.max(1);
+        config.recache_rate = config.recache_rate.max(1);
+        config.write_queue = config.write_queue.max(1);
+        let tier = Arc::new(Tier {
+            config,
+            pages: (0..n).map(|_| Page::default()).collect(),
+            dev,
+            st: Mutex::new(WriteState {
+                free: (0..n as u32).rev().collect(),
+                ..Default::default()
+            }),
+            written: Condvar::new(),
+            counters: Counters::default(),
+            purge_due: AtomicBool::new(false),
+            maintainer: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&tier);
+        std::thread::Builder::new()
+            .name("kura-flash-write".into())
+            .spawn(move || writer(weak))?;
+        Ok(tier)
+    }
+
+    pub(crate) fn faults(&self) -> &Faults {
+        &self.dev.faults
+    }
+
+    /// Whether `loc`'s page still holds its record.
+    pub(crate) fn holds(&self, loc: &Loc) -> bool {
+        self.pages[loc.page as usize].gen.load(Relaxed) == loc.gen
+    }
+
+    /// The records at `loc` no longer count as live.
+    pub(crate) fn release(&self, loc: &Loc) {
+        let _st = self.st.lock();
+        let p = &self.pages[loc.page as usize];
+        if p.gen.load(Relaxed) == loc.gen {
+            p.live.fetch_sub(u64::from(loc.len), Relaxed);
+            p.objects.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Wakes the maintenance thread.
+    pub(crate) fn wake_maintainer(&self) {
+        if let Some(t) = &*self.maintainer.lock() {
+            t.unpark();
+        }
+    }
+
+    /// Appends a record (built by `fill`, `len` bytes) to the open page's
+    /// buffer: its place, or `None` when it cannot be written now.
+    pub(crate) fn append(&self, len: usize, fill: impl FnOnce(&mut Vec<u8>)) -> Option<Loc> {
+        let c = &self.counters;
+        if len > self.config.wbuf_size {
+            c.writes_dropped.fetch_add(1, Relaxed);
+            return None;
+        }
+        let mut st = self.st.lock();
+        let fits = |st: &WriteState| {
+            st.open
+                .as_ref()
+                .is_some_and(|(cursor, _)| cursor + len as u64 <= self.config.page_size)
+        };
+        if !fits(&st) && (!self.close_open(&mut st) || !self.open_page(&mut st)) {
+            c.writes_dropped.fetch_add(1, Relaxed);
+            return None;
+        }
+        let (_, buf) = st.open.as_ref()?;
+        if buf.data.len() + len > self.config.wbuf_size {
+            if st.pending.len() >= self.config.write_queue {
+                c.writes_dropped.fetch_add(1, Relaxed);
+                return None;
+            }
+            let (cursor, buf) = st.open.as_mut()?;
+            let next = Wbuf {
+                page: buf.page,
+                gen: buf.gen,
+                start: *cursor,
+                data: Vec::with_capacity(self.config.wbuf_size),
+            };
+            let full = std::mem::replace(buf, next);
+            st.pending.push_back(Arc::new(full));
+            self.written.notify_all();
+        }
+        let (cursor, buf) = st.open.as_mut()?;
+        let at = buf.data.len();
+        fill(&mut buf.data);
+        debug_assert_eq!(buf.data.len() - at, len);
+        let loc = Loc {
+            page: buf.page,
+            gen: buf.gen,
+            off: *cursor as u32,
+            len: len as u32,
+            exptime: 0,
+            last_access: 0,
+            hits: 0,
+        };
+        *cursor += len as u64;
+        let p = &self.pages[buf.page as usize];
+        p.live.fetch_add(len as u64, Relaxed);
+        p.objects.fetch_add(1, Relaxed);
+        p.filled.store(*cursor, Relaxed);
+        drop(st);
+        c.objects_written.fetch_add(1, Relaxed);
+        c.bytes_written.fetch_add(len as u64, Relaxed);
+        Some(loc)
+    }
+
+    /// Closes the open page (its buffer goes to the writer): false when
+    /// the writer is too far behind to take it.
+    fn close_open(&self, st: &mut WriteState) -> bool {
+        let Some((_, buf)) = &st.open else {
+            return true;
+        };
+        if !buf.data.is_empty() && st.pending.len() >= self.config.write_queue {
+            return false;
+        }
+        let Some((_, buf)) = st.open.take() else {
+            return true;
+        };
+        st.full.push_back(buf.page);
+        if !buf.data.is_empty() {
+            st.pending.push_back(Arc::new(buf));
+            self.written.notify_all();
+        }
+        true
+    }
+
+    /// Opens a free page, dropping the oldest full one when none is free.
+    fn open_page(&self, st: &mut WriteState) -> bool {
+        let page = match st.free.pop() {
+            Some(p) => p,
+            None => {
+                let Some(p) = st.full.pop_front() else {
+                    return false;
+                };
+                let c = &self.counters;
+                c.page_evictions.fetch_add(1, Relaxed);
+                let pg = &self.pages[p as usize];
+                c.objects_evicted
+                    .fetch_add(pg.objects.load(Relaxed), Relaxed);
+                c.bytes_evicted.fetch_add(pg.live.load(Relaxed), Relaxed);
+                self.reset_page(p);
+                self.purge_due.store(true, Relaxed);
+                self.wake_maintainer();
+                p
+            }
+        };
+        self.counters.page_allocs.fetch_add(1, Relaxed);
+        let gen = self.pages[page as usize].gen.load(Relaxed);
+        st.open = Some((
+            0,
+            Wbuf {
+                page,
+                gen,
+                start: 0,
+                data: Vec::with_capacity(self.config.wbuf_size),
+            },
+        ));
+        if st.free.len() < self.config.compact_under {
+            self.wake_maintainer();
+        }
+        true
+    }
+
+    /// Starts a new generation of page `p`, empty (under the state lock).
+    fn reset_page(&self, p: u32) {
+        let pg = &self.pages[p as usize];
+        pg.gen.fetch_add(1, Relaxed);
+        pg.live.store(0, Relaxed);
+        pg.objects.store(0, Relaxed);
+        pg.filled.store(0, Relaxed);
+    }
+
+    /// Reads the record at `loc` and checks it is `key`'s: its bytes.
+    pub(crate) fn read(&self, loc: &Loc, key: &[u8]) -> Result<Vec<u8>, ReadMiss> {
+        if !self.holds(loc) {
+            return Err(ReadMiss::Gone);
+        }
+        let mut buf = vec![0u8; loc.len as usize];
+        let buffered = {
+            let st = self.st.lock();
+            let open = st.open.iter().map(|(_, b)| b);
+            let waiting = st.pending.iter().map(|b| &**b);
+            match open.chain(waiting).find_map(|b| b.holds(loc)) {
+                Some(bytes) => {
+                    buf.copy_from_slice(bytes);
+                    true
+                }
+                None => false,
+            }
+        };
+        if !buffered {
+            match self.dev.read(loc.page, u64::from(loc.off), &mut buf) {
+                Ok(n) if n == buf.len() => {}
+                _ => return Err(ReadMiss::Short),
+            }
+        }
+        if !self.holds(loc) {
+            return Err(ReadMiss::Gone);
+        }
+        match record::decode(&buf) {
+            Ok(r) if r.key == key => {}
+            Err(record::Damage::Short) => return Err(ReadMiss::Short),
+            _ => return Err(ReadMiss::BadCrc),
+        }
+        self.counters.objects_read.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(buf.len() as u64, Relaxed);
+        Ok(buf)
+    }
+
+    /// One in `recache_rate` calls: true.
+    pub(crate) fn recache_tick(&self) -> bool {
+        let n = self.counters.recache_tick.fetch_add(1, Relaxed);
+        n.is_multiple_of(u64::from(self.config.recache_rate))
+    }
+
+    /// The page to compact, if free pages are few: the oldest full page
+    /// under `max_frag` live and with nothing waiting to be written (or,
+    /// dropping unread records, the oldest), taken out of the full pages.
+    /// (page, generation, bytes filled).
+    pub(crate) fn take_for_compaction(&self) -> Option<(u32, u32, u64)> {
+        let mut st = self.st.lock();
+        if st.free.len() >= self.config.compact_under {
+            return None;
+        }
+        let limit = (self.config.page_size as f64 * self.config.max_frag) as u64;
+        let written = |p: u32| !st.pending.iter().any(|w| w.page == p);
+        let sparse = st
+            .full
+            .iter()
+            .position(|&p| self.pages[p as usize].live.load(Relaxed) < limit && written(p));
+        // With none sparse enough, `drop_unread` under `drop_under` free
+        // pages takes the oldest: its unread records are dropped, the
+        // others rewritten.
+        let dropping = self.config.drop_unread && st.free.len() < self.config.drop_under;
+        let oldest = || {
+            st.full
+                .iter()
+                .position(|&p| written(p))
+                .filter(|_| dropping)
+        };
+        let pos = sparse.or_else(oldest)?;
+        let p = st.full.remove(pos)?;
+        let pg = &self.pages[p as usize];
+        Some((p, pg.gen.load(Relaxed), pg.filled.load(Relaxed)))
+    }
+
+    /// Whether compaction should drop records never read.
+    pub(crate) fn dropping_unread(&self) -> bool {
+        self.config.drop_unread && self.st.lock().free.len() < self.config.drop_under
+    }
+
+    /// Reads raw bytes of a page for compaction (`None`: a device error).
+    pub(crate) fn read_raw(&self, page: u32, off: u64, buf: &mut [u8]) -> Option<usize> {
+        self.dev.read(page, off, buf).ok()
+    }
+
+    /// Frees a compacted page.
+    pub(crate) fn free_page(&self, page: u32, gen: u32) {
+        let mut st = self.st.lock();
+        if self.pages[page as usize].gen.load(Relaxed) == gen {
+            self.reset_page(page);
+            st.free.push(page);
+            self.counters.page_reclaims.fetch_add(1, Relaxed);
+        }
+        self.purge_due.store(true, Relaxed);
+    }
+
+    /// Loses page `page` of generation `gen` (its write failed).
+    fn lose_page(&self, st: &mut WriteState, page: u32, gen: u32) {
+        if self.pages[page as usize].gen.load(Relaxed) != gen {
+            return;
+        }
+        self.reset_page(page);
+        if st.open.as_ref().is_some_and(|(_, b)| b.page == page) {
+            st.open = None;
+        }
+        st.full.retain(|&p| p != page);
+        st.free.push(page);
+        self.purge_due.store(true, Relaxed);
+        self.wake_maintainer();
+    }
+
+    /// The tier's figures; `index_bytes` is the caller's.
+    pub(crate) fn stats(&self) -> FlashStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Relaxed);
+        let (free, io_queue) = {
+            let st = self.st.lock();
+            (st.free.len() as u64, st.pending.len() as u64)
+        };
+        let n = self.pages.len() as u64;
+        let (mut live, mut objects, mut filled) = (0, 0, 0);
+        for p in self.pages.iter() {
+            live += l(&p.live);
+            objects += l(&p.objects);
+            filled += l(&p.filled);
+        }
+        FlashStats {
+            page_allocs: l(&c.page_allocs),
+            page_evictions: l(&c.page_evictions),
+            page_reclaims: l(&c.page_reclaims),
+            pages_free: free,
+            pages_used: n - free,
+            objects_evicted: l(&c.objects_evicted),
+            objects_read: l(&c.objects_read),
+            objects_written: l(&c.objects_written),
+            objects_used: objects,
+            bytes_evicted: l(&c.bytes_evicted),
+            bytes_written: l(&c.bytes_written),
+            bytes_read: l(&c.bytes_read),
+            bytes_used: live,
+            bytes_fragmented: filled.saturating_sub(live),
+            limit_maxbytes: n * self.config.page_size,
+            io_queue,
+            compact_lost: l(&c.compact_lost),
+            compact_rescues: l(&c.compact_rescues),
+            compact_skipped: l(&c.compact_skipped),
+            get_extstore: l(&c.get_extstore),
+            recache_from_extstore: l(&c.recache_from_extstore),
+            miss_from_extstore: l(&c.miss_from_extstore),
+            badcrc_from_extstore: l(&c.badcrc_from_extstore),
+            write_errors: l(&c.write_errors),
+            writes_dropped: l(&c.writes_dropped),
+            index_bytes: 0,
+        }
+    }
+
+    /// Waits until every buffer handed to the writer is written (tests and
+    /// benchmarks: what is still in the open page's buffer stays there).
+    pub fn drain(&self) {
+        let mut st = self.st.lock();
+        while !st.pending.is_empty() {
+            self.written.wait_for(&mut st, Duration::from_millis(50));
+        }
+    }
+
+    /// Hands the open page's buffer to the writer even if not full
+    /// (tests: so that reads go to the device).
+    pub(crate) fn flush_open(&self) {
+        let mut st = self.st.lock();
+        let Some((cursor, buf)) = st.open.as_mut() else {
+            return;
+        };
+        if buf.data.is_empty() {
+            return;
+        }
+        let next = Wbuf {
+            page: buf.page,
+            gen: buf.gen,
+            start: *cursor,
+            data: Vec::new(),
+        };
+        let full = std::mem::replace(buf, next);
+        st.pending.push_back(Arc::new(full));
+        self.written.notify_all();
+    }
+}
+
+/// The writer thread: writes the waiting buffers in order, one `pwrite`
+/// each; a failed write loses its page (its records become misses).
+fn writer(tier: Weak<Tier>) {
+    loop {
+        let Some(t) = tier.upgrade() else {
+            return;
+        };
+        let next = {
+            let mut st = t.st.lock();
+            if st.pending.is_empty() {
+                t.written.wait_for(&mut st, Duration::from_millis(100));
+            }
+            st.pending.front().cloned()
+        };
+        let Some(w) = next else {
+            continue;
+        };
+        let result = if t.pages[w.page as usize].gen.load(Relaxed) == w.gen {
+            t.dev.write(w.page, w.start, &w.data)
+        } else {
+            Ok(())
+        };
+        let mut st = t.st.lock();
+        if result.is_err() {
+            t.counters.write_errors.fetch_add(1, Relaxed);
+            t.lose_page(&mut st, w.page, w.gen);
+        }
+        if st.pending.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+            st.pending.pop_front();
+        }
+        t.written.notify_all();
+    }
+}

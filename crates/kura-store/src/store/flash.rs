@@ -1,0 +1,430 @@
+//! The store's side of the flash tier (`flash/`): attaching it, reading a
+//! key's value back from flash when RAM misses, taking a record back into
+//! RAM before a command changes its entry, and the maintenance thread that
+//! purges the shards' maps of dropped pages and compacts pages.
+//!
+//! Reads here are synchronous: the thread that asked reads the device
+//! (one `pread` of the record), without the shard's lock held.
+
+use std::hash::BuildHasher;
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::api::{DeleteRequest, Hit};
+use crate::changes::Report;
+use crate::expiry::is_expired;
+use crate::flash::index::{Loc, ShardFlash};
+use crate::flash::record::{self, Fields};
+use crate::flash::{Faults, FlashConfig, FlashStats, ReadMiss, Tier};
+use crate::item::{Item, FETCHED, KEY_BINARY};
+
+use super::sink::report;
+use super::Store;
+
+/// How often, in microseconds, the flash tier's maintenance thread looks
+/// for work when not woken (memcached's `ext_max_sleep`, as kura has it).
+pub const FLASH_MAINTAIN_EVERY_US: u64 = 200_000;
+const MAINTAIN_EVERY: Duration = Duration::from_micros(FLASH_MAINTAIN_EVERY_US);
+
+/// How one attempt to read a record back ended.
+enum Attempt {
+    Done(Option<Hit>),
+    /// The key's record moved while it was read: try again.
+    Moved,
+}
+
+/// What to do with a record read back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Back {
+    /// Answer a read: back into RAM one in `recache_rate` repeated hits.
+    Read,
+    /// A command will change the entry: back into RAM now, or forgotten.
+    ForChange,
+}
+
+impl Store {
+    /// Adds a flash tier: evicted values of at least
+    /// [`FlashConfig::item_size`] bytes go to its files, and are read back
+    /// from there. Starts the tier's writer and the store's maintenance
+    /// thread. A store takes one tier, before it holds anything.
+    ///
+    /// # Errors
+    /// A file that cannot be opened, or settings out of range; or the store
+    /// already has a tier or holds entries (`AlreadyExists`).
+    pub fn attach_flash(self: &Arc<Self>, config: FlashConfig) -> io::Result<()> {
+        let _serial = self.flush_lock.lock();
+        let mut guards = self.lock_all();
+        if self.flash.get().is_some() || guards.iter().any(|s| s.len() > 0) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a flash tier is added to an empty store without one",
+            ));
+        }
+        let tier = Tier::open(config)?;
+        for shard in guards.iter_mut() {
+            shard.flash = Some(Box::new(ShardFlash::new(Arc::clone(&tier))));
+        }
+        let _ = self.flash.set(Arc::clone(&tier));
+        drop(guards);
+        let store = Arc::downgrade(self);
+        let thread = std::thread::Builder::new()
+            .name("kura-flash".into())
+            .spawn(move || maintain(store))?;
+        *tier.maintainer.lock() = Some(thread.thread().clone());
+        Ok(())
+    }
+
+    /// The flash tier's figures, if the store has one.
+    pub fn flash_stats(&self) -> Option<FlashStats> {
+        let tier = self.flash.get()?;
+        let mut stats = tier.stats();
+        stats.index_bytes = self
+            .shards
+            .iter()
+            .map(|c| c.0.read().flash.as_ref().map_or(0, |f| f.bytes()) as u64)
+            .sum();
+        Some(stats)
+    }
+
+    /// The flash tier's settings as it runs them (defaults resolved).
+    pub fn flash_config(&self) -> Option<&FlashConfig> {
+        self.flash.get().map(|t| &t.config)
+    }
+
+    /// Fault injection into the flash tier's device (tests).
+    #[doc(hidden)]
+    pub fn flash_faults(&self) -> Option<&Faults> {
+        self.flash.get().map(|t| t.faults())
+    }
+
+    /// Hands every flash write buffer to the device and waits for the
+    /// writes (tests and benchmarks: afterwards reads go to the files).
+    #[doc(hidden)]
+    pub fn flash_sync(&self) {
+        if let Some(t) = self.flash.get() {
+            t.flush_open();
+            t.drain();
+        }
+    }
+
+    /// Runs the maintenance thread's work once, now (tests).
+    #[doc(hidden)]
+    pub fn flash_maintain(&self) {
+        if let Some(t) = self.flash.get() {
+            self.maintain_once(t);
+        }
+    }
+
+    /// Reads `key` back from flash after RAM missed: a hit, or `None`.
+    /// With [`Back::ForChange`] the record comes back into RAM (or is
+    /// forgotten if it cannot) and the caller reads RAM again.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn read_flash(&self, key: &[u8], back: Back, r: &Report) -> Option<Hit> {
+        let tier = self.flash.get()?;
+        // A record moved by compaction while it was read is read again
+        // where it went (a few times at most).
+        for _ in 0..4 {
+            match self.read_back(tier, key, back, r) {
+                Attempt::Done(hit) => return hit,
+                Attempt::Moved => {}
+            }
+        }
+        None
+    }
+
+    /// One attempt of [`Store::read_flash`].
+    fn read_back(&self, tier: &Tier, key: &[u8], back: Back, r: &Report) -> Attempt {
+        let loc = {
+            let (mut shard, hash, now) = self.shard(key, r);
+            if shard.find(hash, key).is_some() {
+                return Attempt::Done(None);
+            }
+            let Some(f) = shard.flash.as_deref_mut() else {
+                return Attempt::Done(None);
+            };
+            let Some(l) = f.map.get_mut(&hash) else {
+                return Attempt::Done(None);
+            };
+            if is_expired(l.exptime, now) || !tier.holds(l) {
+                f.forget(hash);
+                return Attempt::Done(None);
+            }
+            l.hits += 1;
+            *l
+        };
+        let c = &tier.counters;
+        let read = tier.read(&loc, key);
+        let (mut shard, hash, now) = self.shard(key, r);
+        let now_at = shard.flash.as_ref().and_then(|f| f.map.get(&hash)).copied();
+        if now_at.is_some_and(|l| !l.same(&loc)) && shard.find(hash, key).is_none() {
+            // Moved (compaction) or replaced while it was read.
+            return Attempt::Moved;
+        }
+        c.get_extstore.fetch_add(1, Relaxed);
+        let bytes = match read {
+            Ok(b) => b,
+            Err(miss) => {
+                c.miss_from_extstore.fetch_add(1, Relaxed);
+                if miss == ReadMiss::BadCrc {
+                    c.badcrc_from_extstore.fetch_add(1, Relaxed);
+                }
+                if let Some(f) = shard.flash.as_deref_mut() {
+                    f.forget_if(hash, &loc);
+                }
+                return Attempt::Done(None);
+            }
+        };
+        let Ok(rec) = record::decode(&bytes) else {
+            return Attempt::Done(None);
+        };
+        if now_at.is_none() || shard.find(hash, key).is_some() {
+            // Deleted, or stored in RAM, while it was read: RAM wins.
+            return Attempt::Done(None);
+        }
+        let marks = rec.fields.marks & (KEY_BINARY | FETCHED);
+        let hit = Hit {
+            item: Item::new(key, rec.fields.flags, rec.value),
+            cas: rec.fields.cas,
+            exptime: loc.exptime,
+            exptime_before: loc.exptime,
+            last_access: loc.last_access,
+            fetched: marks & FETCHED != 0 || loc.hits > 1,
+            stale: false,
+            won: false,
+            token_sent: false,
+            created: false,
+            binary_key: marks & KEY_BINARY != 0,
+        };
+        let recache = match back {
+            Back::ForChange => true,
+            Back::Read => loc.hits >= 2 && tier.recache_tick(),
+        };
+        if recache {
+            let parts = [rec.value];
+            let contents = shard.contents(key, rec.fields.flags, &parts);
+            match shard.alloc(&contents, now, None) {
+                Some(item) => {
+                    shard.observe_cas(rec.fields.cas);
+                    // `put` forgets the flash record.
+                    shard.put(
+                        hash,
+                        None,
+                        item,
+                        loc.exptime,
+                        rec.fields.cas,
+                        marks | FETCHED,
+                        now,
+                    );
+                    c.recache_from_extstore.fetch_add(1, Relaxed);
+                }
+                None if back == Back::ForChange => {
+                    if let Some(f) = shard.flash.as_deref_mut() {
+                        f.forget(hash);
+                    }
+                }
+                None => {}
+            }
+            if let Some(sink) = self.sink() {
+                // Evictions made for it are heard before anything else.
+                report(&mut shard, sink, r, hash, key, false);
+            }
+        } else if let Some(l) = shard
+            .flash
+            .as_deref_mut()
+            .and_then(|f| f.map.get_mut(&hash))
+        {
+            l.last_access = now;
+        }
+        Attempt::Done(Some(hit))
+    }
+
+    /// Before a command that changes `key`'s entry: its record, if on
+    /// flash, back in RAM (the command then sees it as memcached would).
+    #[inline]
+    pub(super) fn back_for_change(&self, key: &[u8], r: &Report) {
+        if self.flash.get().is_some() {
+            self.read_flash(key, Back::ForChange, r);
+        }
+    }
+
+    /// Before a delete: a plain one forgets the key's record on flash
+    /// without reading it (true if there was one, live); any other (CAS,
+    /// invalidation) brings it back into RAM first.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn delete_on_flash(&self, key: &[u8], req: &DeleteRequest, r: &Report) -> bool {
+        if *req != DeleteRequest::default() {
+            self.read_flash(key, Back::ForChange, r);
+            return false;
+        }
+        let (mut shard, hash, now) = self.shard(key, r);
+        if shard.find(hash, key).is_some() {
+            return false;
+        }
+        let Some(f) = shard.flash.as_deref_mut() else {
+            return false;
+        };
+        let Some(l) = f.map.get(&hash).copied() else {
+            return false;
+        };
+        f.forget(hash);
+        f.tier.holds(&l) && !is_expired(l.exptime, now)
+    }
+
+    /// One round of maintenance: the shards' maps purged of dropped
+    /// pages, then pages compacted while free pages are few.
+    fn maintain_once(&self, tier: &Tier) {
+        if tier.purge_due.swap(false, Relaxed) {
+            for cell in self.shards.iter() {
+                if let Some(f) = cell.0.write().flash.as_deref_mut() {
+                    f.purge();
+                }
+            }
+        }
+        // Bounded: a round compacts at most every page once.
+        for _ in 0..tier.config.files.len().max(1) * 1024 {
+            let Some((page, gen, filled)) = tier.take_for_compaction() else {
+                break;
+            };
+            self.compact(tier, page, gen, filled);
+        }
+    }
+
+    /// Rewrites the live records of `page` into the open page and frees
+    /// it; records never read are dropped instead when `drop_unread` is on
+    /// and free pages are under `drop_under`.
+    fn compact(&self, tier: &Tier, page: u32, gen: u32, filled: u64) {
+        let c = &tier.counters;
+        let drop_unread = tier.dropping_unread();
+        let chunk = tier.config.wbuf_size.min(filled as usize);
+        let mut buf = vec![0u8; chunk];
+        let mut off = 0u64;
+        'page: while off < filled {
+            let want = chunk.min((filled - off) as usize);
+            let got = match tier.read_raw(page, off, &mut buf[..want]) {
+                Some(n) if n > 0 => n,
+                _ => break,
+            };
+            let mut at = 0usize;
+            while at < got {
+                if got - at < record::HEADER && off + (got as u64) < filled {
+                    // A header cut by the chunk's end: read on from it.
+                    break;
+                }
+                let Some(len) = record::len_at(&buf[at..got]) else {
+                    // Not a record's header: the rest of the page is lost.
+                    c.compact_lost.fetch_add(1, Relaxed);
+                    break 'page;
+                };
+                if at + len > got {
+                    if at == 0 {
+                        c.compact_lost.fetch_add(1, Relaxed);
+                        break 'page;
+                    }
+                    break;
+                }
+                let bytes = &buf[at..at + len];
+                let rec_off = off + at as u64;
+                at += len;
+                let Ok(rec) = record::decode(bytes) else {
+                    c.compact_lost.fetch_add(1, Relaxed);
+                    continue;
+                };
+                self.rescue(tier, page, gen, rec_off as u32, bytes, &rec, drop_unread);
+            }
+            off += at as u64;
+        }
+        tier.free_page(page, gen);
+        tier.wake_maintainer();
+    }
+
+    /// Moves one record of a page being compacted, if a shard still names
+    /// it there.
+    #[allow(clippy::too_many_arguments)]
+    fn rescue(
+        &self,
+        tier: &Tier,
+        page: u32,
+        gen: u32,
+        off: u32,
+        bytes: &[u8],
+        rec: &record::Record<'_>,
+        drop_unread: bool,
+    ) {
+        let c = &tier.counters;
+        let hash = self.hasher.hash_one(rec.key);
+        let now = self.clock.now();
+        let mut shard = self.cell(hash).write();
+        let Some(f) = shard.flash.as_deref_mut() else {
+            return;
+        };
+        let Some(l) = f.map.get(&hash).copied() else {
+            return;
+        };
+        if (l.page, l.gen, l.off) != (page, gen, off) {
+            return;
+        }
+        if is_expired(l.exptime, now) || (drop_unread && l.hits == 0) {
+            c.compact_skipped.fetch_add(1, Relaxed);
+            f.forget(hash);
+            return;
+        }
+        match tier.append(bytes.len(), |out| out.extend_from_slice(bytes)) {
+            Some(new) => {
+                c.compact_rescues.fetch_add(1, Relaxed);
+                f.insert(
+                    hash,
+                    Loc {
+                        exptime: l.exptime,
+                        last_access: l.last_access,
+                        hits: l.hits,
+                        ..new
+                    },
+                );
+            }
+            None => {
+                c.compact_lost.fetch_add(1, Relaxed);
+                f.forget(hash);
+            }
+        }
+    }
+}
+
+/// Writes the record of an entry being evicted to flash: its place, or
+/// `None` when it is not for flash or cannot be written now. Called by the
+/// shard under its lock (`shard/room.rs`).
+pub(crate) fn spill(
+    tier: &Tier,
+    key: &[u8],
+    value: &[u8],
+    fields: &Fields,
+    last_access: u32,
+) -> Option<Loc> {
+    if value.len() < tier.config.item_size {
+        return None;
+    }
+    let len = record::len(key.len(), value.len());
+    let loc = tier.append(len, |out| record::encode(out, key, value, fields))?;
+    Some(Loc {
+        exptime: fields.exptime,
+        last_access,
+        ..loc
+    })
+}
+
+/// The maintenance thread: purges and compacts when woken, or every
+/// [`MAINTAIN_EVERY`]; ends with the store.
+fn maintain(store: Weak<Store>) {
+    loop {
+        std::thread::park_timeout(MAINTAIN_EVERY);
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        if let Some(tier) = store.flash.get() {
+            store.maintain_once(tier);
+        }
+    }
+}
