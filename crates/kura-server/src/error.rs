@@ -48,4 +48,7 @@ pub enum ServerError {
     Keyspace(#[from] kura_keyspace::OpenError),
     #[error(transparent)]
     ReplicaOf(#[from] kura_keyspace::ReplicaOfError),
+    /// The flash tier's files (`--ext-path`) could not be opened.
+    #[error("flash tier (ext_path): {0}")]
+    Flash(std::io::Error),
 }

@@ -157,8 +157,9 @@ pub struct ServerArgs {
     /// ssl_key=<file> (PEM), ssl_ca_cert=<file> (PEM CAs for client
     /// certificates), ssl_verify_mode=<0|1|2|3> (none, request, require,
     /// once), ssl_min_version=<0|1|2|3> (tlsv1.0 to tlsv1.3; kura's floor is
-    /// tlsv1.2); memcached's tuning options for its slab allocator and LRU
-    /// maintainer are accepted and ignored
+    /// tlsv1.2); ext_path=<file:size> and memcached's other ext_* options
+    /// (the flash tier, docs/server.md); memcached's tuning options for its
+    /// slab allocator and LRU maintainer are accepted and ignored
     #[arg(short = 'o', long = "extended", value_name = "opts")]
     pub extended: Vec<String>,
     /// read settings from a TOML file (flags given here win)
@@ -272,6 +273,12 @@ pub struct ServerArgs {
     /// off)
     #[arg(long = "metrics-listen", value_name = "addr")]
     pub metrics_listen: Option<String>,
+    /// a flash tier (memcached's extstore): values of evicted items of
+    /// ext_item_size bytes or more (512) go to FILE, of SIZE with a unit,
+    /// 64m, 1g...; repeat for more files (as -o ext_path=FILE:SIZE; see
+    /// docs/server.md for the other ext_* options)
+    #[arg(long = "ext-path", value_name = "FILE:SIZE")]
+    pub ext_path: Vec<String>,
 }
 
 /// A command line that cannot be turned into settings.
@@ -295,6 +302,10 @@ pub enum CliError {
     Protocol(#[from] crate::config::UnknownProtocol),
     #[error("{0} is not available yet in kura")]
     Unsupported(&'static str),
+    #[error("{0}")]
+    ExtPath(String),
+    #[error("-o {0}: {1}")]
+    UnsupportedExt(String, &'static str),
     #[error("-o {0} is not supported by kura's TLS (rustls); kura takes ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat=1 (PEM), ssl_session_cache and ssl_wbuf_size (ignored)")]
     UnsupportedSsl(String),
     #[error("cannot read config file {0}: {1}")]
@@ -363,6 +374,10 @@ impl ServerArgs {
         self.apply_net(&mut c)?;
         self.apply_limits(&mut c)?;
         self.apply_keyspace(&mut c)?;
+        for p in &self.ext_path {
+            crate::config::parse_ext_path(p).map_err(CliError::ExtPath)?;
+            c.flash.paths.push(p.clone());
+        }
         self.apply_suboptions(&mut c, &mut warnings)?;
         let process = ProcessOptions {
             daemonize: self.daemon,

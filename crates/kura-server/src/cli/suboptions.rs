@@ -123,9 +123,7 @@ fn suboption(
             };
         }
         n if n.starts_with("ssl_") => ssl_suboption(c, n, value, warnings)?,
-        n if n.starts_with("ext_") => {
-            return Err(CliError::Unsupported("external storage (-o ext_*)"))
-        }
+        n if n.starts_with("ext_") => ext_suboption(c, n, value, warnings)?,
         n if IGNORED_SUBOPTIONS.contains(&n) => {
             warnings.push(format!("-o {n} tunes memcached internals; kura ignores it"));
         }
@@ -175,6 +173,61 @@ fn ssl_suboption(
             warnings.push("-o ssl_wbuf_size tunes memcached's TLS buffers; kura ignores it".into());
         }
         other => return Err(CliError::UnsupportedSsl(other.to_string())),
+    }
+    Ok(())
+}
+
+/// Applies one `-o ext_*` sub-option (the flash tier), with memcached's
+/// meaning and units, or refuses it with the reason.
+fn ext_suboption(
+    c: &mut ServerConfig,
+    name: &str,
+    value: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    let bad = || CliError::BadSuboption(name.into(), value.into());
+    let f = &mut c.flash;
+    match name {
+        "ext_path" => {
+            crate::config::parse_ext_path(value).map_err(CliError::ExtPath)?;
+            f.paths.push(value.to_string());
+        }
+        "ext_item_size" => f.item_size = value.parse().map_err(|_| bad())?,
+        "ext_page_size" => f.page_size_mb = value.parse().map_err(|_| bad())?,
+        "ext_wbuf_size" => f.wbuf_size_mb = value.parse().map_err(|_| bad())?,
+        "ext_compact_under" => f.compact_under = value.parse().map_err(|_| bad())?,
+        "ext_drop_under" => f.drop_under = value.parse().map_err(|_| bad())?,
+        "ext_max_frag" => f.max_frag = value.parse().map_err(|_| bad())?,
+        "ext_recache_rate" => f.recache_rate = value.parse().map_err(|_| bad())?,
+        // memcached takes the flag alone (and ignores a value).
+        "ext_drop_unread" => f.drop_unread = true,
+        "ext_threads" | "ext_io_depth" | "ext_max_sleep" => {
+            value.parse::<u32>().map_err(|_| bad())?;
+            warnings.push(format!(
+                "-o {name} tunes memcached's extstore threads; kura reads a value from flash on the worker that needs it (one pread) and ignores it"
+            ));
+        }
+        // memcached's default is "no age limit".
+        "ext_item_age" if value == u32::MAX.to_string() => {}
+        "ext_item_age" => {
+            return Err(CliError::UnsupportedExt(
+                name.into(),
+                "kura moves a value to flash when the cache evicts it (memcached's behaviour when memory is low); it does not move idle values earlier",
+            ))
+        }
+        "ext_low_ttl" if value == "0" => {}
+        "ext_low_ttl" => {
+            return Err(CliError::UnsupportedExt(
+                name.into(),
+                "kura's flash pages are one pool; values with short TTLs are not kept apart",
+            ))
+        }
+        _ => {
+            return Err(CliError::UnsupportedExt(
+                name.into(),
+                "not an extstore option kura knows",
+            ))
+        }
     }
     Ok(())
 }

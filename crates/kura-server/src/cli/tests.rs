@@ -323,3 +323,43 @@ fn sizes() {
     assert_eq!(parse_size("1m"), Some(1024 * 1024));
     assert_eq!(parse_size("x"), None);
 }
+
+#[test]
+fn flash_tier_options_with_memcacheds_meanings() {
+    let c = parse(&[
+        "--ext-path",
+        "/a/f:1g",
+        "-o",
+        "ext_path=/b/f:64m,ext_item_size=1024,ext_wbuf_size=8,ext_page_size=32",
+        "-o",
+        "ext_compact_under=3,ext_drop_under=2,ext_max_frag=0.5,ext_drop_unread,ext_recache_rate=10",
+        "-o",
+        "ext_threads=4,ext_item_age=4294967295,ext_low_ttl=0",
+    ])
+    .unwrap();
+    let f = &c.flash;
+    assert_eq!(f.paths, vec!["/a/f:1g".to_string(), "/b/f:64m".to_string()]);
+    assert_eq!((f.item_size, f.wbuf_size_mb, f.page_size_mb), (1024, 8, 32));
+    assert_eq!((f.compact_under, f.drop_under, f.recache_rate), (3, 2, 10));
+    assert!(f.drop_unread && f.max_frag == 0.5);
+    let store = c.flash_config().expect("a tier");
+    assert_eq!(store.files.len(), 2);
+    assert_eq!(store.files[0], (PathBuf::from("/a/f"), 1 << 30));
+    assert_eq!((store.wbuf_size, store.page_size), (8 << 20, 32 << 20));
+    // Without a path there is no tier.
+    assert!(parse(&[]).unwrap().flash_config().is_none());
+    // Refused, each with its reason.
+    for (bad, reason) in [
+        ("ext_item_age=3600", "when the cache evicts it"),
+        ("ext_low_ttl=60", "one pool"),
+        ("ext_path=/a/f", "must supply size"),
+        ("ext_path=/a/f:1g:compact", "one pool"),
+        ("ext_bogus=1", "not an extstore option"),
+        ("ext_item_size=x", "invalid value"),
+    ] {
+        let e = parse(&["-o", bad]).unwrap_err();
+        assert!(e.contains(reason), "{bad}: {e}");
+    }
+    let e = parse(&["--ext-path", "/a/f:12"]).unwrap_err();
+    assert!(e.contains("must supply size"), "{e}");
+}

@@ -7,6 +7,7 @@
 //! dir, replication, tables, and the `KeyspaceConfig` built from them
 //! (keyspace.rs).
 
+mod flash;
 mod keyspace;
 mod limits;
 mod net;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use flash::{parse_ext_path, FlashSettings};
 pub use kura_keyspace::TableSpec;
 
 use crate::tls::TlsConfig;
@@ -265,6 +267,9 @@ pub struct ServerConfig {
     /// Serve Prometheus metrics at `http://ADDR/metrics`
     /// (`--metrics-listen`, `host:port`); none: off.
     pub metrics_listen: Option<String>,
+    /// The flash tier (`--ext-path`, `-o ext_*`, `[flash]`); off without
+    /// a path.
+    pub flash: FlashSettings,
 }
 
 impl Default for ServerConfig {
@@ -321,6 +326,7 @@ impl Default for ServerConfig {
             log_max_lag_bytes: 0,
             tables: Vec::new(),
             metrics_listen: None,
+            flash: FlashSettings::default(),
         }
     }
 }
@@ -386,6 +392,8 @@ pub enum ConfigError {
     LogMaxLag(String),
     #[error("table '{0}': {1}")]
     Table(String, String),
+    #[error("{0}")]
+    Flash(String),
 }
 
 impl ServerConfig {
@@ -396,6 +404,7 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_limits()?;
         self.validate_net()?;
+        self.validate_flash()?;
         self.validate_keyspace()
     }
 }

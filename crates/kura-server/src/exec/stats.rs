@@ -7,7 +7,7 @@
 
 use kura_proto::{reply, Stats};
 
-use kura_store::StoreStats;
+use kura_store::{FlashStats, StoreStats};
 
 use super::Session;
 use crate::metrics::StatsTotals;
@@ -44,9 +44,10 @@ fn general(s: &mut Session<'_>) {
     let t = sh.totals();
     let st = sh.store.stats();
     let o = &mut s.out;
+    let flash = sh.store.flash_stats();
     process(o, sh, now);
-    commands(o, &t, &st);
-    server(o, sh, now, &t, &st);
+    commands(o, &t, &st, flash.as_ref());
+    server(o, sh, now, &t, &st, flash.as_ref());
     items(o, &st);
     kura_own(o, sh, &st);
     if let Some(d) = sh.keyspace.durable() {
@@ -92,7 +93,7 @@ fn process(o: &mut Output, sh: &Shared, now: u32) {
 }
 
 /// Commands and their outcomes.
-fn commands(o: &mut Output, t: &StatsTotals, st: &StoreStats) {
+fn commands(o: &mut Output, t: &StatsTotals, st: &StoreStats, flash: Option<&FlashStats>) {
     reply::stat(o, "cmd_get", t.cmd_get);
     reply::stat(o, "cmd_set", t.cmd_set);
     reply::stat(o, "cmd_flush", t.cmd_flush);
@@ -102,6 +103,9 @@ fn commands(o: &mut Output, t: &StatsTotals, st: &StoreStats) {
     reply::stat(o, "get_misses", t.get_misses);
     reply::stat(o, "get_expired", st.get_expired);
     reply::stat(o, "get_flushed", st.get_flushed);
+    if let Some(f) = flash {
+        flash_reads(o, f);
+    }
     reply::stat(o, "delete_misses", t.delete_misses);
     reply::stat(o, "delete_hits", t.delete_hits);
     reply::stat(o, "incr_misses", t.incr_misses);
@@ -120,7 +124,14 @@ fn commands(o: &mut Output, t: &StatsTotals, st: &StoreStats) {
 }
 
 /// The server: traffic, threads, the hash table, watchers, TLS.
-fn server(o: &mut Output, sh: &Shared, now: u32, t: &StatsTotals, st: &StoreStats) {
+fn server(
+    o: &mut Output,
+    sh: &Shared,
+    now: u32,
+    t: &StatsTotals,
+    st: &StoreStats,
+    flash: Option<&FlashStats>,
+) {
     // As memcached: only with an idle timeout.
     if sh.config.idle_timeout > 0 {
         reply::stat(o, "idle_kicks", t.idle_kicks);
@@ -161,6 +172,9 @@ fn server(o: &mut Output, sh: &Shared, now: u32, t: &StatsTotals, st: &StoreStat
     reply::stat(o, "log_watcher_skipped", load(&w.skipped));
     reply::stat(o, "log_watcher_sent", load(&w.sent));
     reply::stat(o, "log_watchers", w.len());
+    if let Some(f) = flash {
+        flash_tier(o, f);
+    }
     // Where memcached 1.6.18 puts its TLS figures.
     if let Some(tls) = &sh.tls {
         let errors = load(&sh.counters.ssl_handshake_errors);
@@ -172,6 +186,48 @@ fn server(o: &mut Output, sh: &Shared, now: u32, t: &StatsTotals, st: &StoreStat
         );
     }
     zeros(o, &["unexpected_napi_ids", "round_robin_fallback"]);
+}
+
+/// The flash tier's reads, where memcached 1.6.18 puts its extstore's.
+fn flash_reads(o: &mut Output, f: &FlashStats) {
+    reply::stat(o, "get_extstore", f.get_extstore);
+    // kura never gives up a read it started, nor lacks memory for one.
+    reply::stat(o, "get_aborted_extstore", 0);
+    reply::stat(o, "get_oom_extstore", 0);
+    reply::stat(o, "recache_from_extstore", f.recache_from_extstore);
+    reply::stat(o, "miss_from_extstore", f.miss_from_extstore);
+    reply::stat(o, "badcrc_from_extstore", f.badcrc_from_extstore);
+}
+
+/// The flash tier's figures, memcached 1.6.18's `extstore_*` lines in its
+/// order, then kura's own.
+fn flash_tier(o: &mut Output, f: &FlashStats) {
+    for (name, v) in [
+        ("extstore_compact_lost", f.compact_lost),
+        ("extstore_compact_rescues", f.compact_rescues),
+        ("extstore_compact_skipped", f.compact_skipped),
+        ("extstore_page_allocs", f.page_allocs),
+        ("extstore_page_evictions", f.page_evictions),
+        ("extstore_page_reclaims", f.page_reclaims),
+        ("extstore_pages_free", f.pages_free),
+        ("extstore_pages_used", f.pages_used),
+        ("extstore_objects_evicted", f.objects_evicted),
+        ("extstore_objects_read", f.objects_read),
+        ("extstore_objects_written", f.objects_written),
+        ("extstore_objects_used", f.objects_used),
+        ("extstore_bytes_evicted", f.bytes_evicted),
+        ("extstore_bytes_written", f.bytes_written),
+        ("extstore_bytes_read", f.bytes_read),
+        ("extstore_bytes_used", f.bytes_used),
+        ("extstore_bytes_fragmented", f.bytes_fragmented),
+        ("extstore_limit_maxbytes", f.limit_maxbytes),
+        ("extstore_io_queue", f.io_queue),
+        ("extstore_write_errors", f.write_errors),
+        ("extstore_writes_dropped", f.writes_dropped),
+        ("extstore_index_bytes", f.index_bytes),
+    ] {
+        reply::stat(o, name, v);
+    }
 }
 
 /// The items and what left.

@@ -88,21 +88,7 @@ pub(super) fn settings(s: &mut Session<'_>) {
     reply::stat(o, "read_buf_mem_limit", 0);
     reply::stat(o, "track_sizes", "no");
     reply::stat(o, "inline_ascii_response", "no");
-    for name in [
-        "ext_item_size",
-        "ext_item_age",
-        "ext_low_ttl",
-        "ext_recache_rate",
-        "ext_wbuf_size",
-        "ext_compact_under",
-        "ext_drop_under",
-        "ext_max_sleep",
-    ] {
-        reply::stat(o, name, 0);
-    }
-    reply::stat(o, "ext_max_frag", "0.00");
-    reply::stat(o, "slab_automove_freeratio", "0.000");
-    reply::stat(o, "ext_drop_unread", "no");
+    ext_settings(o, s.shared);
     tls_settings(o, &c.tls);
     reply::stat(o, "num_napi_ids", "(null)");
     reply::stat(o, "memory_file", "(null)");
@@ -123,6 +109,32 @@ pub(super) fn settings(s: &mut Session<'_>) {
         crate::config::WorkerLoop::Tasks
     };
     reply::stat(o, "worker_loop", worker_loop.name());
+}
+
+/// memcached's `ext_*` lines, in its order (`slab_automove_freeratio`
+/// comes between them): the flash tier's settings as it runs them, or
+/// as configured when there is no tier.
+fn ext_settings(o: &mut Vec<u8>, shared: &crate::shared::Shared) {
+    let f = &shared.config.flash;
+    let running = shared.store.flash_config();
+    let (compact_under, drop_under) = running.map_or((f.compact_under, f.drop_under), |r| {
+        (r.compact_under, r.drop_under)
+    });
+    reply::stat(o, "ext_item_size", f.item_size);
+    reply::stat(o, "ext_item_age", u32::MAX);
+    reply::stat(o, "ext_low_ttl", 0);
+    reply::stat(o, "ext_recache_rate", f.recache_rate);
+    reply::stat(o, "ext_wbuf_size", f.wbuf_size_mb << 20);
+    reply::stat(o, "ext_compact_under", compact_under);
+    reply::stat(o, "ext_drop_under", drop_under);
+    reply::stat(o, "ext_max_sleep", kura_store::FLASH_MAINTAIN_EVERY_US);
+    reply::stat(o, "ext_max_frag", format!("{:.2}", f.max_frag));
+    reply::stat(o, "slab_automove_freeratio", "0.000");
+    reply::stat(
+        o,
+        "ext_drop_unread",
+        if f.drop_unread { "yes" } else { "no" },
+    );
 }
 
 /// memcached's `ssl_*` settings lines. `ssl_ciphers` and `ssl_wbuf_size`

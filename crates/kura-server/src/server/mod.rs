@@ -132,6 +132,11 @@ impl Server {
         // read: a server that cannot start should not have loaded the data.
         // (Tables are opened once the data dir is locked: their files may
         // live in it.)
+        // The flash tier, on the store still empty (its files emptied:
+        // a cache, never read back).
+        if let Some(flash) = config.flash_config() {
+            store.attach_flash(flash).map_err(ServerError::Flash)?;
+        }
         let keyspace = Keyspace::open(keyspace_config(&config)?, store)?;
         // Connections are taken only now that the data is loaded: a
         // health check that only connects does not call a loading server

@@ -28,6 +28,7 @@
 mod device;
 pub(crate) mod index;
 pub(crate) mod record;
+mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -43,6 +44,8 @@ use parking_lot::{Condvar, Mutex};
 use device::Device;
 pub use device::Faults;
 use index::Loc;
+use stats::Counters;
+pub use stats::FlashStats;
 
 /// The flash tier's settings, memcached's `ext_*` options.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,66 +98,6 @@ impl Default for FlashConfig {
             write_queue: 4,
         }
     }
-}
-
-/// The tier's counters, memcached's `extstore_*` names without the prefix.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub page_allocs: AtomicU64,
-    pub page_evictions: AtomicU64,
-    pub page_reclaims: AtomicU64,
-    pub objects_evicted: AtomicU64,
-    pub objects_read: AtomicU64,
-    pub objects_written: AtomicU64,
-    pub bytes_evicted: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub compact_lost: AtomicU64,
-    pub compact_rescues: AtomicU64,
-    pub compact_skipped: AtomicU64,
-    pub get_extstore: AtomicU64,
-    pub recache_from_extstore: AtomicU64,
-    pub miss_from_extstore: AtomicU64,
-    pub badcrc_from_extstore: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub writes_dropped: AtomicU64,
-    recache_tick: AtomicU64,
-}
-
-/// A snapshot of the tier for `stats` (memcached's extstore lines, and
-/// kura's own after them).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FlashStats {
-    pub page_allocs: u64,
-    pub page_evictions: u64,
-    pub page_reclaims: u64,
-    pub pages_free: u64,
-    pub pages_used: u64,
-    pub objects_evicted: u64,
-    pub objects_read: u64,
-    pub objects_written: u64,
-    pub objects_used: u64,
-    pub bytes_evicted: u64,
-    pub bytes_written: u64,
-    pub bytes_read: u64,
-    pub bytes_used: u64,
-    pub bytes_fragmented: u64,
-    pub limit_maxbytes: u64,
-    pub io_queue: u64,
-    pub compact_lost: u64,
-    pub compact_rescues: u64,
-    pub compact_skipped: u64,
-    pub get_extstore: u64,
-    pub recache_from_extstore: u64,
-    pub miss_from_extstore: u64,
-    pub badcrc_from_extstore: u64,
-    /// Write buffers the device refused (their records became misses).
-    pub write_errors: u64,
-    /// Evicted values not written: the writer was `write_queue` buffers
-    /// behind, or the record was larger than a write buffer.
-    pub writes_dropped: u64,
-    /// RAM the shards' maps of flash records take.
-    pub index_bytes: u64,
 }
 
 /// One page's state.
@@ -545,51 +488,6 @@ impl Tier {
         st.free.push(page);
         self.purge_due.store(true, Relaxed);
         self.wake_maintainer();
-    }
-
-    /// The tier's figures; `index_bytes` is the caller's.
-    pub(crate) fn stats(&self) -> FlashStats {
-        let c = &self.counters;
-        let l = |a: &AtomicU64| a.load(Relaxed);
-        let (free, io_queue) = {
-            let st = self.st.lock();
-            (st.free.len() as u64, st.pending.len() as u64)
-        };
-        let n = self.pages.len() as u64;
-        let (mut live, mut objects, mut filled) = (0, 0, 0);
-        for p in self.pages.iter() {
-            live += l(&p.live);
-            objects += l(&p.objects);
-            filled += l(&p.filled);
-        }
-        FlashStats {
-            page_allocs: l(&c.page_allocs),
-            page_evictions: l(&c.page_evictions),
-            page_reclaims: l(&c.page_reclaims),
-            pages_free: free,
-            pages_used: n - free,
-            objects_evicted: l(&c.objects_evicted),
-            objects_read: l(&c.objects_read),
-            objects_written: l(&c.objects_written),
-            objects_used: objects,
-            bytes_evicted: l(&c.bytes_evicted),
-            bytes_written: l(&c.bytes_written),
-            bytes_read: l(&c.bytes_read),
-            bytes_used: live,
-            bytes_fragmented: filled.saturating_sub(live),
-            limit_maxbytes: n * self.config.page_size,
-            io_queue,
-            compact_lost: l(&c.compact_lost),
-            compact_rescues: l(&c.compact_rescues),
-            compact_skipped: l(&c.compact_skipped),
-            get_extstore: l(&c.get_extstore),
-            recache_from_extstore: l(&c.recache_from_extstore),
-            miss_from_extstore: l(&c.miss_from_extstore),
-            badcrc_from_extstore: l(&c.badcrc_from_extstore),
-            write_errors: l(&c.write_errors),
-            writes_dropped: l(&c.writes_dropped),
-            index_bytes: 0,
-        }
     }
 
     /// Waits until every buffer handed to the writer is written (tests and

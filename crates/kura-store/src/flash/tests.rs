@@ -1,3 +1,4 @@
+#![cfg(not(miri))] // files and a writer thread; the flash tier has no unsafe code
 //! The flash tier under a store: values come back byte for byte through
 //! page drops and compactions, damaged or short reads are misses, write
 //! failures lose records rather than serve them, and commands see an entry
