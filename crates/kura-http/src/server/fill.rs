@@ -132,14 +132,7 @@ pub(super) async fn run(
         &parts,
         (request_time, response_time),
     );
-    // Compressed on the way in: the flight and the store hold the gzip bytes.
-    let mut encoder = None;
-    if let Some((kept, _)) = &mut store {
-        if proxy.config.compression.compresses(parts.status, kept) {
-            proxy.config.compression.mark(kept);
-            encoder = Some(proxy.config.compression.encoder());
-        }
-    }
+    let mut encoder = compressor(&proxy, parts.status, store.as_mut());
     let (send_headers, outcome) = match &store {
         Some((kept, freshness)) => {
             let mut sent = kept.clone();
@@ -162,9 +155,7 @@ pub(super) async fn run(
     let lease = Lease::of(&parts.extensions);
     let (complete, last) =
         stream_body(backend, lease, &producer, body, &mut encoder, &mut check).await;
-    if let Some(why) = check.failed() {
-        tracing::warn!("backend body not stored: {why}");
-        proxy.stats.encoding_refused.fetch_add(1, Ordering::Relaxed);
+    if refused(&proxy, &check) {
         store = None;
     }
     // Stored before the last chunk is pushed and the flight ends, so a reader that has the
@@ -200,6 +191,32 @@ pub(super) async fn run(
         producer.push(last).await;
     }
     producer.finish(complete);
+}
+
+/// Compressed on the way in: the flight and the store hold the compressed bytes, the stored
+/// fields are marked ([`compress::Compression::mark`]).
+fn compressor(
+    proxy: &Proxy,
+    status: StatusCode,
+    store: Option<&mut (HeaderMap, Freshness)>,
+) -> Option<Encoder> {
+    let (kept, _) = store?;
+    let compression = &proxy.config.compression;
+    if !compression.compresses(status, kept) {
+        return None;
+    }
+    compression.mark(kept);
+    Some(compression.encoder())
+}
+
+/// Whether the check refuses the body for the store (logged and counted).
+fn refused(proxy: &Proxy, check: &Check) -> bool {
+    let Some(why) = check.failed() else {
+        return false;
+    };
+    tracing::warn!("backend body not stored: {why}");
+    proxy.stats.encoding_refused.fetch_add(1, Ordering::Relaxed);
+    true
 }
 
 /// The check of a body the backend coded, as it passes (`compress::decode::Check`): it is not
