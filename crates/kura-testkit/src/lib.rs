@@ -13,12 +13,14 @@
 //! * [`relay`]: TCP relays between a test and a server: delaying (a network stand-in on
 //!   loopback), gated (lets a budget of bytes through, then holds), holding (replies held
 //!   back until opened);
+//! * [`pki`]: a throwaway CA and certificates for TLS tests;
 //! * [`netns`]: test hosts in network namespaces, with links that can be slowed, made lossy
 //!   or cut (root, iproute2 and nftables).
 
 pub mod fake;
 pub mod memcached;
 pub mod netns;
+pub mod pki;
 mod ports;
 pub mod process;
 pub mod relay;

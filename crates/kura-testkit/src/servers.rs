@@ -120,6 +120,50 @@ pub fn memcached_on(port: u16) -> Option<Proc> {
     listening(cmd, port, "memcached")
 }
 
+/// `kura server` on a free port as [`kura_on`] starts it, with `extra`
+/// flags (`-Z -o ssl_...`, `-Y FILE`).
+pub fn kura_with(extra: &[&str]) -> Proc {
+    (0..5)
+        .find_map(|_| {
+            let port = free_port();
+            let mut cmd = Command::new(kura_bin());
+            cmd.args(["server", "-p", &port.to_string(), "-t", "2", "-m", "256"])
+                .args(extra);
+            listening(cmd, port, "kura")
+        })
+        .expect("kura server failed to start 5 times")
+}
+
+/// Debian's memcached on a free port as [`memcached_on`] starts it, with
+/// `extra` flags (`-Z`, `-Y FILE`, `-S`) and environment `env`; `None`
+/// when it is not installed.
+pub fn memcached_with(extra: &[&str], env: &[(&str, &str)]) -> Option<Proc> {
+    let bin = memcached_bin()?;
+    for _ in 0..5 {
+        let port = free_port();
+        let mut cmd = Command::new(&bin);
+        cmd.args([
+            "-u",
+            "root",
+            "-U",
+            "0",
+            "-m",
+            "64",
+            "-t",
+            "2",
+            "-l",
+            "127.0.0.1",
+        ])
+        .args(["-p", &port.to_string()])
+        .args(extra)
+        .envs(env.iter().copied());
+        if let Some(p) = listening(cmd, port, "memcached") {
+            return Some(p);
+        }
+    }
+    panic!("memcached failed to start 5 times");
+}
+
 /// `n` servers of one kind: kura, or memcached (`None`: not installed).
 pub fn servers(memcached_kind: bool, n: usize) -> Option<Vec<Proc>> {
     (0..n)

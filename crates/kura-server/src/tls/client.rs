@@ -6,9 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio_rustls::rustls::{self, RootCertStore};
-
-use super::{certificates, private_key, TlsError};
+use kura_tls::{roots, Identity, MinVersion, TlsError};
+use tokio_rustls::rustls;
 
 /// A replica's TLS settings, loaded once at startup.
 ///
@@ -18,23 +17,11 @@ pub fn replica_config(
     ca: &Path,
     cert_and_key: Option<(&Path, &Path)>,
 ) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in certificates("--replica-tls-ca", ca)? {
-        roots.add(cert).map_err(|source| TlsError::BadCa {
-            path: ca.to_owned(),
-            source,
-        })?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(TlsError::Setup)?
-        .with_root_certificates(roots);
-    let config = match cert_and_key {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(certificates("--replica-tls-cert", cert)?, private_key(key)?)
-            .map_err(TlsError::Setup)?,
-        None => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
+    let identity = cert_and_key.map(|(cert, key)| Identity {
+        cert_option: "--replica-tls-cert",
+        cert,
+        key_option: "--replica-tls-key",
+        key,
+    });
+    kura_tls::client_config(roots("--replica-tls-ca", ca)?, identity, MinVersion::Tls12)
 }

@@ -1,20 +1,9 @@
 //! The `[tls]` settings: `-Z` and memcached's `-o ssl_*` options with
-//! memcached's names and numbers, and the `notls:` prefix of `-l`.
+//! memcached's names and numbers (kura server's and kura proxy's listeners).
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
-
-/// The prefix of a `-l` address that stays plain under `-Z`.
-pub const NOTLS_PREFIX: &str = "notls:";
-
-/// Splits a `-l` entry into whether it opted out of TLS and the address.
-pub fn strip_notls(listen: &str) -> (bool, &str) {
-    match listen.strip_prefix(NOTLS_PREFIX) {
-        Some(addr) => (true, addr),
-        None => (false, listen),
-    }
-}
 
 /// memcached's `ssl_verify_mode`: whether clients must present a
 /// certificate signed by `ssl_ca_cert`.
@@ -161,14 +150,5 @@ mod tests {
         assert_eq!(MinVersion::try_from(1), Ok(MinVersion::Tls12));
         assert_eq!(MinVersion::try_from(3), Ok(MinVersion::Tls13));
         assert!(MinVersion::try_from(9).is_err());
-    }
-
-    #[test]
-    fn notls_prefix() {
-        assert_eq!(
-            strip_notls("notls:127.0.0.1:11212"),
-            (true, "127.0.0.1:11212")
-        );
-        assert_eq!(strip_notls("0.0.0.0"), (false, "0.0.0.0"));
     }
 }

@@ -1,0 +1,123 @@
+//! A throwaway certificate authority for TLS tests, made at test time
+//! with rcgen and written as PEM files into a fresh directory (removed on
+//! drop):
+//!
+//! - `ca.pem`: the test CA;
+//! - `server.pem`, `server-key.pem`: a server certificate for 127.0.0.1
+//!   and localhost (and the names given to [`Pki::with_names`]);
+//! - `client.pem`, `client-key.pem`: a client certificate signed by the CA;
+//! - `other-ca.pem`, `stranger.pem`, `stranger-key.pem`: another CA and a
+//!   client certificate it signed (to be refused);
+//! - [`Pki::server_for`] writes more server certificates (another name,
+//!   a renewal for reload tests).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+
+/// See the module documentation.
+pub struct Pki {
+    pub dir: PathBuf,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn new_ca(name: &str) -> (rcgen::Certificate, Issuer<'static, KeyPair>) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let cert = params.self_signed(&key).expect("self-signed CA");
+    (cert, Issuer::new(params, key))
+}
+
+/// Writes `NAME.pem` and `NAME-key.pem` into `dir`: a certificate for
+/// `names` with `usage`, signed by `issuer`; returns its PEM.
+fn write_leaf(
+    dir: &Path,
+    file: &str,
+    names: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+    issuer: &Issuer<'static, KeyPair>,
+) -> String {
+    let key = KeyPair::generate().expect("key");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).expect("params");
+    params.extended_key_usages = vec![usage];
+    let cert = params.signed_by(&key, issuer).expect("signed");
+    std::fs::write(dir.join(format!("{file}.pem")), cert.pem()).expect("write cert");
+    std::fs::write(dir.join(format!("{file}-key.pem")), key.serialize_pem()).expect("write key");
+    cert.pem()
+}
+
+impl Pki {
+    /// A CA and the files of the module documentation.
+    pub fn new() -> Pki {
+        Pki::with_names(&[])
+    }
+
+    /// As [`Pki::new`], the server certificate also valid for `names`.
+    pub fn with_names(names: &[&str]) -> Pki {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "kura-pki-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("pki dir");
+        let (ca, issuer) = new_ca("kura test CA");
+        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write ca");
+        let (other, other_issuer) = new_ca("some other CA");
+        std::fs::write(dir.join("other-ca.pem"), other.pem()).expect("write other ca");
+        let client = ExtendedKeyUsagePurpose::ClientAuth;
+        write_leaf(
+            &dir,
+            "client",
+            &["kura-test-client"],
+            client.clone(),
+            &issuer,
+        );
+        write_leaf(
+            &dir,
+            "stranger",
+            &["kura-test-client"],
+            client,
+            &other_issuer,
+        );
+        let pki = Pki { dir, issuer };
+        let mut all = vec!["127.0.0.1", "localhost"];
+        all.extend_from_slice(names);
+        pki.server_for("server", &all);
+        pki
+    }
+
+    /// Writes `FILE.pem` and `FILE-key.pem`: a server certificate for
+    /// `names` signed by the CA; returns the certificate's PEM.
+    pub fn server_for(&self, file: &str, names: &[&str]) -> String {
+        let usage = ExtendedKeyUsagePurpose::ServerAuth;
+        write_leaf(&self.dir, file, names, usage, &self.issuer)
+    }
+
+    /// A file of the directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Default for Pki {
+    fn default() -> Pki {
+        Pki::new()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
