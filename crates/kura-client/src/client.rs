@@ -119,6 +119,23 @@ impl ClientBuilder {
         })
     }
 
+    /// TLS to every server, with `tls`'s files (read here, once): the CA
+    /// (or the system's roots), the server name (each server's host
+    /// without one) and a client certificate.
+    ///
+    /// # Errors
+    /// A file that cannot be read or used, named in the error.
+    pub fn tls(self, tls: &kura_tls::ClientTls) -> Result<Self> {
+        let loaded = tls.load().map_err(|e| Error::Config(e.to_string()))?;
+        Ok(self.configure(|c| c.tls = Some(loaded)))
+    }
+
+    /// The login every new connection makes before its first request:
+    /// SASL PLAIN (binary protocol) or memcached's ASCII authentication.
+    pub fn auth(self, auth: crate::Auth) -> Self {
+        self.configure(|c| c.auth = Some(auth))
+    }
+
     /// What reads of a down server's keys return.
     pub fn down_policy(self, p: DownPolicy) -> Self {
         self.configure(|c| c.down_policy = p)

@@ -79,6 +79,13 @@ pub struct Config {
     /// waits for the winner's value before computing it itself (default
     /// 1 s); it polls with a delay growing from 5 ms.
     pub lease_wait: Duration,
+    /// TLS to every server (default none): the CA its certificate must
+    /// chain to, the name it must carry (SNI; each server's host without
+    /// one), a client certificate ([`kura_tls::ClientTls::load`]).
+    pub tls: Option<kura_tls::ClientTlsConfig>,
+    /// The login every new connection makes before its first request
+    /// (default none).
+    pub auth: Option<crate::auth::Auth>,
 }
 
 impl Default for Config {
@@ -97,6 +104,8 @@ impl Default for Config {
             max_value_len: 1_048_000,
             lease_ttl: 30,
             lease_wait: Duration::from_secs(1),
+            tls: None,
+            auth: None,
         }
     }
 }

@@ -60,6 +60,13 @@ pub enum Error {
     /// since the read the write depends on. Nothing was sent.
     #[error("{0}: connection newer than the fence; not sent")]
     Fenced(String),
+    /// The TLS handshake with the server failed: its certificate is not
+    /// trusted or not for its name, or it refused ours.
+    #[error("{server}: TLS: {what}")]
+    Tls { server: String, what: String },
+    /// The server refused the login ([`crate::Auth`]).
+    #[error("{server}: authentication refused: {what}")]
+    Auth { server: String, what: String },
     /// The client's configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),
@@ -76,10 +83,24 @@ impl Error {
                 | Error::Io { .. }
                 | Error::ConnectionClosed(_)
                 | Error::Protocol { .. }
+                | Error::Tls { .. }
+                | Error::Auth { .. }
         )
     }
 
-    pub(crate) fn io(server: &str, e: std::io::Error) -> Error {
+    /// A socket error on `server`'s connection; a TLS error carried in
+    /// it (an alert: the server refused our certificate after the
+    /// handshake, as TLS 1.3 servers do) is [`Error::Tls`].
+    pub fn io(server: &str, e: std::io::Error) -> Error {
+        let tls = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<kura_tls::rustls::Error>());
+        if let Some(t) = tls {
+            return Error::Tls {
+                server: server.to_string(),
+                what: t.to_string(),
+            };
+        }
         Error::Io {
             server: server.to_string(),
             source: Arc::new(e),

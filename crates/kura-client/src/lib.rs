@@ -39,6 +39,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth;
 mod client;
 mod config;
 mod conn;
@@ -54,6 +55,7 @@ pub mod raw;
 #[cfg(feature = "redis")]
 mod redis_near;
 
+pub use auth::{connect, Auth};
 pub use client::{Client, ClientBuilder};
 pub use config::{Config, DownPolicy, Protocol};
 pub use error::{Error, KeyError, Result};
@@ -61,6 +63,7 @@ pub use fence::Fence;
 pub use key::{check_key, KEY_MAX};
 pub use kura_proto::client::{StoreStatus, Value};
 pub use kura_ring::Kind as RingKind;
+pub use kura_tls::{ClientStream, ClientTls, ClientTlsConfig};
 pub use lease::{FillOptions, Filled, Origin};
 pub use near::NearConfig;
 pub use ops::SetOptions;

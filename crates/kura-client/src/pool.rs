@@ -10,9 +10,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kura_tls::ClientStream;
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Protocol};
@@ -87,10 +87,7 @@ impl ServerPool {
             server: self.addr.clone(),
             after,
         };
-        let mut stream = tokio::time::timeout(after, TcpStream::connect(&self.addr))
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| Error::io(&self.addr, e))?;
+        let mut stream = crate::auth::connect(&self.addr, &self.cfg).await?;
         let near = match &self.near {
             Some(near) if self.cfg.protocol != Protocol::Binary => {
                 tokio::time::timeout(after, subscribe(&mut stream))
@@ -271,8 +268,9 @@ impl ServerPool {
 /// connection carries anything else: true when the server took it (kura),
 /// false when it refused (memcached answers `ERROR`), and the connection
 /// then serves without.
-async fn subscribe(stream: &mut TcpStream) -> std::io::Result<bool> {
+async fn subscribe(stream: &mut ClientStream) -> std::io::Result<bool> {
     stream.write_all(b"mt\r\n").await?;
+    stream.flush().await?;
     let mut line = Vec::with_capacity(16);
     let mut b = [0u8; 64];
     while !line.ends_with(b"\r\n") {

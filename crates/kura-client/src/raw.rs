@@ -20,6 +20,7 @@ use crate::conn::{Conn, Replies};
 use crate::error::{Error, Result};
 use crate::pool::ServerPool;
 
+pub use crate::auth::open;
 pub use crate::conn::Expect;
 pub use kura_proto::client::{Reply, Status};
 

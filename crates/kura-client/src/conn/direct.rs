@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::tasks::{frame, read_more, write_all};
+use super::tasks::{frame, read_more};
 use super::{take_reply, Expect, Pending, ReadSide, Shared, Waiter};
 use crate::error::{Error, Result};
 use kura_proto::client::Reply;
@@ -51,10 +51,14 @@ impl<'a> Direct<'a> {
         if shared.near.is_some() {
             return Ok(None);
         }
+        // A TLS connection has none: its halves share the session.
+        let Some(wr) = shared.wr.tcp() else {
+            return Ok(None);
+        };
         let Some(side) = st.read.take() else {
             return Ok(None);
         };
-        let written = match shared.wr.try_write(bytes) {
+        let written = match wr.try_write(bytes) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(e) => {
@@ -90,7 +94,9 @@ impl<'a> Direct<'a> {
     async fn run(&mut self) -> Result<Vec<Reply>> {
         let shared = self.shared;
         if !self.rest.is_empty() {
-            write_all(&shared.wr, &self.rest)
+            shared
+                .wr
+                .write_all(&self.rest)
                 .await
                 .map_err(|e| Error::io(&shared.server, e))?;
             self.rest.clear();

@@ -25,6 +25,7 @@
 //! keeps its reader task reading, so it has no direct path.
 
 mod direct;
+mod io;
 mod replies;
 mod tasks;
 
@@ -36,8 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Waker};
 
 use bytes::{Bytes, BytesMut};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use kura_tls::ClientStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::AbortHandle;
 
@@ -98,7 +98,7 @@ impl Pending {
 
 /// The socket's read half and what was read from it but not yet framed.
 struct ReadSide {
-    rd: OwnedReadHalf,
+    rd: io::Rd,
     buf: BytesMut,
 }
 
@@ -120,7 +120,7 @@ struct Shared {
     state: Mutex<State>,
     /// Written by the writer task, and by a direct caller while the
     /// writer has nothing to write.
-    wr: OwnedWriteHalf,
+    wr: io::Wr,
     /// Requests in the writer's channel, not yet on `pending`.
     queued: AtomicUsize,
     closed: AtomicBool,
@@ -161,7 +161,7 @@ impl Shared {
         }
         // A direct caller waiting for its reply reads EOF and fails; the
         // server sees the connection end.
-        let _ = socket2::SockRef::from(self.wr.as_ref()).shutdown(std::net::Shutdown::Both);
+        self.wr.shutdown();
         // Invalidations for what was read here can no longer arrive.
         if let Some(near) = &self.near {
             near.clear();
@@ -187,11 +187,15 @@ impl Shared {
         let Some(side) = st.read.as_mut() else {
             return;
         };
+        // A TLS session's bytes are not the server's: not looked at.
+        let io::Rd::Tcp(rd) = &mut side.rd else {
+            return;
+        };
         let mut cx = Context::from_waker(Waker::noop());
-        if side.rd.as_ref().poll_read_ready(&mut cx).is_pending() {
+        if rd.as_ref().poll_read_ready(&mut cx).is_pending() {
             return;
         }
-        let err = match side.rd.try_read_buf(&mut side.buf) {
+        let err = match rd.try_read_buf(&mut side.buf) {
             Ok(0) => self.closed_error(),
             Ok(_) => Error::protocol(&self.server, "a reply nobody asked for"),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -212,13 +216,13 @@ impl Conn {
     /// Wraps a connected socket speaking `protocol`; `near` when the
     /// connection is subscribed to invalidations for that near cache.
     pub fn start(
-        stream: TcpStream,
+        stream: ClientStream,
         server: &str,
         protocol: Protocol,
         near: Option<Arc<NearCache>>,
     ) -> Conn {
-        let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+        let _ = stream.tcp().set_nodelay(true);
+        let (rd, wr) = io::split(stream);
         let (tx, rx) = mpsc::channel(4096);
         let shared = Arc::new(Shared {
             server: server.to_string(),

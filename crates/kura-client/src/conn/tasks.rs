@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 use super::replies::{invalidation, take_reply, Iv};
@@ -67,25 +66,11 @@ pub(super) async fn writer(mut rx: mpsc::Receiver<Job>, shared: Arc<Shared>) {
             free.await;
         }
         for chunk in big.drain(..) {
-            if let Err(e) = write_all(&shared.wr, &chunk).await {
+            if let Err(e) = shared.wr.write_all(&chunk).await {
                 return shared.fail(Error::io(&shared.server, e));
             }
         }
     }
-}
-
-/// Writes all of `bytes` on a write half that others may also write on
-/// (never at the same time: see `caller_writing`).
-pub(super) async fn write_all(wr: &OwnedWriteHalf, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        match wr.try_write(bytes) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wr.writable().await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 pub(super) async fn reader(shared: Arc<Shared>) {
