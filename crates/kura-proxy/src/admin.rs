@@ -1,5 +1,6 @@
 //! The commands that name no key. `version`, `verbosity`, `mn` and
-//! `stats` are answered by the proxy; `flush_all` goes to every backend;
+//! `stats` are answered by the proxy, `refresh_certs` reads the
+//! listener's certificate files again; `flush_all` goes to every backend;
 //! `quit` closes; the server-only commands (`shutdown`, replication,
 //! `mt`, `me`, `cache_memlimit`) are refused. docs/proxy.md has why.
 
@@ -25,6 +26,18 @@ pub async fn route(ctx: &Arc<Ctx>, lane: usize, req: &Request<'_>, len: usize) -
         Request::Shutdown(ShutdownMode::Invalid) => line(reply::SHUTDOWN_INVALID),
         Request::Shutdown(_) => line(reply::SHUTDOWN_DISABLED),
         Request::MetaNoop => line(reply::MN),
+        // memcached's: the listener's certificate files read again.
+        Request::RefreshCerts { noreply } => {
+            let r = match ctx.refresh_certs() {
+                Ok(()) => reply::OK.to_vec(),
+                Err(why) => format!("ERROR {why}\r\n").into_bytes(),
+            };
+            Step::Done {
+                len,
+                swallow: 0,
+                reply: (!noreply).then(|| ready(r)),
+            }
+        }
         Request::Stats(s) => {
             let group = s.group().map(<[u8]>::to_vec);
             let ctx = ctx.clone();

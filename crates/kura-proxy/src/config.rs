@@ -11,8 +11,10 @@ use kura_ring::{Hash, KeyPart, Kind, Ring, Server};
 use serde::Deserialize;
 
 pub use crate::limits::Limits;
+pub use net::{BackendAuthFile, BackendTlsFile, Net};
 pub use routing::{Op, RateLimit, ReadMode};
 
+mod net;
 pub mod routing;
 
 /// Run `kura proxy`, a memcached router for text, meta and binary clients.
@@ -269,6 +271,14 @@ pub struct FileConfig {
     pub pools: BTreeMap<String, PoolFile>,
     #[serde(default)]
     pub routes: Vec<RouteFile>,
+    /// TLS for clients: kura server's `[tls]` (config/net.rs).
+    pub tls: Option<kura_tls::TlsConfig>,
+    pub backend_tls: Option<BackendTlsFile>,
+    pub backend_auth: Option<BackendAuthFile>,
+    /// The Unix socket's permissions, octal (memcached's `-a`).
+    pub unix_mode: Option<String>,
+    #[serde(default)]
+    pub preconnect: bool,
 }
 
 /// A pool ready to build: its name and ring, or its replicas.
@@ -300,6 +310,8 @@ pub struct Config {
     /// Longest prefix first.
     pub routes: Vec<RouteSpec>,
     pub default_pool: usize,
+    /// TLS, logins, the Unix socket's mode, preconnect (config/net.rs).
+    pub net: Net,
     /// The file it was read from, read again on SIGHUP.
     pub file: Option<PathBuf>,
     pub args: ProxyArgs,
@@ -493,7 +505,15 @@ impl Config {
             });
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        let net = Net::build(
+            file.tls,
+            file.backend_tls,
+            file.backend_auth,
+            file.unix_mode.as_deref(),
+            file.preconnect,
+        )?;
         Ok(Config {
+            net,
             listen: args
                 .listen
                 .clone()

@@ -19,8 +19,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::ctx::Ctx;
 use crate::idle;
@@ -108,11 +107,12 @@ impl Replies {
     }
 
     /// Writes what is complete; false when the client is gone.
-    async fn flush(&mut self, stream: &mut TcpStream) -> bool {
+    async fn flush<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) -> bool {
         if self.out.is_empty() {
             return true;
         }
-        let ok = stream.write_all(&self.out).await.is_ok();
+        // A TLS session's records may wait in it until flushed.
+        let ok = stream.write_all(&self.out).await.is_ok() && stream.flush().await.is_ok();
         self.out.clear();
         if self.out.capacity() > 4 * WRITE_MAX {
             self.out.shrink_to(16 * 1024);
@@ -122,7 +122,7 @@ impl Replies {
 
     /// Waits for every queued reply and writes them all; false when the
     /// client is gone (or a reply closed the connection).
-    async fn drain(&mut self, stream: &mut TcpStream) -> bool {
+    async fn drain<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) -> bool {
         while !self.queue.is_empty() && !self.close {
             std::future::poll_fn(|cx| self.gather(cx)).await;
             if !self.flush(stream).await {
@@ -141,9 +141,12 @@ impl Drop for Replies {
     }
 }
 
+/// A client's connection: TCP, TLS over TCP, or a Unix socket.
+pub trait ClientIo: AsyncRead + AsyncWrite + Unpin {}
+impl<S: AsyncRead + AsyncWrite + Unpin> ClientIo for S {}
+
 /// Serves one client until it closes.
-pub async fn serve(mut stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve<S: ClientIo>(mut stream: S, ctx: Arc<Ctx>, lane: usize) {
     ctx.stats.curr_connections.fetch_add(1, Ordering::Relaxed);
     ctx.stats.total_connections.fetch_add(1, Ordering::Relaxed);
     let mut replies = Replies::new(Budget::new(&ctx.limits, ctx.threads));
@@ -156,7 +159,12 @@ pub async fn serve(mut stream: TcpStream, ctx: Arc<Ctx>, lane: usize) {
 
 /// Reads, routes and answers until the client closes its side (true: the
 /// replies still queued are to be written) or is gone (false).
-async fn run(stream: &mut TcpStream, replies: &mut Replies, ctx: &Arc<Ctx>, lane: usize) -> bool {
+async fn run<S: ClientIo>(
+    stream: &mut S,
+    replies: &mut Replies,
+    ctx: &Arc<Ctx>,
+    lane: usize,
+) -> bool {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut proto = None;
     let mut swallow = 0usize;

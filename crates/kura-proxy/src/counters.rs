@@ -15,6 +15,8 @@ pub struct Stats {
     pub cmd_flush: AtomicU64,
     pub get_hits: AtomicU64,
     pub get_misses: AtomicU64,
+    /// TLS handshakes that failed or timed out (memcached's name).
+    pub ssl_handshake_errors: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: usize) {

@@ -2,7 +2,7 @@
 //! reload, on SIGHUP or `POST /reload`; a request keeps the one it started
 //! with), the configuration it was built from, and the counters.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -23,11 +23,26 @@ pub struct Ctx {
     pub threads: usize,
     /// What clients may hold (read at start: a reload keeps these).
     pub limits: crate::config::Limits,
+    /// The listener's certificate when `[tls]` is enabled (read again by
+    /// a reload and `refresh_certs`).
+    pub tls: Option<kura_tls::ServerTls>,
+    /// Reloads done: the workers preconnect after each.
+    reloads: AtomicU64,
 }
 
 impl Ctx {
-    pub fn new(router: Router, config: Config) -> Ctx {
-        Ctx {
+    /// # Errors
+    /// `[tls]`'s files cannot be used.
+    pub fn new(router: Router, config: Config) -> Result<Ctx, kura_tls::TlsError> {
+        let tls = config
+            .net
+            .tls
+            .as_ref()
+            .map(kura_tls::ServerTls::load)
+            .transpose()?;
+        Ok(Ctx {
+            tls,
+            reloads: AtomicU64::new(0),
             router: RwLock::new(Arc::new(router)),
             threads: config.threads,
             limits: config.limits,
@@ -36,7 +51,7 @@ impl Ctx {
             stopping: AtomicBool::new(false),
             stats: Arc::new(Stats::default()),
             started: Instant::now(),
-        }
+        })
     }
 
     /// Reads the configuration again (its file and the same flags) and
@@ -51,13 +66,63 @@ impl Ctx {
         if new.listen != config.listen {
             tracing::warn!("reload: the listen address changes only on restart");
         }
+        if new.net.tls.is_some() != self.tls.is_some() {
+            tracing::warn!("reload: TLS for clients is turned on or off only on restart");
+        }
+        if (&new.net.backend_tls_file, &new.net.backend_auth)
+            != (&config.net.backend_tls_file, &config.net.backend_auth)
+        {
+            tracing::warn!("reload: [backend_tls] and [backend_auth] apply to new backends; those kept keep theirs until restart");
+        }
+        if let (Some(tls), Some(t)) = (&self.tls, &new.net.tls) {
+            tls.reload(t).map_err(|e| format!("[tls]: {e}"))?;
+        }
         let router = Router::build(&new, Some(&self.router())).map_err(|e| e.to_string())?;
         router.start();
         self.set_router(router);
         *self.file.lock().unwrap_or_else(|e| e.into_inner()) = file_of(&new);
         *config = new;
+        self.reloads.fetch_add(1, Ordering::Relaxed);
         tracing::info!("configuration reloaded");
         Ok(())
+    }
+
+    /// Reads the listener's certificate files again (`refresh_certs`).
+    ///
+    /// # Errors
+    /// memcached's wording without TLS; else which file failed (the
+    /// certificate in use stays).
+    pub fn refresh_certs(&self) -> Result<(), String> {
+        let Some(tls) = &self.tls else {
+            return Err("TLS not enabled".into());
+        };
+        let config = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = &config.net.tls else {
+            return Err("TLS not enabled".into());
+        };
+        tls.reload(t)
+            .map_err(|e| e.to_string().replace(['\r', '\n'], " "))
+    }
+
+    /// Reloads done so far.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::Relaxed)
+    }
+
+    /// With `preconnect`, opens this worker's connections to every
+    /// backend that has none (a worker calls it).
+    pub fn preconnect(&self) {
+        let on = self
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .net
+            .preconnect;
+        if on {
+            for n in &self.router().nodes {
+                n.preconnect();
+            }
+        }
     }
 
     /// The configuration's file (empty without one) and its MD5 in hex as

@@ -13,6 +13,8 @@
 //!   that order, within `limits.rs`'s bounds); `reply.rs` the reply futures and steps the protocol
 //!   modules give it; `idle.rs` the count of clients with nothing pending,
 //!   which the backend connections' writer asks.
+//! - `listen.rs`: the listener (TCP, TLS over it, or a Unix socket) and
+//!   the TLS handshake on the worker a client is handed to.
 //! - `mcrouter.rs`: mcrouter's admin keys (`get __mcrouter__.route(set,k)`).
 //! - `text.rs`, `meta.rs`, `binary.rs`, `admin.rs`: each protocol's
 //!   commands as meta commands to the backends, and the replies back;
@@ -46,6 +48,7 @@ mod idle;
 mod journal;
 mod latency;
 mod limits;
+mod listen;
 mod mcrouter;
 mod membership;
 mod meta;

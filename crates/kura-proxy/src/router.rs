@@ -96,6 +96,9 @@ impl Node {
         let h = &cfg.health;
         let journal = Journal::open(cfg.journal_dir.as_deref(), addr, h.journal_max_keys)?;
         let gated = !journal.is_empty();
+        // TLS and the login as `[backend_tls]` and `[backend_auth]` say.
+        let mut client = h.client_config();
+        cfg.net.apply(addr, &mut client);
         let node = Arc::new(Node {
             addr: addr.to_string(),
             id: NODE_IDS.fetch_add(1, Ordering::Relaxed),
@@ -103,8 +106,9 @@ impl Node {
             timeouts: Timeouts {
                 connect: Duration::from_millis(h.connect_timeout_ms),
                 request: Duration::from_millis(h.request_timeout_ms),
+                client: Arc::new(client.clone()),
             },
-            backend: Backend::new(addr, h.client_config()),
+            backend: Backend::new(addr, client),
             journal: Mutex::new(journal),
             gutter_copies: Mutex::new(GutterCopies::new(h.journal_max_keys)),
             gated: AtomicBool::new(gated),
@@ -251,13 +255,21 @@ impl Node {
         } else if self.backend.is_down() {
             Err(Error::ServerDown(self.addr.clone()))
         } else {
-            let (id, lanes, t) = (self.id, self.lanes, self.timeouts);
+            let (id, lanes, t) = (self.id, self.lanes, &self.timeouts);
             crate::backend::send_with(id, lanes, lane, &self.addr, t, write, expect).await
         };
         if let Err(e) = &r {
             self.failed(e, write_key);
         }
         r
+    }
+
+    /// Opens this worker's connections to it that are not open
+    /// (`preconnect`); a serving node only.
+    pub fn preconnect(&self) {
+        if !self.backend.is_down() {
+            crate::backend::preconnect(self.id, self.lanes, &self.addr, &self.timeouts);
+        }
     }
 
     /// Waits for a queued request's replies.
@@ -312,8 +324,11 @@ impl Node {
     pub async fn text_exchange(&self, line: &[u8], until: &[u8]) -> Result<Vec<u8>, String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let run = async {
-            let mut s = tokio::net::TcpStream::connect(&self.addr).await?;
+            let mut s = kura_client::raw::open(&self.addr, &self.timeouts.client)
+                .await
+                .map_err(std::io::Error::other)?;
             s.write_all(line).await?;
+            s.flush().await?;
             let mut got = Vec::new();
             let mut b = [0u8; 4096];
             while !got.ends_with(until) && got.len() < 1 << 20 {

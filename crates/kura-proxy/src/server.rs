@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::ctx::Ctx;
+use crate::listen::{Incoming, Listener};
 use crate::router::Router;
 
 /// Runs the proxy until SIGTERM or SIGINT.
@@ -43,7 +43,7 @@ fn worker_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// A worker: serves the connections it is handed until the acceptor is
 /// gone, then lets them finish.
-fn worker(ctx: Arc<Ctx>, rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>) {
+fn worker(ctx: Arc<Ctx>, rx: mpsc::UnboundedReceiver<(Incoming, usize)>) {
     let rt = match worker_runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -61,25 +61,25 @@ fn worker(ctx: Arc<Ctx>, rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize
 
 /// Starts a task for each connection handed to this worker, until the
 /// acceptor is gone; once a second, closes the connections to backends a
-/// reload dropped.
-async fn take_connections(
-    ctx: Arc<Ctx>,
-    mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, usize)>,
-) {
+/// reload dropped, and with `preconnect` opens its connections to every
+/// backend at start and after each reload.
+async fn take_connections(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<(Incoming, usize)>) {
     let second = std::time::Duration::from_secs(1);
     let mut tick = std::pin::pin!(crate::timer::sleep(second));
+    let mut reloads = ctx.reloads();
+    ctx.preconnect();
     loop {
         tokio::select! {
             next = rx.recv() => match next {
-                Some((s, lane)) => {
-                    if let Ok(s) = tokio::net::TcpStream::from_std(s) {
-                        tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
-                    }
-                }
+                Some((s, lane)) => crate::listen::start(s, &ctx, lane),
                 None => break,
             },
             () = &mut tick => {
                 crate::backend::close_retired();
+                if ctx.reloads() != reloads {
+                    reloads = ctx.reloads();
+                    ctx.preconnect();
+                }
                 tick.set(crate::timer::sleep(second));
             }
         }
@@ -90,7 +90,7 @@ async fn take_connections(
 fn workers(
     ctx: &Arc<Ctx>,
     n: usize,
-) -> std::io::Result<Vec<mpsc::UnboundedSender<(std::net::TcpStream, usize)>>> {
+) -> std::io::Result<Vec<mpsc::UnboundedSender<(Incoming, usize)>>> {
     let mut senders = Vec::with_capacity(n);
     for i in 0..n {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -109,14 +109,15 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let listen = config.listen.clone();
     let metrics_listen = config.metrics_listen.clone();
     let threads = config.threads.max(1);
-    let ctx = Arc::new(Ctx::new(router, config));
-    let listener = TcpListener::bind(&listen).await?;
+    let unix_mode = config.net.unix_mode;
+    let ctx = Arc::new(Ctx::new(router, config).map_err(std::io::Error::other)?);
+    let listener = Listener::bind(&listen, unix_mode).await?;
     if let Some(addr) = &metrics_listen {
-        let m = TcpListener::bind(addr).await?;
+        let m = tokio::net::TcpListener::bind(addr).await?;
         tracing::info!(listen = %m.local_addr()?, "metrics endpoint");
         tokio::spawn(crate::metrics::serve(m, ctx.clone()));
     }
-    tracing::info!(listen = %listener.local_addr()?, "kura proxy listening");
+    tracing::info!(listen = %listener.describe(), tls = ctx.tls.is_some(), "kura proxy listening");
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -125,7 +126,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let mut accepted_n = 0usize;
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted.and_then(|(s, _)| s.into_std()) {
+            accepted = listener.accept() => match accepted {
                 Ok(stream) => {
                     // Worker by worker; a client's lane picks its backend
                     // connection within its worker.

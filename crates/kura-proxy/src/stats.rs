@@ -99,6 +99,9 @@ pub fn pairs(ctx: &Ctx, group: Option<&[u8]>) -> Option<Vec<(String, String)>> {
             put("cmd_touch", get(&s.cmd_touch));
             put("get_hits", get(&s.get_hits));
             put("get_misses", get(&s.get_misses));
+            if ctx.tls.is_some() {
+                put("ssl_handshake_errors", get(&s.ssl_handshake_errors));
+            }
         }
         Some(b"proxy") => {}
         Some(_) => return None,

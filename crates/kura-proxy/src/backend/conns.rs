@@ -54,7 +54,7 @@ pub fn close_retired() {
 
 /// This worker's connection of lane `lane` to node `id` at `addr`, made
 /// when there is none or it closed.
-fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<Conn> {
+fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: &Timeouts) -> Rc<Conn> {
     CONNS.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() <= id {
@@ -76,6 +76,14 @@ fn conn_of(id: usize, lanes: usize, lane: usize, addr: &str, t: Timeouts) -> Rc<
     })
 }
 
+/// Opens this worker's connections to node `id` at `addr`, every lane,
+/// where none is open.
+pub fn preconnect(id: usize, lanes: usize, addr: &str, t: &Timeouts) {
+    for lane in 0..lanes {
+        conn_of(id, lanes, lane, addr, t);
+    }
+}
+
 /// Queues `bytes` for node `id` on this worker's connection of `lane`,
 /// waiting while that connection's queue is full.
 ///
@@ -87,7 +95,7 @@ pub async fn send(
     lanes: usize,
     lane: usize,
     addr: &str,
-    t: Timeouts,
+    t: &Timeouts,
     bytes: &[u8],
     expect: Expect,
 ) -> Result<Pending, Error> {
@@ -106,7 +114,7 @@ pub async fn send_with(
     lanes: usize,
     lane: usize,
     addr: &str,
-    t: Timeouts,
+    t: &Timeouts,
     write: impl FnOnce(&mut BytesMut),
     expect: Expect,
 ) -> Result<Pending, Error> {

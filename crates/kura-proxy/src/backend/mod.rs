@@ -36,18 +36,18 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use kura_client::raw::{frame, take_reply, Expect};
+use kura_client::ClientStream;
 use kura_client::{Error, Protocol};
 use kura_proto::client::{values, Reply, Status};
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 mod conns;
 
 #[cfg(test)]
 pub use conns::send;
-pub use conns::{close_retired, retire, send_with};
+pub use conns::{close_retired, preconnect, retire, send_with};
 
 /// Requests queued on one connection at most; past that, senders wait.
 pub const QUEUE_MAX: usize = 4096;
@@ -167,16 +167,18 @@ pub struct Conn {
     tasks: RefCell<Vec<JoinHandle<()>>>,
 }
 
-/// Settings of a backend's connections.
-#[derive(Clone, Copy)]
+/// Settings of a backend's connections: the timeouts, and the TLS and
+/// login of `client` (kura-client's, which connects them).
+#[derive(Clone)]
 pub struct Timeouts {
     pub connect: Duration,
     pub request: Duration,
+    pub client: Arc<kura_client::Config>,
 }
 
 impl Conn {
     /// Starts connecting to `addr`; requests may be queued at once.
-    fn open(addr: &str, t: Timeouts) -> Rc<Conn> {
+    fn open(addr: &str, t: &Timeouts) -> Rc<Conn> {
         let conn = Rc::new(Conn {
             addr: addr.to_string(),
             state: RefCell::new(State {
@@ -189,7 +191,7 @@ impl Conn {
             progress: Cell::new(Instant::now()),
             tasks: RefCell::new(Vec::new()),
         });
-        let w = tokio::task::spawn_local(writer(conn.clone(), t.connect));
+        let w = tokio::task::spawn_local(connect(conn.clone(), t.clone()));
         conn.tasks.borrow_mut().push(w);
         conn
     }
@@ -252,7 +254,11 @@ impl Conn {
             s.out.clear();
             std::mem::take(&mut s.queue)
         };
-        if !drained.is_empty() {
+        if matches!(err, Error::Tls { .. } | Error::Auth { .. }) {
+            // Nothing more is sent on it: its requests fail and count
+            // towards marking the backend down, as for a failed connect.
+            tracing::warn!(server = %self.addr, "backend connection refused: {err}");
+        } else if !drained.is_empty() {
             tracing::debug!(server = %self.addr, %err, "connection closed");
         }
         for w in drained {
@@ -354,30 +360,49 @@ impl Conn {
 }
 
 fn io_error(addr: &str, e: std::io::Error) -> Error {
-    Error::Io {
-        server: addr.to_string(),
-        source: Arc::new(e),
-    }
+    // A TLS alert (the backend refused our certificate) is a TLS error.
+    Error::io(addr, e)
 }
 
-/// Connects, then writes whatever was appended, all of it in one write
-/// each time it is woken.
-async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
-    let stream = match crate::timer::timeout(connect_timeout, TcpStream::connect(&conn.addr)).await
-    {
+/// Connects (TCP, then TLS and the login when configured), then starts
+/// the reader and writes.
+async fn connect(conn: Rc<Conn>, t: Timeouts) {
+    let open = kura_client::raw::open(&conn.addr, &t.client);
+    let stream = match crate::timer::timeout(t.connect, open).await {
         Some(Ok(s)) => s,
-        Some(Err(e)) => return conn.fail(io_error(&conn.addr, e)),
+        Some(Err(e)) => return conn.fail(e),
         None => {
             return conn.fail(Error::ConnectTimeout {
                 server: conn.addr.clone(),
-                after: connect_timeout,
+                after: t.connect,
             })
         }
     };
-    let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
+    match stream {
+        ClientStream::Plain(tcp) => {
+            let (rd, wr) = tcp.into_split();
+            start(conn, rd, wr).await;
+        }
+        tls @ ClientStream::Tls(_) => {
+            let (rd, wr) = tokio::io::split(tls);
+            start(conn, rd, wr).await;
+        }
+    }
+}
+
+/// Starts the reader on `rd`, then writes whatever was appended, all of
+/// it in one write each time it is woken.
+async fn start<R, W>(conn: Rc<Conn>, rd: R, wr: W)
+where
+    R: AsyncRead + Unpin + 'static,
+    W: AsyncWrite + Unpin,
+{
     let r = tokio::task::spawn_local(reader(conn.clone(), rd));
     conn.tasks.borrow_mut().push(r);
+    writer(conn, wr).await;
+}
+
+async fn writer<W: AsyncWrite + Unpin>(conn: Rc<Conn>, mut wr: W) {
     let mut buf = BytesMut::new();
     loop {
         {
@@ -404,7 +429,13 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
             }
             continue;
         }
-        if let Err(e) = wr.write_all(&buf).await {
+        // A TLS session's records may wait in it until flushed.
+        if let Err(e) = async {
+            wr.write_all(&buf).await?;
+            wr.flush().await
+        }
+        .await
+        {
             return conn.fail(io_error(&conn.addr, e));
         }
         buf.clear();
@@ -414,7 +445,7 @@ async fn writer(conn: Rc<Conn>, connect_timeout: Duration) {
 /// Frames replies and hands each to its request; fails the connection
 /// on EOF, an error, a reply that is no request's, or when the oldest
 /// request is past its deadline.
-async fn reader(conn: Rc<Conn>, mut rd: tokio::net::tcp::OwnedReadHalf) {
+async fn reader<R: AsyncRead + Unpin>(conn: Rc<Conn>, mut rd: R) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     // Bytes of `VALUE` entries at the front already looked at (kura_proto::client::values).
     let mut scanned = 0;

@@ -18,6 +18,7 @@ fn timeouts(request_ms: u64) -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         request: Duration::from_millis(request_ms),
+        client: std::sync::Arc::new(kura_client::Config::default()),
     }
 }
 
@@ -66,10 +67,10 @@ fn requests_of_one_round_go_in_one_write_and_get_their_own_replies() {
     local(async move {
         let t = timeouts(5000);
         // Two clients' requests in one round (lanes 0 and 3 of one connection).
-        let a = send(0, 1, 0, &addr, t, b"md a O1\r\n", Expect::Meta(1))
+        let a = send(0, 1, 0, &addr, &t, b"md a O1\r\n", Expect::Meta(1))
             .await
             .unwrap();
-        let b = send(0, 1, 3, &addr, t, b"mg b v O2\r\n", Expect::Meta(2))
+        let b = send(0, 1, 3, &addr, &t, b"mg b v O2\r\n", Expect::Meta(2))
             .await
             .unwrap();
         let (ra, rb) = (a.await.unwrap(), b.await.unwrap());
@@ -92,16 +93,16 @@ fn a_reply_out_of_step_fails_every_request_and_the_next_gets_a_new_connection() 
     });
     local(async move {
         let t = timeouts(5000);
-        let a = send(1, 1, 0, &addr, t, b"md a O1\r\n", Expect::Meta(1))
+        let a = send(1, 1, 0, &addr, &t, b"md a O1\r\n", Expect::Meta(1))
             .await
             .unwrap();
-        let b = send(1, 1, 0, &addr, t, b"md b O2\r\n", Expect::Meta(2))
+        let b = send(1, 1, 0, &addr, &t, b"md b O2\r\n", Expect::Meta(2))
             .await
             .unwrap();
         for r in [a.await, b.await] {
             assert!(matches!(r, Err(Error::Protocol { .. })), "{r:?}");
         }
-        let c = send(1, 1, 0, &addr, t, b"md c O3\r\n", Expect::Meta(3))
+        let c = send(1, 1, 0, &addr, &t, b"md c O3\r\n", Expect::Meta(3))
             .await
             .unwrap();
         assert_eq!(c.await.unwrap()[0].status, Status::Done);
@@ -113,7 +114,7 @@ fn a_silent_backend_fails_its_requests_at_the_request_timeout() {
     let addr = server(|_, s| hold(s));
     local(async move {
         let t = timeouts(200);
-        let a = send(2, 1, 0, &addr, t, b"md a O1\r\n", Expect::Meta(1))
+        let a = send(2, 1, 0, &addr, &t, b"md a O1\r\n", Expect::Meta(1))
             .await
             .unwrap();
         let b = send(
@@ -121,7 +122,7 @@ fn a_silent_backend_fails_its_requests_at_the_request_timeout() {
             1,
             0,
             &addr,
-            t,
+            &t,
             b"md b q O0\r\nmn\r\n",
             Expect::MetaBatch(1),
         )
@@ -161,7 +162,7 @@ fn requests_behind_a_backend_that_keeps_answering_do_not_time_out() {
         let mut pending = Vec::new();
         for i in 1..=N {
             let req = format!("md k{i} O{i}\r\n");
-            let p = send(7, 1, 0, &addr, t, req.as_bytes(), Expect::Meta(i))
+            let p = send(7, 1, 0, &addr, &t, req.as_bytes(), Expect::Meta(i))
                 .await
                 .unwrap();
             pending.push(p);
