@@ -158,3 +158,35 @@ wrk_figures() {
   awk -v r="$rps" -v p="$p99" -v t="$ticks" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
     'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
 }
+
+# The proxy-instruction scripts' shared parts.
+# proxy_load_args LOAD: kura bench's flags for a load (100-byte values).
+proxy_load_args() {
+  case $1 in
+    c1) echo "-c 1 --ratio 9:1" ;;
+    c8) echo "-c 8 --ratio 9:1" ;;
+    mget10) echo "-c 8 --ratio 1:0 --multiget 10" ;;
+    *) echo "unknown load $1" >&2; exit 2 ;;
+  esac
+}
+
+# nutcracker_yml LISTEN_PORT BACKEND_PORT: nutcracker's configuration, one
+# pool with twemproxy's ketama and fnv1a_64 over one backend.
+nutcracker_yml() {
+  echo "pool:"
+  echo "  listen: 127.0.0.1:$1"
+  echo "  hash: fnv1a_64"
+  echo "  distribution: ketama"
+  echo "  auto_eject_hosts: false"
+  echo "  server_connections: 1"
+  echo "  servers:"
+  echo "    - 127.0.0.1:$2:1 node1"
+}
+
+# proxy_run PORT KURA LOAD N: prefills 1,000 keys through the proxy on PORT,
+# then runs N requests of LOAD.
+proxy_run() {
+  "$2" bench -s "127.0.0.1:$1" -t 1 -c 1 --keys 1000 --prefill -n 0 >/dev/null
+  # shellcheck disable=SC2046
+  "$2" bench -s "127.0.0.1:$1" -t 1 --keys 1000 $(proxy_load_args "$3") -n "$4" >/dev/null
+}

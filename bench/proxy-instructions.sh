@@ -44,15 +44,6 @@ backend=$(free_port)
 pids+=("$!")
 wait_port "$backend" >/dev/null
 
-load_args() {
-  case $1 in
-    c1) echo "-c 1 --ratio 9:1" ;;
-    c8) echo "-c 8 --ratio 9:1" ;;
-    mget10) echo "-c 8 --ratio 1:0 --multiget 10" ;;
-    *) echo "unknown load $1" >&2; exit 2 ;;
-  esac
-}
-
 # total_instructions PROXY LOAD N: the proxy's whole instruction count
 # for a run of N requests of LOAD.
 total_instructions() {
@@ -72,16 +63,7 @@ total_instructions() {
         >/dev/null 2>"$out/valgrind.$proxy.$load.$n.log" &
       ;;
     nutcracker)
-      {
-        echo "pool:"
-        echo "  listen: 127.0.0.1:$port"
-        echo "  hash: fnv1a_64"
-        echo "  distribution: ketama"
-        echo "  auto_eject_hosts: false"
-        echo "  server_connections: 1"
-        echo "  servers:"
-        echo "    - 127.0.0.1:$backend:1 node1"
-      } >"$out/nutcracker.yml"
+      nutcracker_yml "$port" "$backend" >"$out/nutcracker.yml"
       valgrind --tool=callgrind --callgrind-out-file="$file" \
         nutcracker -c "$out/nutcracker.yml" \
         >/dev/null 2>"$out/valgrind.$proxy.$load.$n.log" &
@@ -90,9 +72,7 @@ total_instructions() {
   esac
   pid=$!
   wait_port "$port" >/dev/null
-  "$KURA" bench -s "127.0.0.1:$port" -t 1 -c 1 --keys 1000 --prefill -n 0 >/dev/null
-  # shellcheck disable=SC2046
-  "$KURA" bench -s "127.0.0.1:$port" -t 1 --keys 1000 $(load_args "$load") -n "$n" >/dev/null
+  proxy_run "$port" "$KURA" "$load" "$n"
   kill -TERM "$pid"
   wait "$pid" || true
   awk '/^totals:/ {print $2}' "$file"

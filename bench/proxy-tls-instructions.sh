@@ -62,14 +62,6 @@ pids+=("$!")
 wait_port "$backend" >/dev/null
 wait_port "$tls_backend" >/dev/null
 
-load_args() {
-  case $1 in
-    c1) echo "-c 1 --ratio 9:1" ;;
-    c8) echo "-c 8 --ratio 9:1" ;;
-    *) echo "unknown load $1" >&2; exit 2 ;;
-  esac
-}
-
 # stunnel NAME SECTION-LINES...: a stunnel in the foreground with one
 # service; under callgrind when CG is set (its output file).
 stunnel_run() {
@@ -144,16 +136,7 @@ total_instructions() {
       fi
       local nport=$port
       [[ $case == nut-both ]] && nport=$(free_port)
-      {
-        echo "pool:"
-        echo "  listen: 127.0.0.1:$nport"
-        echo "  hash: fnv1a_64"
-        echo "  distribution: ketama"
-        echo "  auto_eject_hosts: false"
-        echo "  server_connections: 1"
-        echo "  servers:"
-        echo "    - 127.0.0.1:$to:1 node1"
-      } >"$out/nutcracker.$case.yml"
+      nutcracker_yml "$nport" "$to" >"$out/nutcracker.$case.yml"
       valgrind --tool=callgrind --callgrind-out-file="$file" \
         nutcracker -c "$out/nutcracker.$case.yml" >/dev/null 2>"$file.log" &
       spids+=("$!")
@@ -173,9 +156,7 @@ total_instructions() {
   esac
   wait_port "$port" >/dev/null
   wait_port "$front" >/dev/null
-  "$KURA" bench -s "127.0.0.1:$front" -t 1 -c 1 --keys 1000 --prefill -n 0 >/dev/null
-  # shellcheck disable=SC2046
-  "$KURA" bench -s "127.0.0.1:$front" -t 1 --keys 1000 $(load_args "$load") -n "$n" >/dev/null
+  proxy_run "$front" "$KURA" "$load" "$n"
   for p in "${spids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${spids[@]}"; do wait "$p" 2>/dev/null || true; done
   local sum=0 f

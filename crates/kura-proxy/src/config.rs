@@ -505,13 +505,7 @@ impl Config {
             });
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        let net = Net::build(
-            file.tls,
-            file.backend_tls,
-            file.backend_auth,
-            file.unix_mode.as_deref(),
-            file.preconnect,
-        )?;
+        let net = Net::from_file(&file)?;
         Ok(Config {
             net,
             listen: args

@@ -100,6 +100,20 @@ pub fn unix_mode(s: &str) -> Result<u32, ConfigError> {
 }
 
 impl Net {
+    /// The settings of `file`, its files read ([`Net::build`]).
+    ///
+    /// # Errors
+    /// As [`Net::build`].
+    pub fn from_file(file: &super::FileConfig) -> Result<Net, ConfigError> {
+        Net::build(
+            file.tls.clone(),
+            file.backend_tls.clone(),
+            file.backend_auth.clone(),
+            file.unix_mode.as_deref(),
+            file.preconnect,
+        )
+    }
+
     /// Reads the files the settings name.
     ///
     /// # Errors
