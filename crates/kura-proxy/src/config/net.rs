@@ -30,16 +30,16 @@ pub struct BackendTlsFile {
     pub min_version: MinVersion,
 }
 
-/// How the proxy logs in to its backends.
+/// How the proxy logs in to its backends: memcached's ASCII
+/// authentication (`memcached -Y`, kura server `-Y`), the only login after
+/// which a server takes the meta commands the proxy sends. Binary SASL
+/// (`-S`) is not offered: memcached and kura server then speak only the
+/// binary protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
-    /// memcached's ASCII authentication (`memcached -Y`, kura server `-Y`).
     #[default]
     Ascii,
-    /// Binary SASL PLAIN (`-S`): only for backends that take meta
-    /// commands after it (memcached `-S` speaks binary only).
-    SaslPlain,
 }
 
 /// `[backend_auth]`: the login of every backend connection.
@@ -172,10 +172,6 @@ impl Net {
                         user: a.user,
                         password,
                     },
-                    Mechanism::SaslPlain => Auth::SaslPlain {
-                        user: a.user,
-                        password,
-                    },
                 })
             }
         };
@@ -242,10 +238,12 @@ mod tests {
         let e = build("[backend_auth]\nuser = \"u\"\npassword_file = \"/nonexistent/pw\"\n")
             .unwrap_err();
         assert!(e.0.contains("/nonexistent/pw"), "{e}");
-        let c =
+        // SASL leaves memcached and kura speaking binary only: refused.
+        let e =
             build("[backend_auth]\nmechanism = \"sasl-plain\"\nuser = \"u\"\npassword = \"p\"\n")
-                .unwrap();
-        assert!(matches!(c.net.backend_auth, Some(Auth::SaslPlain { .. })));
+                .unwrap_err();
+        assert!(e.0.contains("ascii"), "{e}");
+        let c = build("[backend_auth]\nuser = \"u\"\npassword = \"p\"\n").unwrap();
         // The password stays out of the configuration's Debug.
         assert!(!format!("{:?}", c.net).contains("\"p\""));
     }
