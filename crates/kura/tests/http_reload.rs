@@ -1,7 +1,8 @@
 //! `kura http` reloading its configuration while it serves: SIGHUP (`systemctl reload`) and
 //! `POST /reload` on the admin listener read the file again; the cache is kept (objects stored
 //! before are hits after), the new rules apply to the next lookup, a bad file keeps the
-//! configuration in use, and no request fails meanwhile.
+//! configuration in use, and no request fails meanwhile. SIGUSR1 opens the access log again
+//! (logrotate).
 
 mod common;
 
@@ -200,4 +201,54 @@ fn health_and_readiness_pages() {
     ))
     .into_owned();
     assert!(wrong.starts_with("HTTP/1.1 405"), "{wrong}");
+}
+
+/// logrotate's way: rename the file, SIGUSR1; the lines before end the old file, the ones after
+/// begin the new, and the process stays.
+#[test]
+fn sigusr1_reopens_the_access_log() {
+    let mut s = start("http-usr1");
+    let log = s.file.with_file_name("access.log");
+    let with_log = format!("{}access_log = {:?}\n", s.base, log.display().to_string());
+    std::fs::write(&s.file, with_log).unwrap();
+    assert!(post(s.admin, "/reload").starts_with("HTTP/1.1 200"));
+    let lines = |path: &std::path::Path| -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let wait = |path: &std::path::Path, n: usize| -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = lines(path);
+            if got.len() >= n {
+                return got;
+            }
+            assert!(Instant::now() < deadline, "{n} lines in {}", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    get(s.port, "/before");
+    wait(&log, 1);
+    let rotated = log.with_extension("log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    signal(&s.child, libc::SIGUSR1);
+    // The reopen is asynchronous: requests until the new file appears.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log.exists() {
+        assert!(Instant::now() < deadline, "the log was not opened again");
+        get(s.port, "/after");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    get(s.port, "/after");
+    let new = wait(&log, 1);
+    assert!(new.iter().all(|l| l.contains("/after ")), "{new:?}");
+    let old = lines(&rotated);
+    assert!(old[0].contains("/before "), "{old:?}");
+    assert!(
+        matches!(s.child.try_wait(), Ok(None)),
+        "SIGUSR1 ended kura http"
+    );
 }
