@@ -8,6 +8,8 @@
 #              100 hot 1 KB objects
 #   churn      every request a miss on a new 100 KB object: some GB through -m MEM of cache,
 #              to see the resident memory stay near -m
+#   director   the mix, the origin a pool of 3 servers (each answering in 10 ms) round-robin:
+#              kura's [backends.default] pool, Varnish's directors.round_robin() (VCL below)
 # For each run: requests/s and p99 from wrk, the cache process's CPU (user + system, from /proc,
 # every varnishd process for Varnish) per request, and its resident memory (VmRSS, MB) at the
 # end. Prints each run, then medians and kura/Varnish ratios of medians.
@@ -20,7 +22,7 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 MEM=${MEM:-256}
 THREADS=${THREADS:-2}
-LOADS=${LOADS:-"hits-1k hits-100k mix churn"}
+LOADS=${LOADS:-"hits-1k hits-100k mix churn director"}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 http_setup
@@ -33,6 +35,24 @@ ORIGIN=$target/release/examples/origin
 fast=$(free_port); "$ORIGIN" "$fast" 0 & pids+=($!)
 slow=$(free_port); "$ORIGIN" "$slow" 10 & pids+=($!)
 wait_port "$fast"; wait_port "$slow"
+pool=()
+for _ in 1 2 3; do
+  p=$(free_port); "$ORIGIN" "$p" 10 & pids+=($!); wait_port "$p"; pool+=("$p")
+done
+cat > "$work/director.toml" <<TOML
+[backends.default]
+servers = ["http://127.0.0.1:${pool[0]}", "http://127.0.0.1:${pool[1]}", "http://127.0.0.1:${pool[2]}"]
+policy = "round-robin"
+TOML
+cat > "$work/director.vcl" <<VCL
+vcl 4.1;
+import directors;
+backend s1 { .host = "127.0.0.1"; .port = "${pool[0]}"; }
+backend s2 { .host = "127.0.0.1"; .port = "${pool[1]}"; }
+backend s3 { .host = "127.0.0.1"; .port = "${pool[2]}"; }
+sub vcl_init { new pool = directors.round_robin(); pool.add_backend(s1); pool.add_backend(s2); pool.add_backend(s3); }
+sub vcl_recv { set req.backend_hint = pool.backend(); }
+VCL
 
 cat > "$work/mix.lua" <<'LUA'
 local n = 0
@@ -54,16 +74,24 @@ request = function()
 end
 LUA
 
-# start SYSTEM PORT BACKEND_PORT: starts the cache, sets $cache_pids.
+# start SYSTEM PORT BACKEND_PORT: starts the cache, sets $cache_pids. BACKEND_PORT "pool": the
+# three servers' director.
 start() {
-  local system=$1 port=$2 backend=$3
+  local system=$1 port=$2 backend=$3 kura_backend varnish_backend
+  if [ "$backend" = pool ]; then
+    kura_backend=(--config "$work/director.toml")
+    varnish_backend=(-f "$work/director.vcl")
+  else
+    kura_backend=(--backend "http://127.0.0.1:$backend")
+    varnish_backend=(-b "127.0.0.1:$backend")
+  fi
   case $system in
     kura)
-      "$KURA" http --backend "http://127.0.0.1:$backend" -l "127.0.0.1:$port" -m "$MEM" -t "$THREADS" 2>"$work/kura.log" &
+      "$KURA" http "${kura_backend[@]}" -l "127.0.0.1:$port" -m "$MEM" -t "$THREADS" 2>"$work/kura.log" &
       cache_pids=($!)
       ;;
     varnish)
-      start_varnish "$port" -b "127.0.0.1:$backend"
+      start_varnish "$port" "${varnish_backend[@]}"
       ;;
   esac
   wait_port "$port"
@@ -77,12 +105,13 @@ run() {
     hits-1k) backend=$fast; url=/1k/a ;;
     hits-100k) backend=$fast; url=/100k/a ;;
     mix) backend=$slow; url=/; script=(-s "$work/mix.lua") ;;
+    director) backend=pool; url=/; script=(-s "$work/mix.lua") ;;
     churn) backend=$fast; url=/; script=(-s "$work/churn.lua") ;;
   esac
   start "$system" "$port" "$backend"
   if [ "$load" = churn ]; then
     :
-  elif [ "$load" = mix ]; then
+  elif [ "$load" = mix ] || [ "$load" = director ]; then
     for i in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/1k/hot-$i"; done
   else
     curl -s -o /dev/null "http://127.0.0.1:$port$url"
