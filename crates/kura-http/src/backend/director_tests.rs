@@ -14,6 +14,7 @@ fn pool(weights: &[u32]) -> Vec<Arc<Server>> {
                 addr: parse_backend(&format!("http://10.0.0.{}:80", i + 1)).unwrap(),
                 weight,
                 max_connections: Some(1),
+                tls: None,
                 probe: Some(Probe {
                     path: "/".into(),
                     interval: Duration::from_secs(1),

@@ -1,4 +1,5 @@
-//! A backend: a pool of one HTTP/1.1 server or more (TCP or Unix sockets, `server.rs`), each
+//! A backend: a pool of one server or more (HTTP/1.1 over TCP or Unix sockets, or TLS with
+//! HTTP/2 when offered, `server.rs`), each
 //! behind a pooled keep-alive client, chosen per request by the pool's director
 //! (`director.rs`); the request sent (hop-by-hop fields removed, `X-Forwarded-For` added),
 //! timeouts, the classification of failures, and each server's health ([`health`]).
@@ -8,6 +9,7 @@ pub mod director;
 pub mod health;
 pub mod server;
 pub mod state;
+pub mod tls;
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,7 +201,8 @@ impl Backend {
         frame(&mut request);
         let lease = self.lease(&request, pick).ok_or(FetchError::Unreachable)?;
         let server = lease.server().clone();
-        *request.uri_mut() = server.uri(request.uri().path_and_query());
+        let uri = server.uri_for(request.uri().path_and_query(), request.headers().get(HOST));
+        *request.uri_mut() = uri;
         let head = request.method() == http::Method::HEAD;
         let sent =
             tokio::time::timeout(self.first_byte_timeout, server.client.request(request)).await;

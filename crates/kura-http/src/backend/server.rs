@@ -1,5 +1,5 @@
-//! One server of a backend's pool: its keep-alive client (hyper-util's pool, TCP or a Unix
-//! socket), its health, and its connection limit (`max_connections`: a request holds a
+//! One server of a backend's pool: its keep-alive client (hyper-util's pool, TCP, TLS with
+//! HTTP/2 when the server offers it, or a Unix socket), its health, and its connection limit (`max_connections`: a request holds a
 //! [`Lease`] from the moment a server is chosen until its response body is read or dropped).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::connect::Connector;
 use super::health::Health;
+use super::tls::TlsTarget;
 use crate::body::Body;
 use crate::config::{BackendAddr, Probe, ServerSpec};
 
@@ -23,7 +24,8 @@ pub struct Server {
     /// Its address as configured (`host:port`, or `unix:/path`): its name in stats.
     pub name: String,
     pub(super) client: Client<Connector, Body>,
-    /// The client's connector, for connections of their own (pipes).
+    /// The client's connector, for connections of their own (pipes): with TLS, one that
+    /// offers HTTP/1.1 only.
     pub(super) connector: Connector,
     scheme: Scheme,
     authority: Authority,
@@ -45,13 +47,27 @@ pub struct Server {
 impl Server {
     /// The server of `spec`, connecting within `connect_timeout`.
     pub fn new(spec: &ServerSpec, connect_timeout: Duration) -> Server {
+        // Pipes speak HTTP/1.1 first: their TLS offers no h2.
+        let mut pipe = None;
         let (connector, origin, name) = match &spec.addr {
             BackendAddr::Tcp(uri) => {
                 let mut http = HttpConnector::new();
                 http.set_connect_timeout(Some(connect_timeout));
                 http.set_nodelay(true);
                 let name = uri.authority().map_or_else(String::new, |a| a.to_string());
-                (Connector::Tcp(http), uri.clone(), name)
+                let connector = match &spec.tls {
+                    Some(tls) => {
+                        http.enforce_http(false);
+                        let (pooled, piped) = (
+                            TlsTarget::new(tls, uri, true),
+                            TlsTarget::new(tls, uri, false),
+                        );
+                        pipe = Some(Connector::Tls(http.clone(), piped, connect_timeout));
+                        Connector::Tls(http, pooled, connect_timeout)
+                    }
+                    None => Connector::Tcp(http),
+                };
+                (connector, uri.clone(), name)
             }
             BackendAddr::Unix(path) => (
                 Connector::Unix(Arc::new(path.clone()), connect_timeout),
@@ -65,6 +81,7 @@ impl Server {
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(idle)
             .build(connector.clone());
+        let connector = pipe.unwrap_or(connector);
         let scheme = origin.scheme().cloned().unwrap_or(Scheme::HTTP);
         let authority = origin
             .authority()
@@ -98,6 +115,22 @@ impl Server {
                 .unwrap_or_else(|| PathAndQuery::from_static("/")),
         );
         Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+    }
+
+    /// The URI for a request target with the `Host` field `host`: for a TLS server, whose
+    /// connector ignores the URI's authority, the host's, so that an HTTP/2 request's
+    /// `:authority` names the site as `Host` does in HTTP/1.1 (connections are pooled per host).
+    pub fn uri_for(&self, path: Option<&PathAndQuery>, host: Option<&http::HeaderValue>) -> Uri {
+        let uri = self.uri(path);
+        if !matches!(self.connector, Connector::Tls(..)) {
+            return uri;
+        }
+        let Some(authority) = host.and_then(|h| Authority::try_from(h.as_bytes()).ok()) else {
+            return uri;
+        };
+        let mut parts = uri.into_parts();
+        parts.authority = Some(authority);
+        Uri::from_parts(parts).unwrap_or_else(|_| self.uri(path))
     }
 
     /// Requests it has at the moment (counted only with `max_connections`).

@@ -8,7 +8,7 @@ use http::HeaderName;
 use serde::Deserialize;
 
 use super::file::Source;
-use super::{parse_backend, BackendAddr, ConfigError, Probe};
+use super::{backend_tls, parse_backend, BackendAddr, BackendTls, ConfigError, Probe};
 
 /// How a pool's director picks a server for a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub struct ServerSpec {
     pub max_connections: Option<usize>,
     /// Its own probe, instead of the pool's.
     pub probe: Option<Probe>,
+    /// Its TLS settings, for an `https://` server.
+    pub tls: Option<BackendTls>,
 }
 
 /// A pool's timeouts, each instead of the top-level one when given.
@@ -72,6 +74,8 @@ struct PoolFile {
     between_bytes_timeout: Option<f64>,
     max_connections: Option<usize>,
     probe: Option<ProbeFile>,
+    tls_ca: Option<String>,
+    tls_sni: Option<String>,
 }
 
 /// A server given as a table.
@@ -82,6 +86,8 @@ struct ServerFile {
     weight: Option<u32>,
     max_connections: Option<usize>,
     probe: Option<ProbeFile>,
+    tls_ca: Option<String>,
+    tls_sni: Option<String>,
 }
 
 /// A pool's or server's `probe`, with Varnish's `.probe` names.
@@ -137,15 +143,31 @@ pub(super) fn pool(
     let mut servers = Vec::new();
     for server in file.servers {
         let spec = match server {
-            toml::Value::String(url) => ServerSpec {
-                max_connections: file.max_connections,
-                probe: pool_probe.clone(),
-                ..one(parse_backend(&url).map_err(&bad)?)
-            },
+            toml::Value::String(url) => {
+                let addr = parse_backend(&url).map_err(&bad)?;
+                ServerSpec {
+                    max_connections: file.max_connections,
+                    probe: pool_probe.clone(),
+                    tls: backend_tls::settings(
+                        is_https(&addr),
+                        [file.tls_ca.as_ref(), None],
+                        [file.tls_sni.as_ref(), None],
+                    )
+                    .map_err(&bad)?,
+                    ..one(addr)
+                }
+            }
             table @ toml::Value::Table(_) => {
                 let server = ServerFile::deserialize(table).map_err(|e| bad(e.to_string()))?;
+                let addr = parse_backend(&server.url).map_err(&bad)?;
                 ServerSpec {
-                    addr: parse_backend(&server.url).map_err(&bad)?,
+                    tls: backend_tls::settings(
+                        is_https(&addr),
+                        [server.tls_ca.as_ref(), file.tls_ca.as_ref()],
+                        [server.tls_sni.as_ref(), file.tls_sni.as_ref()],
+                    )
+                    .map_err(&bad)?,
+                    addr,
                     weight: server.weight.unwrap_or(1),
                     max_connections: server.max_connections.or(file.max_connections),
                     probe: match server.probe {
@@ -214,14 +236,20 @@ pub(super) fn pool_of(addr: BackendAddr) -> Pool {
     }
 }
 
-/// One server at `addr` with the defaults.
+/// One server at `addr` with the defaults (TLS with the system's roots for `https://`).
 fn one(addr: BackendAddr) -> ServerSpec {
     ServerSpec {
+        tls: is_https(&addr).then(BackendTls::default),
         addr,
         weight: 1,
         max_connections: None,
         probe: None,
     }
+}
+
+/// Whether the server at `addr` is reached with TLS.
+pub fn is_https(addr: &BackendAddr) -> bool {
+    matches!(addr, BackendAddr::Tcp(uri) if uri.scheme_str() == Some("https"))
 }
 
 /// `url`, `header:NAME` or `cookie:NAME`.

@@ -16,6 +16,7 @@ use super::TlsListener;
 pub(super) struct FileConfig {
     pub(super) backend: Option<Spanned<String>>,
     pub(super) backends: Option<BTreeMap<String, Spanned<toml::Value>>>,
+    pub(super) backend_tls_ca: Option<Spanned<String>>,
     pub(super) rule: Option<Vec<Spanned<RuleFile>>>,
     pub(super) listen: Option<Vec<SocketAddr>>,
     pub(super) listen_unix: Option<Vec<PathBuf>>,

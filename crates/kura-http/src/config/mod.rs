@@ -3,6 +3,7 @@
 //! file; the file wins over the defaults. The file may name several backends and per-URL
 //! rules (`route.rs`). docs/http.md lists every setting.
 
+pub mod backend_tls;
 mod bans;
 mod cache_status;
 mod clients;
@@ -25,6 +26,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
+pub use backend_tls::{BackendTls, CaFile};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 pub use cache_status::CacheStatus;
 pub use directors::{HashKey, Policy, ServerSpec, Timeouts};
@@ -335,7 +337,16 @@ impl Config {
             .or(file.threads)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
-        let backends = parse::backends(args, file.backend, file.backends, src)?;
+        let mut backends = parse::backends(args, file.backend, file.backends, src)?;
+        if let Some(ca) = &file.backend_tls_ca {
+            let ca = CaFile::read(ca.get_ref()).map_err(|e| {
+                ConfigError::Invalid(format!("{}backend_{e}", src.at(Some(ca.span().start))))
+            })?;
+            let servers = backends.iter_mut().flat_map(|b| &mut b.servers);
+            for tls in servers.filter_map(|s| s.tls.as_mut()) {
+                tls.ca.get_or_insert_with(|| ca.clone());
+            }
+        }
         let (normalize, key_settings) = keys::top(file.normalize, file.device, src)?;
         let purge = bans::purge(file.purge, src)?;
         let bans = bans::bans(file.bans, src)?;

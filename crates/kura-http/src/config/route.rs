@@ -13,7 +13,7 @@ use crate::rules::CachePolicy;
 /// Where a backend listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendAddr {
-    /// `http://host:port`.
+    /// `http://host:port` or `https://host:port`.
     Tcp(Uri),
     /// `unix:/path/to/socket` (HTTP/1.1 over a Unix socket).
     Unix(PathBuf),
@@ -34,7 +34,8 @@ pub struct BackendSpec {
     pub timeouts: super::Timeouts,
 }
 
-/// Parses a backend address: `http://host:port` (no path) or `unix:/absolute/path`.
+/// Parses a backend address: `http://host:port` or `https://host:port` (no path), or
+/// `unix:/absolute/path`.
 ///
 /// # Errors
 /// A message saying what is wrong.
@@ -49,8 +50,10 @@ pub fn parse_backend(text: &str) -> Result<BackendAddr, String> {
         return Ok(BackendAddr::Unix(PathBuf::from(path)));
     }
     let uri: Uri = text.parse().map_err(|_| bad("not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(bad("only http:// and unix: backends are supported"));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(bad(
+            "only http://, https:// and unix: backends are supported",
+        ));
     }
     if uri.authority().is_none() {
         return Err(bad("no host"));
