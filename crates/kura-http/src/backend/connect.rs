@@ -76,7 +76,7 @@ impl tower_service::Service<Uri> for Connector {
                         Ok(Ok(stream)) => stream,
                         Ok(Err(error)) => {
                             // A refused certificate is an operator's problem: say why.
-                            tracing::warn!("backend TLS handshake with {name:?}: {error}");
+                            tracing::warn!("backend TLS handshake with {}: {error}", name.to_str());
                             return Err(error.into());
                         }
                         Err(_) => {

@@ -81,7 +81,11 @@ fn mistakes_name_the_line() {
     let head = "backend = \"http://a:1\"\n[backends.app]\n";
     for (body, says) in [
         ("servers = []", "servers is empty"),
-        ("servers = [\"https://x\"]", "only http://"),
+        ("servers = [\"ftp://x\"]", "only http://"),
+        (
+            "servers = [\"http://x\"]\ntls_sni = \"x\"",
+            "are for https://",
+        ),
         ("servers = [\"http://x:1\", \"http://x:1\"]", "listed twice"),
         ("servers = [1]", "a server is a URL"),
         (

@@ -215,13 +215,18 @@ mod tests {
             parse_backend("http://127.0.0.1:80"),
             Ok(BackendAddr::Tcp(_))
         ));
+        assert!(matches!(
+            parse_backend("https://app.internal:8443"),
+            Ok(BackendAddr::Tcp(_))
+        ));
         assert_eq!(
             parse_backend("unix:/run/a.sock"),
             Ok(BackendAddr::Unix("/run/a.sock".into()))
         );
         for bad in [
             "unix:run/a.sock",
-            "https://x",
+            "ftp://x",
+            "https://x/p",
             "http://x/p",
             "x",
             "http:///",

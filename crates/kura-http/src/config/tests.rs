@@ -52,7 +52,7 @@ fn the_documented_example_parses() {
 fn bad_settings_are_refused() {
     for text in [
         "",
-        "backend = \"https://x\"",
+        "backend = \"ftp://x\"",
         "backend = \"http://x/path\"",
         "backend = \"http://x\"\nmemory_mb = 0",
         "backend = \"http://x\"\nunknown = 1",
@@ -146,7 +146,7 @@ fn a_bad_rule_is_named_by_its_line() {
         (
             "backend = \"http://x\"\n[backends]\nb = \"ftp://y\"\n",
             3,
-            "only http:// and unix:",
+            "only http://, https:// and unix:",
         ),
         (
             "backend = \"http://x\"\n[backends]\n\"a b\" = \"http://y\"\n",
