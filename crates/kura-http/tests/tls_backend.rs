@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::{client, eventually, get, send, stats, temp_dir};
 use http::{Request, Response, Version};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -56,6 +56,7 @@ struct Seen {
     version: Version,
     authority: String,
     path: String,
+    body: Bytes,
 }
 
 /// A TLS backend with a certificate for `names` signed by `ca`, offering `h2` if asked.
@@ -116,24 +117,37 @@ async fn tls_backend(ca: &Ca, names: &[&str], h2: bool) -> TlsBackend {
                 let sni = session.server_name().map(str::to_owned);
                 let h2 = session.alpn_protocol() == Some(b"h2");
                 let service = service_fn(move |request: Request<Incoming>| {
-                    let authority = request.uri().authority().map_or_else(
-                        || {
-                            let host = request.headers().get("host");
-                            host.map_or("", |h| h.to_str().unwrap_or("")).to_owned()
-                        },
-                        ToString::to_string,
-                    );
-                    log.lock().push(Seen {
-                        sni: sni.clone(),
-                        version: request.version(),
-                        authority,
-                        path: request.uri().path().to_owned(),
-                    });
-                    let mut response = Response::new(Full::new(Bytes::from_static(b"secure")));
-                    response
-                        .headers_mut()
-                        .insert("cache-control", "max-age=60".parse().unwrap());
-                    async move { Ok::<_, std::convert::Infallible>(response) }
+                    let (sni, log) = (sni.clone(), log.clone());
+                    async move {
+                        let (parts, body) = request.into_parts();
+                        let authority = parts.uri.authority().map_or_else(
+                            || {
+                                let host = parts.headers.get("host");
+                                host.map_or("", |h| h.to_str().unwrap_or("")).to_owned()
+                            },
+                            ToString::to_string,
+                        );
+                        let body = body.collect().await.map(|b| b.to_bytes());
+                        let body = body.unwrap_or_default();
+                        log.lock().push(Seen {
+                            sni,
+                            version: parts.version,
+                            authority,
+                            path: parts.uri.path().to_owned(),
+                            body: body.clone(),
+                        });
+                        // A POST gets its body back; anything else the same cacheable page.
+                        let answer = if parts.method == http::Method::POST {
+                            Bytes::from([&b"got:"[..], &body].concat())
+                        } else {
+                            Bytes::from_static(b"secure")
+                        };
+                        let mut response = Response::new(Full::new(answer));
+                        response
+                            .headers_mut()
+                            .insert("cache-control", "max-age=60".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
                 });
                 let io = TokioIo::new(stream);
                 if h2 {
@@ -214,6 +228,39 @@ async fn fetches_and_caches_over_tls_with_http2_when_offered() {
     // Both over one multiplexed connection.
     assert_eq!(backend.handshakes.load(Ordering::SeqCst), 1);
     assert_eq!(stats(&server).await["backend_errors"], 0);
+}
+
+#[tokio::test]
+async fn request_bodies_reach_an_http2_backend_whole() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = temp_dir("tls-backend");
+    let ca = new_ca(&dir, "ca");
+    let backend = tls_backend(&ca, &["localhost"], true).await;
+    let url = format!("https://localhost:{}", backend.addr.port());
+    let server = proxy(&url, &trusting(&ca)).await;
+    let addr = server.http[0];
+    // With a length.
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let sized = "POST /form HTTP/1.1\r\nHost: site.test\r\nContent-Length: 7\r\nConnection: close\r\n\r\na=1&b=2";
+    client.write_all(sized.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("got:a=1&b=2"), "{answer}");
+    // Chunked: sent on with no length, which HTTP/2 frames by itself.
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let chunked = "POST /form HTTP/1.1\r\nHost: site.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
+    client.write_all(chunked.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.ends_with("got:abcdefg"), "{answer}");
+    let seen = backend.seen.lock().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|s| s.version == Version::HTTP_2));
+    assert_eq!(
+        (&seen[0].body[..], &seen[1].body[..]),
+        (&b"a=1&b=2"[..], &b"abcdefg"[..])
+    );
 }
 
 #[tokio::test]
