@@ -21,6 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kura_http::{Config, Server};
 use parking_lot::Mutex;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::rustls;
@@ -75,6 +76,16 @@ impl Drop for TlsBackend {
 
 /// A TLS acceptor with a certificate for `names` signed by `ca`, offering `h2` if asked.
 fn acceptor(ca: &Ca, names: &[&str], h2: bool) -> tokio_rustls::TlsAcceptor {
+    acceptor_with(ca, names, h2, None)
+}
+
+/// The same, asking for a client certificate of `clients` when given.
+fn acceptor_with(
+    ca: &Ca,
+    names: &[&str],
+    h2: bool,
+    clients: Option<&Ca>,
+) -> tokio_rustls::TlsAcceptor {
     let key = KeyPair::generate().unwrap();
     let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
     let cert = CertificateParams::new(names)
@@ -84,12 +95,26 @@ fn acceptor(ca: &Ca, names: &[&str], h2: bool) -> tokio_rustls::TlsAcceptor {
     let chain = vec![CertificateDer::from(cert.der().to_vec())];
     let key = PrivateKeyDer::try_from(key.serialize_der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
         .unwrap();
+    let builder = match clients {
+        None => builder.with_no_client_auth(),
+        Some(clients) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let pem = std::fs::read(&clients.pem).unwrap();
+            let der = CertificateDer::from_pem_slice(&pem).unwrap();
+            roots.add(der).unwrap();
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).unwrap();
     config.alpn_protocols = if h2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -99,7 +124,10 @@ fn acceptor(ca: &Ca, names: &[&str], h2: bool) -> tokio_rustls::TlsAcceptor {
 }
 
 async fn tls_backend(ca: &Ca, names: &[&str], h2: bool) -> TlsBackend {
-    let acceptor = acceptor(ca, names, h2);
+    serve(acceptor(ca, names, h2)).await
+}
+
+async fn serve(acceptor: tokio_rustls::TlsAcceptor) -> TlsBackend {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -486,4 +514,50 @@ async fn upgrades_are_piped_over_tls_as_http1() {
     let mut echoed = [0u8; 13];
     client.read_exact(&mut echoed).await.unwrap();
     assert_eq!(&echoed, b"ping over tls");
+}
+
+#[tokio::test]
+async fn a_client_certificate_is_sent_when_configured() {
+    let dir = temp_dir("tls-backend");
+    let (ca, clients) = (new_ca(&dir, "ca"), new_ca(&dir, "clients"));
+    let backend = serve(acceptor_with(&ca, &["localhost"], true, Some(&clients))).await;
+    let url = format!("https://localhost:{}", backend.addr.port());
+    // Without one, the backend refuses the connection: nothing is served.
+    let (status, body, errors) = fetch_through(&url, &trusting(&ca)).await;
+    assert!(status >= 500, "{status}");
+    assert_ne!(&body[..], b"secure");
+    assert!(errors >= 1);
+    assert!(backend.seen.lock().is_empty());
+    // With one its CA signed, the request goes through.
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["kura".to_owned()])
+        .unwrap()
+        .signed_by(&key, &clients.issuer)
+        .unwrap();
+    let (cert_pem, key_pem) = (dir.join("client.pem"), dir.join("client-key.pem"));
+    std::fs::write(&cert_pem, cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+    let pool = format!(
+        "{}\ntls_cert = \"{}\"\ntls_key = \"{}\"",
+        trusting(&ca),
+        cert_pem.display(),
+        key_pem.display()
+    );
+    let (status, body, errors) = fetch_through(&url, &pool).await;
+    assert_eq!((status, &body[..], errors), (200, &b"secure"[..], 0));
+    // A certificate without its key, or a key that is not one, is refused at start.
+    let e = refusal(&config_text(
+        &url,
+        &format!("tls_cert = \"{}\"", cert_pem.display()),
+    ));
+    assert!(e.contains("go together"), "{e}");
+    let e = refusal(&config_text(
+        &url,
+        &format!(
+            "tls_cert = \"{}\"\ntls_key = \"{}\"",
+            cert_pem.display(),
+            cert_pem.display()
+        ),
+    ));
+    assert!(e.contains("tls_key"), "{e}");
 }

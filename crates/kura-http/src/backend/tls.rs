@@ -52,11 +52,16 @@ fn config(tls: &BackendTls, h2: bool) -> Result<ClientConfig, Arc<str>> {
         None => system_roots(),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Arc::from(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut config = match &tls.client {
+        Some(client) => config
+            .with_client_auth_cert(client.chain.to_vec(), client.key.clone_key())
+            .map_err(|e| Arc::from(format!("tls_cert {}: {e}", client.path.display())))?,
+        None => config.with_no_client_auth(),
+    };
     config.alpn_protocols = if h2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {

@@ -1,13 +1,14 @@
 //! TLS to a backend server (`https://` URLs): the CAs its certificate is checked against
 //! (`tls_ca`, else `backend_tls_ca`, else the system's roots) and the name sent by SNI and
-//! checked in the certificate (`tls_sni`, else the URL's host). Files are read when the
+//! checked in the certificate (`tls_sni`, else the URL's host), and a client certificate
+//! (`tls_cert` and `tls_key`) for servers that ask for one. Files are read when the
 //! configuration is, so that a missing or bad file stops the start or the reload.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::RootCertStore;
 
 /// The TLS settings of an `https://` server.
@@ -17,6 +18,57 @@ pub struct BackendTls {
     pub ca: Option<CaFile>,
     /// The name sent by SNI and verified, instead of the URL's host.
     pub sni: Option<String>,
+    /// The client certificate sent when the server asks for one.
+    pub client: Option<ClientCert>,
+}
+
+/// A client certificate chain and its key, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// Where the chain was read from.
+    pub path: PathBuf,
+    /// The chain, the client's certificate first.
+    pub chain: Arc<Vec<CertificateDer<'static>>>,
+    /// Its key.
+    pub key: Arc<PrivateKeyDer<'static>>,
+}
+
+impl ClientCert {
+    /// The chain in the PEM file `cert` and the key in `key`.
+    ///
+    /// # Errors
+    /// A message naming the file that cannot be read or holds no usable certificate or key.
+    pub fn read(cert: &str, key: &str) -> Result<ClientCert, String> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| format!("tls_cert {cert:?}: {e}"))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("tls_cert {cert:?}: {e}"))?;
+        if chain.is_empty() {
+            return Err(format!("tls_cert {cert:?}: no certificate in it"));
+        }
+        let private =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("tls_key {key:?}: {e}"))?;
+        tokio_rustls::rustls::crypto::ring::sign::any_supported_type(&private)
+            .map_err(|e| format!("tls_key {key:?}: {e}"))?;
+        Ok(ClientCert {
+            path: PathBuf::from(cert),
+            chain: Arc::new(chain),
+            key: Arc::new(private),
+        })
+    }
+}
+
+/// A server's or a pool's TLS keys as written.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TlsFields<'a> {
+    /// `tls_ca`.
+    pub ca: Option<&'a String>,
+    /// `tls_sni`.
+    pub sni: Option<&'a String>,
+    /// `tls_cert`.
+    pub cert: Option<&'a String>,
+    /// `tls_key`.
+    pub key: Option<&'a String>,
 }
 
 /// A CA file as read.
@@ -62,26 +114,37 @@ pub fn sni(name: &str) -> Result<String, String> {
         .map_err(|_| format!("tls_sni {name:?} is not a DNS name or an IP address"))
 }
 
-/// The TLS settings of a server at a URL with `scheme`, from its own and its pool's
-/// `tls_ca`/`tls_sni` (its own first).
+/// The TLS settings of a server (`https` or not) from its own keys and its pool's (its own
+/// first; a certificate and its key are taken together).
 ///
 /// # Errors
-/// A message for TLS settings on an `http://` server, or a bad file or name.
+/// A message for TLS settings on an `http://` server, a certificate without its key, or a bad
+/// file or name.
 pub fn settings(
     https: bool,
-    ca: [Option<&String>; 2],
-    sni_name: [Option<&String>; 2],
+    own: TlsFields<'_>,
+    pool: TlsFields<'_>,
 ) -> Result<Option<BackendTls>, String> {
-    let ca = ca[0].or(ca[1]);
-    let sni_name = sni_name[0].or(sni_name[1]);
+    let ca = own.ca.or(pool.ca);
+    let sni_name = own.sni.or(pool.sni);
+    let (cert, key) = match (own.cert, own.key) {
+        (None, None) => (pool.cert, pool.key),
+        mine => mine,
+    };
     if !https {
-        if ca.is_some() || sni_name.is_some() {
-            return Err("tls_ca and tls_sni are for https:// servers".into());
+        if ca.is_some() || sni_name.is_some() || cert.is_some() || key.is_some() {
+            return Err("tls_ca, tls_sni, tls_cert and tls_key are for https:// servers".into());
         }
         return Ok(None);
     }
+    let client = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(ClientCert::read(cert, key)?),
+        _ => return Err("tls_cert and tls_key go together".into()),
+    };
     Ok(Some(BackendTls {
         ca: ca.map(|p| CaFile::read(p)).transpose()?,
         sni: sni_name.map(|n| sni(n)).transpose()?,
+        client,
     }))
 }

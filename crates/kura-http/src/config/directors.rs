@@ -7,6 +7,7 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::Deserialize;
 
+use super::backend_tls::TlsFields;
 use super::file::Source;
 use super::{backend_tls, parse_backend, BackendAddr, BackendTls, ConfigError, Probe};
 
@@ -76,6 +77,8 @@ struct PoolFile {
     probe: Option<ProbeFile>,
     tls_ca: Option<String>,
     tls_sni: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
 }
 
 /// A server given as a table.
@@ -88,6 +91,8 @@ struct ServerFile {
     probe: Option<ProbeFile>,
     tls_ca: Option<String>,
     tls_sni: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
 }
 
 /// A pool's or server's `probe`, with Varnish's `.probe` names.
@@ -109,6 +114,18 @@ pub(super) struct Pool {
     pub(super) policy: Policy,
     pub(super) seed: Option<u64>,
     pub(super) timeouts: Timeouts,
+}
+
+/// The TLS keys of a pool's or server's table.
+macro_rules! tls_fields {
+    ($table:expr) => {
+        TlsFields {
+            ca: $table.tls_ca.as_ref(),
+            sni: $table.tls_sni.as_ref(),
+            cert: $table.tls_cert.as_ref(),
+            key: $table.tls_key.as_ref(),
+        }
+    };
 }
 
 /// Reads `value`, the backend `name` at byte `at`: a URL string (one server) or a pool table.
@@ -140,6 +157,7 @@ pub(super) fn pool(
         return Err(bad("servers is empty".into()));
     }
     let pool_probe = file.probe.map(|p| probe(p).map_err(&bad)).transpose()?;
+    let pool_tls = tls_fields!(file);
     let mut servers = Vec::new();
     for server in file.servers {
         let spec = match server {
@@ -148,12 +166,8 @@ pub(super) fn pool(
                 ServerSpec {
                     max_connections: file.max_connections,
                     probe: pool_probe.clone(),
-                    tls: backend_tls::settings(
-                        is_https(&addr),
-                        [file.tls_ca.as_ref(), None],
-                        [file.tls_sni.as_ref(), None],
-                    )
-                    .map_err(&bad)?,
+                    tls: backend_tls::settings(is_https(&addr), TlsFields::default(), pool_tls)
+                        .map_err(&bad)?,
                     ..one(addr)
                 }
             }
@@ -161,12 +175,8 @@ pub(super) fn pool(
                 let server = ServerFile::deserialize(table).map_err(|e| bad(e.to_string()))?;
                 let addr = parse_backend(&server.url).map_err(&bad)?;
                 ServerSpec {
-                    tls: backend_tls::settings(
-                        is_https(&addr),
-                        [server.tls_ca.as_ref(), file.tls_ca.as_ref()],
-                        [server.tls_sni.as_ref(), file.tls_sni.as_ref()],
-                    )
-                    .map_err(&bad)?,
+                    tls: backend_tls::settings(is_https(&addr), tls_fields!(server), pool_tls)
+                        .map_err(&bad)?,
                     addr,
                     weight: server.weight.unwrap_or(1),
                     max_connections: server.max_connections.or(file.max_connections),
