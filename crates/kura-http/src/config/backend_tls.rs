@@ -148,3 +148,26 @@ pub fn settings(
         client,
     }))
 }
+
+/// Gives the top-level `backend_tls_ca` to every `https://` server of `backends` that has no
+/// `tls_ca` of its own.
+///
+/// # Errors
+/// The file's line when it cannot be read or holds no usable CA certificate.
+pub(super) fn top_ca(
+    backends: &mut [super::BackendSpec],
+    ca: Option<&toml::Spanned<String>>,
+    src: super::file::Source<'_>,
+) -> Result<(), super::ConfigError> {
+    let Some(ca) = ca else {
+        return Ok(());
+    };
+    let at = src.at(Some(ca.span().start));
+    let ca = CaFile::read(ca.get_ref())
+        .map_err(|e| super::ConfigError::Invalid(format!("{at}backend_{e}")))?;
+    let servers = backends.iter_mut().flat_map(|b| &mut b.servers);
+    for tls in servers.filter_map(|s| s.tls.as_mut()) {
+        tls.ca.get_or_insert_with(|| ca.clone());
+    }
+    Ok(())
+}

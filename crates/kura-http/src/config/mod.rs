@@ -338,15 +338,7 @@ impl Config {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
         let mut backends = parse::backends(args, file.backend, file.backends, src)?;
-        if let Some(ca) = &file.backend_tls_ca {
-            let ca = CaFile::read(ca.get_ref()).map_err(|e| {
-                ConfigError::Invalid(format!("{}backend_{e}", src.at(Some(ca.span().start))))
-            })?;
-            let servers = backends.iter_mut().flat_map(|b| &mut b.servers);
-            for tls in servers.filter_map(|s| s.tls.as_mut()) {
-                tls.ca.get_or_insert_with(|| ca.clone());
-            }
-        }
+        backend_tls::top_ca(&mut backends, file.backend_tls_ca.as_ref(), src)?;
         let (normalize, key_settings) = keys::top(file.normalize, file.device, src)?;
         let purge = bans::purge(file.purge, src)?;
         let bans = bans::bans(file.bans, src)?;
