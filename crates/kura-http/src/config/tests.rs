@@ -35,6 +35,25 @@ fn file_settings() {
     assert_eq!((probe.window, probe.threshold, probe.initial), (3, 1, 1));
 }
 
+/// Every TOML example in docs/http.md (Settings, Replacing Varnish's Magento file, ...) is a
+/// file kura http starts with.
+#[test]
+fn every_documented_toml_example_parses() {
+    let doc = include_str!("../../../../docs/http.md");
+    let mut rest = doc;
+    let mut seen = 0;
+    while let Some(at) = rest.find("```toml\n") {
+        let start = at + 8;
+        let end = start + rest[start..].find("```").expect("its end");
+        if let Err(e) = Config::from_toml(&rest[start..end]) {
+            panic!("example {} of docs/http.md: {e}", seen + 1);
+        }
+        seen += 1;
+        rest = &rest[end..];
+    }
+    assert!(seen >= 2, "{seen} TOML examples");
+}
+
 /// The Settings example in docs/http.md is a valid file, with every key this version reads.
 #[test]
 fn the_documented_example_parses() {
