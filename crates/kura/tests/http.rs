@@ -48,8 +48,8 @@ fn bad_settings_are_refused_with_a_message() {
     for (args, message) in [
         (vec!["http"], "no backend"),
         (
-            vec!["http", "--backend", "https://127.0.0.1:1"],
-            "only http://",
+            vec!["http", "--backend", "ftp://127.0.0.1:1"],
+            "only http://, https:// and unix:",
         ),
         (
             vec![
