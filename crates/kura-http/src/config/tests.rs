@@ -35,23 +35,30 @@ fn file_settings() {
     assert_eq!((probe.window, probe.threshold, probe.initial), (3, 1, 1));
 }
 
+/// The text of each ```toml block of `doc`, in order.
+fn toml_examples(doc: &str) -> Vec<&str> {
+    let mut examples = Vec::new();
+    let mut rest = doc;
+    while let Some(at) = rest.find("```toml\n") {
+        let start = at + 8;
+        let end = start + rest[start..].find("```").expect("its end");
+        examples.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    examples
+}
+
 /// Every TOML example in docs/http.md (Settings, Replacing Varnish's Magento file, ...) is a
 /// file kura http starts with.
 #[test]
 fn every_documented_toml_example_parses() {
-    let doc = include_str!("../../../../docs/http.md");
-    let mut rest = doc;
-    let mut seen = 0;
-    while let Some(at) = rest.find("```toml\n") {
-        let start = at + 8;
-        let end = start + rest[start..].find("```").expect("its end");
-        if let Err(e) = Config::from_toml(&rest[start..end]) {
-            panic!("example {} of docs/http.md: {e}", seen + 1);
+    let examples = toml_examples(include_str!("../../../../docs/http.md"));
+    for (i, example) in examples.iter().enumerate() {
+        if let Err(e) = Config::from_toml(example) {
+            panic!("example {} of docs/http.md: {e}", i + 1);
         }
-        seen += 1;
-        rest = &rest[end..];
     }
-    assert!(seen >= 2, "{seen} TOML examples");
+    assert!(examples.len() >= 2, "{} TOML examples", examples.len());
 }
 
 /// The Settings example in docs/http.md is a valid file, with every key this version reads.
@@ -60,9 +67,8 @@ fn the_documented_example_parses() {
     let doc = include_str!("../../../../docs/http.md");
     // The Settings section's example (other sections have examples of their own).
     let settings = doc.find("\n### Settings\n").expect("a Settings section");
-    let start = settings + doc[settings..].find("```toml\n").expect("a TOML example") + 8;
-    let end = start + doc[start..].find("```").expect("its end");
-    let config = Config::from_toml(&doc[start..end]).unwrap();
+    let example = toml_examples(&doc[settings..])[0];
+    let config = Config::from_toml(example).unwrap();
     assert_eq!(config.tls.len(), 1);
     assert_eq!(config.listen_unix.len(), 1);
     assert_eq!(config.max_connections, 10_000);
