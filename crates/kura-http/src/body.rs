@@ -74,6 +74,20 @@ impl Body {
     }
 }
 
+impl Body {
+    /// This body, ready for its response's head to be sent: a body decoded for the client has
+    /// its first bytes decoded ([`Decoding::prime`]); any other is as it is.
+    ///
+    /// # Errors
+    /// A decoded body whose first bytes cannot be decoded, or whose source failed first.
+    pub async fn primed(mut self) -> Result<Body, Box<dyn std::error::Error + Send + Sync>> {
+        if let Body::Decoded(decoding) = &mut self {
+            decoding.prime().await?;
+        }
+        Ok(self)
+    }
+}
+
 impl http_body::Body for Body {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -177,3 +177,164 @@ async fn x_forwarded_for_names_the_client_only_from_trusted_proxies() {
     );
     strict.shutdown().await;
 }
+
+/// A TLS client connection to `addr` that sends `header` first: alone, then the handshake
+/// (`together` false), or in the same write as the `ClientHello` (true).
+async fn tls_through(
+    addr: SocketAddr,
+    cert: &rcgen::CertifiedKey<rcgen::KeyPair>,
+    header: &[u8],
+    together: bool,
+) -> std::io::Result<tokio_rustls::client::TlsStream<First<tokio::net::TcpStream>>> {
+    use tokio::io::AsyncWriteExt;
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from(
+            cert.cert.der().to_vec(),
+        ))
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+    let first = if together {
+        header.to_vec()
+    } else {
+        tcp.write_all(header).await?;
+        Vec::new()
+    };
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    connector.connect(name, First(tcp, first)).await
+}
+
+/// A stream whose first write carries these bytes before its own.
+struct First<S>(S, Vec<u8>);
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for First<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for First<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.1.is_empty() {
+            return std::pin::Pin::new(&mut self.0).poll_write(cx, buf);
+        }
+        // Header and data in one write (one segment). On loopback an empty socket takes a
+        // ClientHello whole; anything less fails the test rather than being retried.
+        let mut both = std::mem::take(&mut self.1);
+        let header = both.len();
+        both.extend_from_slice(buf);
+        match std::pin::Pin::new(&mut self.0).poll_write(cx, &both) {
+            std::task::Poll::Ready(Ok(n)) if n == both.len() => {
+                std::task::Poll::Ready(Ok(n - header))
+            }
+            std::task::Poll::Ready(Ok(_)) => std::task::Poll::Ready(Err(std::io::Error::other(
+                "the header and the ClientHello did not go in one write",
+            ))),
+            other => {
+                both.truncate(header);
+                self.1 = both;
+                other
+            }
+        }
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_headers_before_the_tls_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = plain_backend().await;
+    let dir = temp_dir("proxy-tls");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+    let tls = format!(
+        "[[tls]]\nlisten = \"127.0.0.1:0\"\ncert = {:?}\nkey = {:?}\nproxy_protocol = true\n",
+        dir.join("cert.pem").to_str().unwrap(),
+        dir.join("key.pem").to_str().unwrap()
+    );
+    // Refused at load without trusted balancers.
+    let error =
+        kura_http::Config::from_toml(&format!("backend = \"http://{}\"\n{tls}", backend.addr))
+            .unwrap_err()
+            .to_string();
+    assert!(error.contains("trusted_proxies"), "{error}");
+    let extra =
+        format!("trusted_proxies = [\"127.0.0.1\"]\n[purge]\nallow = [\"192.0.2.0/24\"]\n{tls}");
+    let server = proxy(backend.addr, &extra).await;
+    let lb = server.https[0];
+    // One request on a new connection through the "balancer": the answer's first line.
+    let once = |header: Vec<u8>, together: bool, request: &'static str| {
+        let cert = &cert;
+        async move {
+            let mut conn = tls_through(lb, cert, &header, together).await.unwrap();
+            conn.write_all(request.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            let _ = conn.read_to_end(&mut got).await;
+            let text = String::from_utf8_lossy(&got).into_owned();
+            text.lines().next().unwrap_or_default().to_owned()
+        }
+    };
+    for (header, together, client) in [
+        (v1("192.0.2.7"), false, "192.0.2.7"),
+        (v2([192, 0, 2, 8], 40000), true, "192.0.2.8"),
+        (v1("203.0.113.9"), true, "203.0.113.9"),
+    ] {
+        let get = "GET /t HTTP/1.1\r\nHost: site.example\r\nConnection: close\r\n\r\n";
+        assert_eq!(once(header.clone(), together, get).await, "HTTP/1.1 200 OK");
+        assert_eq!(backend.last().headers["x-forwarded-for"], client);
+        // The purge ACL judges the client the header named.
+        let purge = "PURGE /t HTTP/1.1\r\nHost: site.example\r\nConnection: close\r\n\r\n";
+        let want = if client.starts_with("192.0.2.") {
+            "HTTP/1.1 200 OK"
+        } else {
+            "HTTP/1.1 403 Forbidden"
+        };
+        assert_eq!(once(header, together, purge).await, want, "{client}");
+    }
+    // A TLS client without a header: no handshake, refused and counted.
+    let refused = tls_through(lb, &cert, b"", false).await;
+    assert!(refused.is_err());
+    eventually_stat(&server, "proxy_protocol_refused", 1).await;
+    server.shutdown().await;
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Waits (bounded) for figure `name` of `/stats` to be `want`.
+async fn eventually_stat(server: &kura_http::Server, name: &str, want: u64) {
+    for _ in 0..500 {
+        if stats(server).await[name] == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{name} never reached {want}");
+}

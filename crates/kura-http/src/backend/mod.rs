@@ -63,6 +63,8 @@ pub struct Backend {
     /// Requests refused with 503 because every server had `max_connections` (Varnish's
     /// `busy`).
     pub busy: AtomicU64,
+    /// The entry appended to `Via` (`1.1 NAME`, `config::Via`).
+    via: HeaderValue,
 }
 
 impl Backend {
@@ -81,6 +83,7 @@ impl Backend {
             first_byte_timeout: t.first_byte.unwrap_or(config.first_byte_timeout),
             between_bytes_timeout: t.between_bytes.unwrap_or(config.between_bytes_timeout),
             busy: AtomicU64::new(0),
+            via: config.via.entry.clone(),
         }
     }
 
@@ -162,12 +165,19 @@ impl Backend {
         if let Some(host) = host {
             out.insert(HOST, host.clone());
         }
-        // RFC 9110 §7.6.3: a gateway MUST send Via in the requests it forwards.
-        let via = match out.get(VIA).and_then(|v| v.to_str().ok()) {
-            Some(before) => format!("{before}, 1.1 kura"),
-            None => "1.1 kura".to_owned(),
-        };
-        if let Ok(via) = HeaderValue::try_from(via) {
+        // RFC 9110 §7.6.3: a gateway MUST send Via in the requests it forwards. This
+        // instance's name in it is how a request that comes back is told (`server/loops.rs`):
+        // the entries before are kept, every field's.
+        let mut entries = out.get_all(VIA).iter().map(HeaderValue::as_bytes).fold(
+            Vec::new(),
+            |mut all, value| {
+                all.extend_from_slice(value);
+                all.extend_from_slice(b", ");
+                all
+            },
+        );
+        entries.extend_from_slice(self.via.as_bytes());
+        if let Ok(via) = HeaderValue::from_bytes(&entries) {
             out.insert(VIA, via);
         }
         if let Some(ip) = client {

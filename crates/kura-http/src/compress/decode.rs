@@ -252,6 +252,10 @@ pub struct Decoding {
     decoder: Decoder,
     ended: bool,
     done: bool,
+    /// The first chunk, decoded before the head was sent ([`Decoding::prime`]).
+    held: Option<Frame<Bytes>>,
+    /// The error that ended it, returned at the poll after the one that found it.
+    failed: Option<BodyError>,
 }
 
 impl Decoding {
@@ -262,6 +266,25 @@ impl Decoding {
             decoder: Decoder::new(coding, limit),
             ended: false,
             done: false,
+            held: None,
+            failed: None,
+        }
+    }
+
+    /// Decodes the first chunk (or finds the end) and holds it for the first poll: a body whose
+    /// start cannot be decoded, or whose source fails before any byte, is known while the
+    /// response's head can still say so (a `502`), rather than once the head is sent.
+    ///
+    /// # Errors
+    /// The first bytes are not what the coding says, or the source failed.
+    pub async fn prime(&mut self) -> Result<(), BodyError> {
+        match std::future::poll_fn(|cx| self.poll_frame(cx)).await {
+            Some(Ok(frame)) => {
+                self.held = Some(frame);
+                Ok(())
+            }
+            Some(Err(error)) => Err(error),
+            None => Ok(()),
         }
     }
 
@@ -270,6 +293,12 @@ impl Decoding {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(frame) = self.held.take() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if let Some(error) = self.failed.take() {
+            return Poll::Ready(Some(Err(error)));
+        }
         loop {
             if self.done {
                 return Poll::Ready(None);
@@ -287,9 +316,8 @@ impl Decoding {
                 }
                 Ok(None) => {}
                 Err(error) => {
-                    self.done = true;
                     tracing::debug!("decoding a body: {error}");
-                    return Poll::Ready(Some(Err(error.into())));
+                    return self.fail(error.into(), cx);
                 }
             }
             match Pin::new(&mut self.inner).poll_frame(cx) {
@@ -298,19 +326,30 @@ impl Decoding {
                         self.decoder.feed(data);
                     }
                 }
-                Poll::Ready(Some(Err(error))) => {
-                    self.done = true;
-                    return Poll::Ready(Some(Err(error)));
-                }
+                Poll::Ready(Some(Err(error))) => return self.fail(error, cx),
                 Poll::Ready(None) => self.ended = true,
                 Poll::Pending => return Poll::Pending,
             }
         }
     }
 
+    /// Ends the body with `error`, one poll later: hyper writes out what it holds (the head,
+    /// the chunks before) when a body waits, so the client gets them and then the cut (the
+    /// chunked body without its end), instead of a connection closed with nothing sent.
+    fn fail(
+        &mut self,
+        error: BodyError,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.done = true;
+        self.failed = Some(error);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
     /// Whether the body has ended.
     pub fn is_end_stream(&self) -> bool {
-        self.done
+        self.done && self.held.is_none() && self.failed.is_none()
     }
 
     /// The decoded length is not known in advance.

@@ -16,6 +16,7 @@ mod keys;
 mod parse;
 pub mod route;
 mod security;
+pub mod via;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ pub use edits::{Edits, HeaderEdits, Synthetic};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
 pub use security::{Unkeyed, DEFAULT_KEY_HEADERS, DEFAULT_STRIP_UNKEYED};
+pub use via::Via;
 
 /// Run `kura http`, a caching reverse proxy (RFC 9111) in front of one HTTP backend.
 #[derive(Args, Debug, Default, Clone)]
@@ -83,6 +85,7 @@ pub const DEFAULT_MAX_HEADERS: usize = 512;
 
 /// A TLS listener: address, certificate chain and private key (PEM).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct TlsListener {
     /// Address to listen on.
     pub listen: SocketAddr,
@@ -90,6 +93,10 @@ pub struct TlsListener {
     pub cert: PathBuf,
     /// Private key, PEM.
     pub key: PathBuf,
+    /// Whether each connection begins with a PROXY protocol header, before the TLS handshake
+    /// (a balancer passing TLS through); only from `trusted_proxies`.
+    #[serde(default)]
+    pub proxy_protocol: bool,
 }
 
 /// Backend health probes (Varnish's `.probe`): a server is healthy while at least
@@ -166,6 +173,11 @@ pub struct Config {
     pub max_connections: usize,
     /// Upgrade requests (WebSocket) piped to the backend at once; 0: none are piped.
     pub max_pipes: usize,
+    /// How long a pipe may pass no byte either way before both its connections close
+    /// (`pipe_idle_timeout`, Varnish's `pipe_timeout`); `None`: never.
+    pub pipe_idle_timeout: Option<Duration>,
+    /// This instance's name in `Via`, and the most `Via` entries a request may carry.
+    pub via: Via,
     /// Backend connect timeout.
     pub connect_timeout: Duration,
     /// Time until the backend's response head.
@@ -288,6 +300,11 @@ impl Config {
         let listen_unix = file.listen_unix.unwrap_or_default();
         let (listen_proxy, trusted_proxies) =
             clients::clients(file.listen_proxy, file.trusted_proxies, src)?;
+        if tls.iter().any(|t| t.proxy_protocol) && trusted_proxies.is_empty() {
+            return Err(ConfigError::Invalid(
+                "[[tls]] proxy_protocol: list the load balancers' addresses in trusted_proxies (only they may send a PROXY header)".into(),
+            ));
+        }
         if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() && listen_proxy.is_empty()
         {
             listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
@@ -407,6 +424,14 @@ impl Config {
             max_url: file.max_url_bytes.unwrap_or(8 << 10),
             max_connections: file.max_connections.unwrap_or(10_000).max(1),
             max_pipes: file.max_pipes.unwrap_or(1000),
+            pipe_idle_timeout: Some(secs_f(
+                file.pipe_idle_timeout,
+                60.0,
+                "pipe_idle_timeout",
+                src,
+            )?)
+            .filter(|t| !t.is_zero()),
+            via: via::read(file.via_name.as_ref(), file.max_via_hops, src)?,
             connect_timeout: secs_f(file.connect_timeout, 3.5, "connect_timeout", src)?,
             first_byte_timeout: secs_f(file.first_byte_timeout, 60.0, "first_byte_timeout", src)?,
             between_bytes_timeout: secs_f(

@@ -36,6 +36,10 @@ pub async fn fetch(
     route: usize,
     coalesce: bool,
 ) -> (Response<Body>, CacheOutcome) {
+    // Before it joins a flight: a request that came back would wait on its own fetch.
+    if let Some(refused) = super::loops::refused(proxy, &parts.headers) {
+        return refused;
+    }
     let (flight, leader) = if coalesce {
         match proxy.flights.join(&key) {
             Join::Leader(flight) => (flight, true),
@@ -125,7 +129,7 @@ pub async fn fetch(
             let mut response = Response::new(body);
             *response.status_mut() = head.status;
             *response.headers_mut() = headers;
-            (response, CacheOutcome::Pass)
+            respond::primed(response, CacheOutcome::Pass).await
         }
         Outcome::Shared => {
             if !leader && !vary_matches(&head.headers, &parts.headers, &head_secondary(&head)) {
@@ -160,7 +164,7 @@ pub async fn fetch(
                         let mut response = Response::new(body);
                         *response.status_mut() = head.status;
                         *response.headers_mut() = headers;
-                        return (response, outcome);
+                        return respond::primed(response, outcome).await;
                     }
                     (ranged_flight(parts, head.status, headers, reader), outcome)
                 }

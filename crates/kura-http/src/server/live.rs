@@ -100,6 +100,7 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
     config.threads = was.threads;
     config.max_connections = was.max_connections;
     config.max_pipes = was.max_pipes;
+    config.via = config.via.clone().keeping(&was.via);
     let shards = kura_store::default_shards(config.threads);
     config.max_object = config.max_object.min(config.memory / shards / 4);
     // The same file in the same format: the writer stays (no line lost or reordered) and
@@ -179,7 +180,10 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
         out.push("the listen addresses");
     }
     let same_tls = |a: &TlsListener, b: &TlsListener| {
-        a.listen == b.listen && a.cert == b.cert && a.key == b.key
+        a.listen == b.listen
+            && a.cert == b.cert
+            && a.key == b.key
+            && a.proxy_protocol == b.proxy_protocol
     };
     if old.tls.len() != new.tls.len() || old.tls.iter().zip(&new.tls).any(|(a, b)| !same_tls(a, b))
     {

@@ -15,6 +15,7 @@ pub mod interim;
 mod invalidation;
 mod key_cookies;
 pub mod live;
+mod loops;
 mod pass;
 mod pipe;
 mod proxied;
@@ -151,7 +152,7 @@ impl Server {
             tasks.spawn(accept(
                 live.clone(),
                 listener,
-                Kind::Tls(acceptor),
+                Kind::Tls(acceptor, tls.proxy_protocol),
                 permits.clone(),
                 stopped.clone(),
             ));
@@ -211,8 +212,9 @@ enum Kind {
     Plain,
     /// A PROXY protocol header, then as `Plain` (`proxied.rs`).
     Proxied,
-    /// A TLS handshake, then HTTP/2 or HTTP/1.1 by ALPN.
-    Tls(tokio_rustls::TlsAcceptor),
+    /// A TLS handshake, then HTTP/2 or HTTP/1.1 by ALPN; true: a PROXY protocol header
+    /// before the handshake.
+    Tls(tokio_rustls::TlsAcceptor, bool),
 }
 
 async fn accept(
@@ -253,35 +255,21 @@ async fn accept(
                     serve_plain(live, stream, peer, BytesMut::new(), stopped).await;
                 }
                 Kind::Proxied => {
-                    let trusted = &proxy.config.trusted_proxies;
-                    let header =
-                        proxied::read_header(&mut stream, addr, trusted, HEADER_READ_TIMEOUT);
-                    let Ok((client, read)) = header.await else {
-                        proxy
-                            .stats
-                            .proxy_protocol_refused
-                            .fetch_add(1, Ordering::Relaxed);
+                    let Some((client, read)) = proxy_header(&proxy, &mut stream, addr).await else {
                         return;
                     };
                     let peer = Peer::of(client, "http");
                     serve_plain(live, stream, peer, read, stopped).await;
                 }
-                Kind::Tls(acceptor) => {
-                    let handshake =
-                        tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream));
-                    let Ok(Ok(stream)) = handshake.await else {
+                Kind::Tls(acceptor, false) => {
+                    tls::serve(live, &acceptor, stream, addr, stopped).await;
+                }
+                Kind::Tls(acceptor, true) => {
+                    let Some((client, read)) = proxy_header(&proxy, &mut stream, addr).await else {
                         return;
                     };
-                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let mut peer = Peer::of(addr, "https");
-                    let limits = head_limits(&proxy.config);
-                    if h2 {
-                        serve(live, TokioIo::new(stream), peer, true, limits, stopped).await;
-                    } else {
-                        let mut guarded = Guard::new(stream, limits, proxy.stats.clone());
-                        peer.interim = Some(guarded.interim());
-                        serve(live, TokioIo::new(guarded), peer, false, limits, stopped).await;
-                    }
+                    let stream = proxied::Replayed::new(read, stream);
+                    tls::serve(live, &acceptor, stream, client, stopped).await;
                 }
             }
         });
@@ -289,6 +277,24 @@ async fn accept(
         while connections.try_join_next().is_some() {}
     }
     while connections.join_next().await.is_some() {}
+}
+
+/// The client a connection's PROXY header names and the bytes read after it; `None` when it
+/// was refused (answered and counted).
+async fn proxy_header(
+    proxy: &Proxy,
+    stream: &mut tokio::net::TcpStream,
+    addr: SocketAddr,
+) -> Option<(SocketAddr, BytesMut)> {
+    let trusted = &proxy.config.trusted_proxies;
+    let header = proxied::read_header(stream, addr, trusted, HEADER_READ_TIMEOUT).await;
+    if header.is_err() {
+        proxy
+            .stats
+            .proxy_protocol_refused
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    header.ok()
 }
 
 /// A connection permit (`max_connections`), or `None` once the server stops.

@@ -27,6 +27,9 @@ pub async fn pass(
     peer: &Peer,
     route: usize,
 ) -> (Response<Body>, CacheOutcome) {
+    if let Some(refused) = super::loops::refused(proxy, &parts.headers) {
+        return refused;
+    }
     let backend = proxy.backend(route);
     // A client body that breaks (a malformed chunk, cut short) is the client's fault: 400.
     let broken = Arc::new(AtomicBool::new(false));
@@ -71,10 +74,14 @@ pub async fn pass(
     // for gzip on the client's behalf.
     let decode = ClientCoding::adapt(ClientCoding::of(parts), &mut head.headers)
         .filter(|_| parts.method != http::Method::HEAD);
-    (
-        Response::from_parts(head, Body::backend(body, lease).decoded(decode)),
-        CacheOutcome::Pass,
-    )
+    let body = Body::backend(body, lease);
+    match decode {
+        None => (Response::from_parts(head, body), CacheOutcome::Pass),
+        decode => {
+            let response = Response::from_parts(head, body.decoded(decode));
+            respond::primed(response, CacheOutcome::Pass).await
+        }
+    }
 }
 
 fn invalidate(proxy: &Proxy, parts: &Parts, peer: &Peer, response: &http::response::Parts) {

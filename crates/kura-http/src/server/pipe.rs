@@ -5,11 +5,15 @@
 //! to the client and ends its connection: the framing guard read nothing after the request
 //! and reads nothing more (`framing.rs`), so no byte is ever taken for HTTP unjudged.
 //!
-//! At most `max_pipes` pipes at once: past it, `503` and the connection ends. Counted on
-//! `/stats` and `/metrics`: `pipes` (opened), `pipes_active`, `pipes_refused` (over the limit).
+//! At most `max_pipes` pipes at once: past it, `503` and the connection ends. A pipe that
+//! receives nothing either way for `pipe_idle_timeout` is closed. Counted on `/stats` and
+//! `/metrics`: `pipes` (opened), `pipes_active`, `pipes_refused` (over the limit),
+//! `pipes_idle_closed`.
 
-use std::sync::atomic::Ordering;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE};
@@ -17,7 +21,8 @@ use http::request::Parts;
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::time::Instant;
 
 use super::proxy::{Peer, Proxy};
 use super::respond;
@@ -54,6 +59,9 @@ pub async fn pipe(
     peer: &Peer,
     route: usize,
 ) -> (Response<Body>, CacheOutcome) {
+    if let Some((refused, _)) = super::loops::refused(proxy, &parts.headers) {
+        return closing(refused);
+    }
     let stats = &proxy.stats;
     let (Some(on_client), Ok(permit)) = (
         parts.extensions.remove::<OnUpgrade>(),
@@ -90,12 +98,16 @@ pub async fn pipe(
     let (head, _) = response.into_parts();
     stats.pipes.fetch_add(1, Ordering::Relaxed);
     let active = Active::new(stats.clone());
+    let idle = proxy.config.pipe_idle_timeout;
     tokio::spawn(async move {
-        let _held = (permit, active);
+        let _permit = permit;
         let (Ok(client), Ok(backend)) = (on_client.await, on_backend.await) else {
             return;
         };
-        join(TokioIo::new(client), TokioIo::new(backend)).await;
+        let ended = join(TokioIo::new(client), TokioIo::new(backend), idle).await;
+        if ended == Ended::Idle {
+            active.idle_closed();
+        }
     });
     // The backend's 101 as it is: Upgrade, Connection and the protocol's own fields.
     (Response::from_parts(head, Body::Empty), CacheOutcome::Pipe)
@@ -106,15 +118,27 @@ pub async fn pipe(
 /// not hold a pipe.
 const LINGER: Duration = Duration::from_secs(10);
 
+/// How a pipe ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// A side closed (or failed).
+    Closed,
+    /// Nothing was received either way for `pipe_idle_timeout`.
+    Idle,
+}
+
 /// Copies bytes each way until one side ends, then lets the other finish for at most
-/// [`LINGER`]; both connections close when it returns.
-async fn join<C, B>(client: C, backend: B)
+/// [`LINGER`]; or until nothing has been received either way for `idle` (Varnish's
+/// `pipe_timeout`). Both connections close when it returns.
+async fn join<C, B>(client: C, backend: B, idle: Option<Duration>) -> Ended
 where
     C: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
-    let (mut client_read, mut client_write) = tokio::io::split(client);
-    let (mut backend_read, mut backend_write) = tokio::io::split(backend);
+    let last = Activity::new();
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let (backend_read, mut backend_write) = tokio::io::split(backend);
+    let (mut client_read, mut backend_read) = (last.watch(client_read), last.watch(backend_read));
     let up = async {
         let _ = tokio::io::copy(&mut client_read, &mut backend_write).await;
         let _ = backend_write.shutdown().await;
@@ -123,10 +147,79 @@ where
         let _ = tokio::io::copy(&mut backend_read, &mut client_write).await;
         let _ = client_write.shutdown().await;
     };
-    tokio::pin!(up, down);
+    let idled = async {
+        match idle {
+            Some(idle) => last.idle_for(idle).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(up, down, idled);
     tokio::select! {
         () = &mut up => { let _ = tokio::time::timeout(LINGER, down).await; }
         () = &mut down => { let _ = tokio::time::timeout(LINGER, up).await; }
+        () = &mut idled => return Ended::Idle,
+    }
+    Ended::Closed
+}
+
+/// When a pipe last received a byte, either way: milliseconds since it began.
+struct Activity {
+    began: Instant,
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            began: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// `read`, noting each byte it receives here.
+    fn watch<R>(&self, read: R) -> Watched<'_, R> {
+        Watched {
+            inner: read,
+            activity: self,
+        }
+    }
+
+    fn received(&self) {
+        let millis = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(millis, Ordering::Relaxed);
+    }
+
+    /// Returns once nothing has been received for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let last = self.began + Duration::from_millis(self.last.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// A reading half whose reads are noted in an [`Activity`].
+struct Watched<'a, R> {
+    inner: R,
+    activity: &'a Activity,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<'_, R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.received();
+        }
+        read
     }
 }
 
@@ -141,6 +234,13 @@ fn closing(mut response: Response<Body>) -> (Response<Body>, CacheOutcome) {
 
 /// A pipe counted in `pipes_active` while it lives.
 struct Active(Arc<Stats>);
+
+impl Active {
+    /// Counts a pipe closed for idleness.
+    fn idle_closed(&self) {
+        self.0.pipes_idle_closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 impl Active {
     fn new(stats: Arc<Stats>) -> Active {

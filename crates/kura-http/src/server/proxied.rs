@@ -1,15 +1,20 @@
-//! The PROXY protocol on `listen_proxy` listeners: each connection must begin with a v1 or
-//! v2 header (`wire::proxy_header`) from a `trusted_proxies` address, read here before
-//! anything else; the client it names is the connection's client from then on (the purge ACL,
-//! the access log, `X-Forwarded-For`). A connection without one, with a broken one, or from an
+//! The PROXY protocol on `listen_proxy` listeners and on TLS listeners with
+//! `proxy_protocol = true`: each connection must begin with a v1 or v2 header
+//! (`wire::proxy_header`) from a `trusted_proxies` address, read here before anything else (on
+//! a TLS listener, before the handshake: the balancer passes TLS through and writes the header
+//! in clear); the client it names is the connection's client from then on (the purge ACL, the
+//! access log, `X-Forwarded-For`). A connection without one, with a broken one, or from an
 //! address that is not trusted is answered `400` with the reason and closed; nothing of it
-//! reaches hyper.
+//! reaches hyper (nor rustls).
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::config::Cidr;
 use crate::wire::proxy_header::{parse, Parsed, MAX_V2};
@@ -72,4 +77,88 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, why: &'static str) -> &'s
     let _ = stream.write_all(answer.as_bytes()).await;
     let _ = stream.shutdown().await;
     why
+}
+
+/// A connection whose first bytes were read with its PROXY header (a TLS `ClientHello` often
+/// comes in the same segment): they are read again first, then the connection's own.
+pub struct Replayed<S> {
+    read: BytesMut,
+    inner: S,
+}
+
+impl<S> Replayed<S> {
+    /// `inner`, after `read`.
+    pub fn new(read: BytesMut, inner: S) -> Replayed<S> {
+        Replayed { read, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replayed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.read.is_empty() {
+            return Pin::new(&mut self.inner).poll_read(cx, buf);
+        }
+        let n = self.read.len().min(buf.remaining());
+        buf.put_slice(&self.read[..n]);
+        self.read.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replayed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_bytes_read_with_the_header_come_first() {
+        let (mut near, far) = tokio::io::duplex(64);
+        let mut replayed = Replayed::new(BytesMut::from(&b"hello "[..]), far);
+        near.write_all(b"world").await.unwrap();
+        drop(near);
+        let mut all = Vec::new();
+        // Read in small pieces: the replayed bytes across two reads.
+        let mut piece = [0u8; 4];
+        loop {
+            let n = replayed.read(&mut piece).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&piece[..n]);
+        }
+        assert_eq!(all, b"hello world");
+    }
 }

@@ -12,6 +12,7 @@ use crate::compress::ClientCoding;
 use crate::rules::range::{self, RangeAnswer};
 use crate::rules::validation::client::{answer, not_modified_headers, ClientAnswer};
 use crate::rules::{serve, RequestHead, ResponseHead};
+use crate::stats::CacheOutcome;
 
 /// A stored object as the response to `request`, or `None` when the request's preconditions
 /// are for the origin (`If-Match`, `If-Unmodified-Since`): it must be forwarded.
@@ -121,6 +122,25 @@ pub fn synthetic(synthetic: &crate::config::Synthetic) -> Response<Body> {
         .headers_mut()
         .insert(CONTENT_LENGTH, HeaderValue::from(synthetic.body.len()));
     response
+}
+
+/// `response` once its body can be sent ([`Body::primed`]): a body decoded for the client
+/// whose first bytes cannot be decoded (the backend's bytes are not what its
+/// `Content-Encoding` says) gets a `502` instead, while no head has been sent. A body that
+/// breaks later ends the response as an error the client sees: the chunked stream (or the
+/// HTTP/2 stream) is cut without its end, or fewer bytes than `Content-Length` arrive.
+pub async fn primed(
+    response: Response<Body>,
+    outcome: CacheOutcome,
+) -> (Response<Body>, CacheOutcome) {
+    let (head, body) = response.into_parts();
+    match body.primed().await {
+        Ok(body) => (Response::from_parts(head, body), outcome),
+        Err(error) => {
+            tracing::warn!("backend body not decodable for the client: {error}");
+            (synth(StatusCode::BAD_GATEWAY, false), CacheOutcome::Synth)
+        }
+    }
 }
 
 /// A short text response of the proxy's own.

@@ -100,12 +100,17 @@ pub struct Stats {
     pub pipes_active: AtomicU64,
     /// Upgrade requests refused because `max_pipes` pipes were open (503).
     pub pipes_refused: AtomicU64,
+    /// Pipes closed because nothing was received either way for `pipe_idle_timeout`.
+    pub pipes_idle_closed: AtomicU64,
     /// `listen_proxy` connections refused: no PROXY header, a broken one, or from an address
     /// not in `trusted_proxies`.
     pub proxy_protocol_refused: AtomicU64,
     /// Backend bodies not stored because they were not what their `Content-Encoding` said, or
     /// decoded past `max_decoded`.
     pub encoding_refused: AtomicU64,
+    /// Requests refused with 508 as loops: their `Via` named this instance, or had more
+    /// than `max_via_hops` entries (`server/loops.rs`).
+    pub loops: AtomicU64,
     /// Worker threads (set at start).
     pub threads: AtomicU64,
     started: Started,
@@ -187,7 +192,7 @@ pub fn snapshot(
     };
     let sum = |field: fn(&Backend) -> u64| -> u64 { backends.iter().map(|b| field(b)).sum() };
     let all_healthy = backends.iter().all(|b| b.is_healthy());
-    let counters: [(&'static str, &AtomicU64); 21] = [
+    let counters: [(&'static str, &AtomicU64); 23] = [
         ("backend_requests", &stats.backend_requests),
         ("hit_for_miss", &stats.hit_for_miss),
         ("revalidated", &stats.revalidated),
@@ -202,8 +207,10 @@ pub fn snapshot(
         ("esi_skipped", &stats.esi_skipped),
         ("pipes", &stats.pipes),
         ("pipes_refused", &stats.pipes_refused),
+        ("pipes_idle_closed", &stats.pipes_idle_closed),
         ("proxy_protocol_refused", &stats.proxy_protocol_refused),
         ("encoding_refused", &stats.encoding_refused),
+        ("loops", &stats.loops),
         ("purges", &cache.bans().counters.purges),
         ("soft_purges", &cache.bans().counters.soft_purges),
         ("ban_requests", &cache.bans().counters.ban_requests),
