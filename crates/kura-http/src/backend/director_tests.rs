@@ -25,7 +25,7 @@ fn pool(weights: &[u32]) -> Vec<Arc<Server>> {
                     expected: None,
                 }),
             };
-            Arc::new(Server::new(&spec, Duration::from_secs(1)))
+            Arc::new(Server::new(&spec, Duration::from_secs(1), None))
         })
         .collect()
 }

@@ -12,9 +12,11 @@ pub mod state;
 pub mod tls;
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING, VIA};
 use http::uri::PathAndQuery;
@@ -23,7 +25,7 @@ use hyper::body::Incoming;
 
 use crate::body::Body;
 use crate::coalesce::FetchError;
-use crate::config::{BackendSpec, Config};
+use crate::config::{BackendSpec, Config, Wait};
 use crate::rules::headers::connection_listed;
 use director::Director;
 pub use director::Pick;
@@ -65,6 +67,46 @@ pub struct Backend {
     pub busy: AtomicU64,
     /// The entry appended to `Via` (`1.1 NAME`, `config::Via`).
     via: HeaderValue,
+    /// Its queue for requests that find every server at `max_connections`, if any.
+    queue: Option<Queue>,
+}
+
+/// A pool's queue (`wait_timeout`, `wait_limit`: Varnish's backend `wait_timeout` and
+/// `wait_limit`): requests that find every server full wait for a lease to end.
+struct Queue {
+    wait: Wait,
+    /// Requests waiting now.
+    waiting: AtomicUsize,
+    /// Told each time a lease on one of the pool's servers ends.
+    freed: Arc<Notify>,
+}
+
+impl Queue {
+    /// A lease from `lease` once one of the pool's servers has room, within the queue's
+    /// timeout; `None` past it, or at once when `limit` requests wait already.
+    async fn lease(&self, lease: impl Fn() -> Option<Lease>) -> Option<Lease> {
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.wait.limit {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + self.wait.timeout;
+        let leased = async {
+            loop {
+                // Listening before trying: a lease that ends between the try and the wait
+                // is not missed.
+                let freed = self.freed.notified();
+                tokio::pin!(freed);
+                freed.as_mut().enable();
+                if let Some(lease) = lease() {
+                    return lease;
+                }
+                freed.await;
+            }
+        };
+        let lease = tokio::time::timeout_at(deadline, leased).await.ok();
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        lease
+    }
 }
 
 impl Backend {
@@ -72,18 +114,25 @@ impl Backend {
     pub fn new(spec: &BackendSpec, config: &Config) -> Backend {
         let t = &spec.timeouts;
         let connect = t.connect.unwrap_or(config.connect_timeout);
+        let queue = spec.wait.map(|wait| Queue {
+            wait,
+            waiting: AtomicUsize::new(0),
+            freed: Arc::new(Notify::new()),
+        });
+        let freed = queue.as_ref().map(|q| q.freed.clone());
         Backend {
             name: spec.name.clone(),
             servers: spec
                 .servers
                 .iter()
-                .map(|server| Arc::new(Server::new(server, connect)))
+                .map(|server| Arc::new(Server::new(server, connect, freed.clone())))
                 .collect(),
             director: Director::new(spec.policy.clone(), spec.seed),
             first_byte_timeout: t.first_byte.unwrap_or(config.first_byte_timeout),
             between_bytes_timeout: t.between_bytes.unwrap_or(config.between_bytes_timeout),
             busy: AtomicU64::new(0),
             via: config.via.entry.clone(),
+            queue,
         }
     }
 
@@ -123,30 +172,49 @@ impl Backend {
         self.servers[0].uri(path)
     }
 
-    /// The server for `request` (by the director, `pick` for a hash director's key) with
-    /// room for it, and its lease; `None` when every server has `max_connections` (counted).
-    fn lease(&self, request: &Request<Body>, pick: Pick) -> Option<Lease> {
-        if let [only] = self.servers.as_slice() {
-            let lease = only.lease();
-            if lease.is_none() {
-                self.busy.fetch_add(1, Ordering::Relaxed);
-            }
-            return lease;
+    /// The hash director's key of `request` (`pick`: see [`Pick`]).
+    fn key(&self, request: &Request<Body>, pick: Pick) -> Option<u64> {
+        if self.servers.len() == 1 {
+            return None;
         }
         let path = request
             .uri()
             .path_and_query()
             .map_or("/", PathAndQuery::as_str);
-        let key = self.director.key(path, request.headers(), pick);
-        let lease = self
-            .director
-            .order(&self.servers, key)
-            .into_iter()
-            .find_map(|i| self.servers[i].lease());
+        self.director.key(path, request.headers(), pick)
+    }
+
+    /// The server for a request of director key `key` with room for it, and its lease; when
+    /// every server has `max_connections`, after a wait in the pool's queue if it has one;
+    /// `None` when none had room (counted).
+    async fn lease(&self, key: Option<u64>) -> Option<Lease> {
+        let mut lease = self.lease_now(key);
+        if let (None, Some(queue)) = (&lease, &self.queue) {
+            lease = queue.lease(|| self.lease_now(key)).await;
+        }
         if lease.is_none() {
             self.busy.fetch_add(1, Ordering::Relaxed);
         }
         lease
+    }
+
+    /// A lease on the first server of the director's order for `key` with room for one
+    /// more request.
+    fn lease_now(&self, key: Option<u64>) -> Option<Lease> {
+        if let [only] = self.servers.as_slice() {
+            return only.lease();
+        }
+        self.director
+            .order(&self.servers, key)
+            .into_iter()
+            .find_map(|i| self.servers[i].lease())
+    }
+
+    /// Requests waiting in its queue now.
+    pub fn waiting(&self) -> usize {
+        self.queue
+            .as_ref()
+            .map_or(0, |q| q.waiting.load(Ordering::Relaxed))
     }
 
     /// The header fields to forward for a client request with `headers` from `client`. The
@@ -209,7 +277,8 @@ impl Backend {
     ) -> Result<Response<Incoming>, FetchError> {
         request.headers_mut().remove(CONNECTION);
         frame(&mut request);
-        let lease = self.lease(&request, pick).ok_or(FetchError::Unreachable)?;
+        let key = self.key(&request, pick);
+        let lease = self.lease(key).await.ok_or(FetchError::Unreachable)?;
         let server = lease.server().clone();
         let uri = server.uri_for(request.uri().path_and_query(), request.headers().get(HOST));
         *request.uri_mut() = uri;
@@ -248,9 +317,8 @@ impl Backend {
     ) -> Result<Response<Incoming>, FetchError> {
         use tower_service::Service as _;
         frame(&mut request);
-        let lease = self
-            .lease(&request, Pick::Client)
-            .ok_or(FetchError::Unreachable)?;
+        let key = self.key(&request, Pick::Client);
+        let lease = self.lease(key).await.ok_or(FetchError::Unreachable)?;
         let server = lease.server();
         *request.uri_mut() = server.uri(request.uri().path_and_query());
         let mut connector = server.connector.clone();

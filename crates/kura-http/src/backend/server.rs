@@ -11,7 +11,7 @@ use http::Uri;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::connect::Connector;
 use super::health::Health;
@@ -42,11 +42,14 @@ pub struct Server {
     /// Its identity for the hash policy: a hash of its name, so that the order of the servers
     /// in the file does not move keys.
     pub(super) id: u64,
+    /// Its pool's queue, told when a lease ends (with `wait_timeout`).
+    freed: Option<Arc<Notify>>,
 }
 
 impl Server {
-    /// The server of `spec`, connecting within `connect_timeout`.
-    pub fn new(spec: &ServerSpec, connect_timeout: Duration) -> Server {
+    /// The server of `spec`, connecting within `connect_timeout`; `freed` is told when a
+    /// lease ends (its pool's queue).
+    pub fn new(spec: &ServerSpec, connect_timeout: Duration, freed: Option<Arc<Notify>>) -> Server {
         // Pipes speak HTTP/1.1 first: their TLS offers no h2.
         let mut pipe = None;
         let (connector, origin, name) = match &spec.addr {
@@ -102,6 +105,7 @@ impl Server {
                 .max_connections
                 .map(|max| (max, Arc::new(Semaphore::new(max)))),
             busy: AtomicU64::new(0),
+            freed,
         }
     }
 
@@ -173,6 +177,17 @@ pub struct Lease(Arc<LeaseInner>);
 struct LeaseInner {
     server: Arc<Server>,
     _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for LeaseInner {
+    fn drop(&mut self) {
+        // The permit first, so that the request told finds the room.
+        if self._permit.take().is_some() {
+            if let Some(freed) = &self.server.freed {
+                freed.notify_one();
+            }
+        }
+    }
 }
 
 impl Lease {

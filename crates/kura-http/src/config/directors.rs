@@ -62,6 +62,20 @@ pub struct Timeouts {
     pub between_bytes: Option<Duration>,
 }
 
+/// A pool's queue for requests that find every server at `max_connections` (Varnish's
+/// backend `wait_timeout` and `wait_limit`): at most `limit` wait, each at most `timeout`,
+/// for a server to have room; past either, 503.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// How long a request waits.
+    pub timeout: Duration,
+    /// How many requests wait at once.
+    pub limit: usize,
+}
+
+/// Requests that may wait at once in a pool's queue when `wait_timeout` is given alone.
+pub const DEFAULT_WAIT_LIMIT: usize = 100;
+
 /// `[backends.NAME]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,6 +88,8 @@ struct PoolFile {
     first_byte_timeout: Option<f64>,
     between_bytes_timeout: Option<f64>,
     max_connections: Option<usize>,
+    wait_timeout: Option<f64>,
+    wait_limit: Option<usize>,
     probe: Option<ProbeFile>,
     tls_ca: Option<String>,
     tls_sni: Option<String>,
@@ -114,6 +130,7 @@ pub(super) struct Pool {
     pub(super) policy: Policy,
     pub(super) seed: Option<u64>,
     pub(super) timeouts: Timeouts,
+    pub(super) wait: Option<Wait>,
 }
 
 /// The TLS keys of a pool's or server's table.
@@ -224,6 +241,19 @@ pub(super) fn pool(
             })
             .transpose()
     };
+    let wait = match (secs(file.wait_timeout, "wait_timeout")?, file.wait_limit) {
+        (Some(timeout), limit) if !timeout.is_zero() && limit != Some(0) => Some(Wait {
+            timeout,
+            limit: limit.unwrap_or(DEFAULT_WAIT_LIMIT),
+        }),
+        (None, Some(_)) => return Err(bad("wait_limit is for a pool with wait_timeout".into())),
+        _ => None,
+    };
+    if wait.is_some() && servers.iter().all(|s| s.max_connections.is_none()) {
+        return Err(bad(
+            "wait_timeout is for a pool whose servers have max_connections".into(),
+        ));
+    }
     Ok(Pool {
         servers,
         policy,
@@ -233,6 +263,7 @@ pub(super) fn pool(
             first_byte: secs(file.first_byte_timeout, "first_byte_timeout")?,
             between_bytes: secs(file.between_bytes_timeout, "between_bytes_timeout")?,
         },
+        wait,
     })
 }
 
@@ -243,6 +274,7 @@ pub(super) fn pool_of(addr: BackendAddr) -> Pool {
         policy: Policy::RoundRobin,
         seed: None,
         timeouts: Timeouts::default(),
+        wait: None,
     }
 }
 

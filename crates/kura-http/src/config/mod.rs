@@ -30,7 +30,7 @@ use crate::rules::{CachePolicy, ClientDirectives, SetCookie};
 pub use backend_tls::{BackendTls, CaFile};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 pub use cache_status::CacheStatus;
-pub use directors::{HashKey, Policy, ServerSpec, Timeouts};
+pub use directors::{HashKey, Policy, ServerSpec, Timeouts, Wait};
 pub use edits::{Edits, HeaderEdits, Synthetic};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};

@@ -75,6 +75,7 @@ fn spec(name: String, pool: super::directors::Pool) -> BackendSpec {
         policy: pool.policy,
         seed: pool.seed,
         timeouts: pool.timeouts,
+        wait: pool.wait,
     }
 }
 

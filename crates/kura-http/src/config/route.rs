@@ -32,6 +32,8 @@ pub struct BackendSpec {
     pub seed: Option<u64>,
     /// Its own timeouts, instead of the top-level ones.
     pub timeouts: super::Timeouts,
+    /// Its queue for requests that find every server full, if any.
+    pub wait: Option<super::directors::Wait>,
 }
 
 /// Parses a backend address: `http://host:port` or `https://host:port` (no path), or
