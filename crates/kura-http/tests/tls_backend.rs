@@ -19,34 +19,25 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kura_http::{Config, Server};
+use kura_testkit::pki;
 use parking_lot::Mutex;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::ExtendedKeyUsagePurpose;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::rustls;
 
-/// A CA: its certificate's file and its issuer.
+/// A test CA and the file its certificate is written to.
 struct Ca {
     pem: PathBuf,
-    issuer: Issuer<'static, KeyPair>,
+    ca: pki::Ca,
 }
 
 fn new_ca(dir: &Path, name: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let cert = params.self_signed(&key).unwrap();
+    let ca = pki::Ca::new(name);
     let pem = dir.join(format!("{name}.pem"));
-    std::fs::write(&pem, cert.pem()).unwrap();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
+    ca.write(&pem);
+    Ca { pem, ca }
 }
 
 /// What the TLS backend saw of one request: the SNI of its connection, its version, its
@@ -86,12 +77,7 @@ fn acceptor_with(
     h2: bool,
     clients: Option<&Ca>,
 ) -> tokio_rustls::TlsAcceptor {
-    let key = KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-    let cert = CertificateParams::new(names)
-        .unwrap()
-        .signed_by(&key, &ca.issuer)
-        .unwrap();
+    let (cert, key) = ca.ca.sign(names, Some(ExtendedKeyUsagePurpose::ServerAuth));
     let chain = vec![CertificateDer::from(cert.der().to_vec())];
     let key = PrivateKeyDer::try_from(key.serialize_der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -529,14 +515,9 @@ async fn a_client_certificate_is_sent_when_configured() {
     assert!(errors >= 1);
     assert!(backend.seen.lock().is_empty());
     // With one its CA signed, the request goes through.
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["kura".to_owned()])
-        .unwrap()
-        .signed_by(&key, &clients.issuer)
-        .unwrap();
+    let client = ExtendedKeyUsagePurpose::ClientAuth;
+    clients.ca.write_leaf(&dir, "client", &["kura"], client);
     let (cert_pem, key_pem) = (dir.join("client.pem"), dir.join("client-key.pem"));
-    std::fs::write(&cert_pem, cert.pem()).unwrap();
-    std::fs::write(&key_pem, key.serialize_pem()).unwrap();
     let pool = format!(
         "{}\ntls_cert = \"{}\"\ntls_key = \"{}\"",
         trusting(&ca),

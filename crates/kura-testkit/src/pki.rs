@@ -10,6 +10,8 @@
 //!   client certificate it signed (to be refused);
 //! - [`Pki::server_for`] writes more server certificates (another name,
 //!   a renewal for reload tests).
+//!
+//! [`Ca`] is the CA itself, for tests that make their own certificates.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,38 +24,74 @@ use rcgen::{
 /// See the module documentation.
 pub struct Pki {
     pub dir: PathBuf,
+    ca: Ca,
+}
+
+/// A test certificate authority made with rcgen: its self-signed certificate and the issuer
+/// that signs leaf certificates with it. [`Pki`] writes one into files; tests that need more
+/// CAs (another for certificates to be refused, a renewed one) make them with [`Ca::new`].
+pub struct Ca {
+    cert: rcgen::Certificate,
     issuer: Issuer<'static, KeyPair>,
 }
 
-fn new_ca(name: &str) -> (rcgen::Certificate, Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let cert = params.self_signed(&key).expect("self-signed CA");
-    (cert, Issuer::new(params, key))
-}
+impl Ca {
+    /// A CA whose certificate's common name is `name`.
+    pub fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let cert = params.self_signed(&key).expect("self-signed CA");
+        Ca {
+            cert,
+            issuer: Issuer::new(params, key),
+        }
+    }
 
-/// Writes `NAME.pem` and `NAME-key.pem` into `dir`: a certificate for
-/// `names` with `usage`, signed by `issuer`; returns its PEM.
-fn write_leaf(
-    dir: &Path,
-    file: &str,
-    names: &[&str],
-    usage: ExtendedKeyUsagePurpose,
-    issuer: &Issuer<'static, KeyPair>,
-) -> String {
-    let key = KeyPair::generate().expect("key");
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names).expect("params");
-    params.extended_key_usages = vec![usage];
-    let cert = params.signed_by(&key, issuer).expect("signed");
-    std::fs::write(dir.join(format!("{file}.pem")), cert.pem()).expect("write cert");
-    std::fs::write(dir.join(format!("{file}-key.pem")), key.serialize_pem()).expect("write key");
-    cert.pem()
+    /// Its certificate (`.pem()`, `.der()`).
+    pub fn cert(&self) -> &rcgen::Certificate {
+        &self.cert
+    }
+
+    /// Writes its certificate, PEM, to `path`.
+    pub fn write(&self, path: &Path) {
+        std::fs::write(path, self.cert.pem()).expect("write ca");
+    }
+
+    /// A certificate for `names` (DNS names or IP addresses) signed by the CA, with the
+    /// extended key `usage` when given, and its key.
+    pub fn sign(
+        &self,
+        names: &[&str],
+        usage: Option<ExtendedKeyUsagePurpose>,
+    ) -> (rcgen::Certificate, KeyPair) {
+        let key = KeyPair::generate().expect("key");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("params");
+        params.extended_key_usages = usage.into_iter().collect();
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        (cert, key)
+    }
+
+    /// Writes `FILE.pem` and `FILE-key.pem` into `dir`: a certificate of [`Ca::sign`];
+    /// returns its PEM.
+    pub fn write_leaf(
+        &self,
+        dir: &Path,
+        file: &str,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+    ) -> String {
+        let (cert, key) = self.sign(names, Some(usage));
+        std::fs::write(dir.join(format!("{file}.pem")), cert.pem()).expect("write cert");
+        std::fs::write(dir.join(format!("{file}-key.pem")), key.serialize_pem())
+            .expect("write key");
+        cert.pem()
+    }
 }
 
 impl Pki {
@@ -71,26 +109,14 @@ impl Pki {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("pki dir");
-        let (ca, issuer) = new_ca("kura test CA");
-        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write ca");
-        let (other, other_issuer) = new_ca("some other CA");
-        std::fs::write(dir.join("other-ca.pem"), other.pem()).expect("write other ca");
+        let ca = Ca::new("kura test CA");
+        ca.write(&dir.join("ca.pem"));
+        let other = Ca::new("some other CA");
+        other.write(&dir.join("other-ca.pem"));
         let client = ExtendedKeyUsagePurpose::ClientAuth;
-        write_leaf(
-            &dir,
-            "client",
-            &["kura-test-client"],
-            client.clone(),
-            &issuer,
-        );
-        write_leaf(
-            &dir,
-            "stranger",
-            &["kura-test-client"],
-            client,
-            &other_issuer,
-        );
-        let pki = Pki { dir, issuer };
+        ca.write_leaf(&dir, "client", &["kura-test-client"], client.clone());
+        other.write_leaf(&dir, "stranger", &["kura-test-client"], client);
+        let pki = Pki { dir, ca };
         let mut all = vec!["127.0.0.1", "localhost"];
         all.extend_from_slice(names);
         pki.server_for("server", &all);
@@ -101,7 +127,7 @@ impl Pki {
     /// `names` signed by the CA; returns the certificate's PEM.
     pub fn server_for(&self, file: &str, names: &[&str]) -> String {
         let usage = ExtendedKeyUsagePurpose::ServerAuth;
-        write_leaf(&self.dir, file, names, usage, &self.issuer)
+        self.ca.write_leaf(&self.dir, file, names, usage)
     }
 
     /// A file of the directory.
