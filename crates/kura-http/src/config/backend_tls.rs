@@ -58,17 +58,17 @@ impl ClientCert {
     }
 }
 
-/// A server's or a pool's TLS keys as written.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct TlsFields<'a> {
-    /// `tls_ca`.
-    pub ca: Option<&'a String>,
-    /// `tls_sni`.
-    pub sni: Option<&'a String>,
-    /// `tls_cert`.
-    pub cert: Option<&'a String>,
-    /// `tls_key`.
-    pub key: Option<&'a String>,
+/// A server's or a pool's TLS keys as written (flattened into both tables).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct TlsFields {
+    /// CAs to trust instead of the system's (a PEM file).
+    pub tls_ca: Option<String>,
+    /// The name sent by SNI and checked in the certificate.
+    pub tls_sni: Option<String>,
+    /// A client certificate chain (a PEM file), with `tls_key`.
+    pub tls_cert: Option<String>,
+    /// The client certificate's key (a PEM file).
+    pub tls_key: Option<String>,
 }
 
 /// A CA file as read.
@@ -122,14 +122,14 @@ pub fn sni(name: &str) -> Result<String, String> {
 /// file or name.
 pub fn settings(
     https: bool,
-    own: TlsFields<'_>,
-    pool: TlsFields<'_>,
+    own: &TlsFields,
+    pool: &TlsFields,
 ) -> Result<Option<BackendTls>, String> {
-    let ca = own.ca.or(pool.ca);
-    let sni_name = own.sni.or(pool.sni);
-    let (cert, key) = match (own.cert, own.key) {
-        (None, None) => (pool.cert, pool.key),
-        mine => mine,
+    let ca = own.tls_ca.as_ref().or(pool.tls_ca.as_ref());
+    let sni_name = own.tls_sni.as_ref().or(pool.tls_sni.as_ref());
+    let (cert, key) = match (&own.tls_cert, &own.tls_key) {
+        (None, None) => (pool.tls_cert.as_ref(), pool.tls_key.as_ref()),
+        (cert, key) => (cert.as_ref(), key.as_ref()),
     };
     if !https {
         if ca.is_some() || sni_name.is_some() || cert.is_some() || key.is_some() {

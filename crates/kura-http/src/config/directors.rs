@@ -91,10 +91,8 @@ struct PoolFile {
     wait_timeout: Option<f64>,
     wait_limit: Option<usize>,
     probe: Option<ProbeFile>,
-    tls_ca: Option<String>,
-    tls_sni: Option<String>,
-    tls_cert: Option<String>,
-    tls_key: Option<String>,
+    #[serde(flatten)]
+    tls: TlsFields,
 }
 
 /// A server given as a table.
@@ -105,10 +103,8 @@ struct ServerFile {
     weight: Option<u32>,
     max_connections: Option<usize>,
     probe: Option<ProbeFile>,
-    tls_ca: Option<String>,
-    tls_sni: Option<String>,
-    tls_cert: Option<String>,
-    tls_key: Option<String>,
+    #[serde(flatten)]
+    tls: TlsFields,
 }
 
 /// A pool's or server's `probe`, with Varnish's `.probe` names.
@@ -131,18 +127,6 @@ pub(super) struct Pool {
     pub(super) seed: Option<u64>,
     pub(super) timeouts: Timeouts,
     pub(super) wait: Option<Wait>,
-}
-
-/// The TLS keys of a pool's or server's table.
-macro_rules! tls_fields {
-    ($table:expr) => {
-        TlsFields {
-            ca: $table.tls_ca.as_ref(),
-            sni: $table.tls_sni.as_ref(),
-            cert: $table.tls_cert.as_ref(),
-            key: $table.tls_key.as_ref(),
-        }
-    };
 }
 
 /// Reads `value`, the backend `name` at byte `at`: a URL string (one server) or a pool table.
@@ -174,7 +158,6 @@ pub(super) fn pool(
         return Err(bad("servers is empty".into()));
     }
     let pool_probe = file.probe.map(|p| probe(p).map_err(&bad)).transpose()?;
-    let pool_tls = tls_fields!(file);
     let mut servers = Vec::new();
     for server in file.servers {
         let spec = match server {
@@ -183,7 +166,7 @@ pub(super) fn pool(
                 ServerSpec {
                     max_connections: file.max_connections,
                     probe: pool_probe.clone(),
-                    tls: backend_tls::settings(is_https(&addr), TlsFields::default(), pool_tls)
+                    tls: backend_tls::settings(is_https(&addr), &TlsFields::default(), &file.tls)
                         .map_err(&bad)?,
                     ..one(addr)
                 }
@@ -192,7 +175,7 @@ pub(super) fn pool(
                 let server = ServerFile::deserialize(table).map_err(|e| bad(e.to_string()))?;
                 let addr = parse_backend(&server.url).map_err(&bad)?;
                 ServerSpec {
-                    tls: backend_tls::settings(is_https(&addr), tls_fields!(server), pool_tls)
+                    tls: backend_tls::settings(is_https(&addr), &server.tls, &file.tls)
                         .map_err(&bad)?,
                     addr,
                     weight: server.weight.unwrap_or(1),

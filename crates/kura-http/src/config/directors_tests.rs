@@ -140,7 +140,17 @@ fn mistakes_name_the_line() {
             "servers = [\"http://x:1\"]\nprobe = { url = \"/h\", interval = 0 }",
             "interval",
         ),
-        ("servrs = [\"http://x:1\"]", "unknown field"),
+        // The TLS keys are a flattened table, so serde reports a required key misspelled as
+        // missing, and any other unknown key by its name.
+        ("servrs = [\"http://x:1\"]", "missing field `servers`"),
+        (
+            "servers = [\"http://x:1\"]\npolcy = \"random\"",
+            "unknown field `polcy`",
+        ),
+        (
+            "servers = [{ url = \"https://x:1\", tls_sin = \"x\" }]",
+            "unknown field `tls_sin`",
+        ),
     ] {
         let error = load(&format!("{head}{body}\n")).unwrap_err();
         assert!(error.contains(says), "{body}: {error}");
