@@ -52,20 +52,18 @@ mod tests {
         .unwrap();
         assert_eq!(config.listen_proxy.len(), 1);
         assert_eq!(config.trusted_proxies.len(), 2);
-        for (text, want) in [
-            (
-                "listen_proxy = [\"127.0.0.1:0\"]\n",
-                "line 2: listen_proxy: list the load balancers",
-            ),
-            (
-                "trusted_proxies = [\"10.0.0.0/33\"]\n",
-                "line 2: trusted_proxies",
-            ),
-        ] {
-            let error = Config::from_toml(&format!("{BACKEND}{text}"))
-                .unwrap_err()
-                .to_string();
-            assert!(error.contains(want), "{text}: {error}");
-        }
+        crate::config::tests::assert_refused(
+            BACKEND,
+            &[
+                (
+                    "listen_proxy = [\"127.0.0.1:0\"]\n",
+                    "line 2: listen_proxy: list the load balancers",
+                ),
+                (
+                    "trusted_proxies = [\"10.0.0.0/33\"]\n",
+                    "line 2: trusted_proxies",
+                ),
+            ],
+        );
     }
 }

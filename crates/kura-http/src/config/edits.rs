@@ -237,36 +237,34 @@ mod tests {
         let edits = &config.routes[1].edits;
         assert!(!edits.request.is_empty() && !edits.response.is_empty());
         assert_eq!(edits.synthetic.as_ref().unwrap().status, 301);
-        for (text, want) in [
-            (
-                "request_set = { \"host\" = \"evil\" }\n",
-                "line 4: rule: request_set: host is written by kura",
-            ),
-            (
-                "response_unset = [\"bad name\"]\n",
-                "line 4: rule: response_unset: \"bad name\" is not a field name",
-            ),
-            (
-                "request_append = { \"x-a\" = \"a\\nb\" }\n",
-                "line 4: rule: request_append",
-            ),
-            (
-                "synthetic = { status = 99 }\n",
-                "line 4: rule: synthetic: status 99",
-            ),
-            (
-                "synthetic = { status = 200, bodyy = \"\" }\n",
-                "unknown field",
-            ),
-            (
-                "key_cookies = [\"a b\"]\n",
-                "line 4: rule: key_cookies: \"a b\" is not a cookie name",
-            ),
-        ] {
-            let error = Config::from_toml(&format!("{BACKEND}{text}"))
-                .unwrap_err()
-                .to_string();
-            assert!(error.contains(want), "{text}: {error}");
-        }
+        crate::config::tests::assert_refused(
+            BACKEND,
+            &[
+                (
+                    "request_set = { \"host\" = \"evil\" }\n",
+                    "line 4: rule: request_set: host is written by kura",
+                ),
+                (
+                    "response_unset = [\"bad name\"]\n",
+                    "line 4: rule: response_unset: \"bad name\" is not a field name",
+                ),
+                (
+                    "request_append = { \"x-a\" = \"a\\nb\" }\n",
+                    "line 4: rule: request_append",
+                ),
+                (
+                    "synthetic = { status = 99 }\n",
+                    "line 4: rule: synthetic: status 99",
+                ),
+                (
+                    "synthetic = { status = 200, bodyy = \"\" }\n",
+                    "unknown field",
+                ),
+                (
+                    "key_cookies = [\"a b\"]\n",
+                    "line 4: rule: key_cookies: \"a b\" is not a cookie name",
+                ),
+            ],
+        );
     }
 }

@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// Checks that each text of `cases`, after `head`, is refused with an error that contains the
+/// text paired with it (the modules' tests of their own settings).
+pub(super) fn assert_refused(head: &str, cases: &[(&str, &str)]) {
+    for (text, want) in cases {
+        let error = Config::from_toml(&format!("{head}{text}"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(want), "{text}: {error}");
+    }
+}
+
 #[test]
 fn flags_alone_are_enough() {
     let args = HttpArgs {
