@@ -190,3 +190,44 @@ proxy_run() {
   # shellcheck disable=SC2046
   "$2" bench -s "127.0.0.1:$1" -t 1 --keys 1000 $(proxy_load_args "$3") -n "$4" >/dev/null
 }
+
+# The callgrind scripts of a proxy (proxy-instructions.sh, proxy-tls-instructions.sh):
+# instructions_setup sets KURA (default: the workspace's target/release/kura), SMALL and LARGE
+# (requests of the two runs, default 5,000 and 15,000), out (KEEP, or a new temporary directory)
+# and an empty pids array whose processes are killed on exit.
+instructions_setup() {
+  KURA=${KURA:-target/release/kura}
+  SMALL=${SMALL:-5000}
+  LARGE=${LARGE:-15000}
+  out=${KEEP:-$(mktemp -d)}
+  mkdir -p "$out"
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+}
+
+# kura_proxy_pool PORT: kura proxy's pool of the one backend on PORT, placed as nutcracker_yml
+# places it (twemproxy's ketama, fnv1a_64, the server named node1).
+kura_proxy_pool() {
+  echo "[pools.main]"
+  echo "ring = \"twemproxy\""
+  echo "hash = \"fnv1a_64\""
+  echo "servers = [\"127.0.0.1:$1:1 node1\"]"
+}
+
+# callgrind_total FILE...: the instructions of callgrind's output files, added.
+callgrind_total() { awk '/^totals:/ {s += $2} END {print s}' "$@"; }
+
+# per_request NAMES: for each of NAMES and each of $LOADS, the caller's `total_instructions NAME
+# LOAD N` at N = SMALL and N = LARGE, and their difference over LARGE - SMALL: the instructions
+# of a request (start-up, prefill and exit cancel out).
+per_request() {
+  local name load small large
+  for name in $1; do
+    for load in $LOADS; do
+      small=$(total_instructions "$name" "$load" "$SMALL")
+      large=$(total_instructions "$name" "$load" "$LARGE")
+      printf '%-13s %-7s %14s instructions for %6s requests, %14s for %6s: %6s a request\n' \
+        "$name" "$load" "$small" "$SMALL" "$large" "$LARGE" $(((large - small) / (LARGE - SMALL)))
+    done
+  done
+}

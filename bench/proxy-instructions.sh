@@ -27,17 +27,9 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 
-KURA=${KURA:-target/release/kura}
 PROXY=${PROXY:-kura nutcracker}
 LOADS=${LOADS:-c1 c8 mget10}
-SMALL=${SMALL:-5000}
-LARGE=${LARGE:-15000}
-out=${KEEP:-$(mktemp -d)}
-mkdir -p "$out"
-
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+instructions_setup
 
 backend=$(free_port)
 "$KURA" server -p "$backend" -t 1 -m 64 >/dev/null 2>&1 &
@@ -52,12 +44,7 @@ total_instructions() {
   file="$out/callgrind.$proxy.$load.$n"
   case $proxy in
     kura)
-      {
-        echo "[pools.main]"
-        echo "ring = \"twemproxy\""
-        echo "hash = \"fnv1a_64\""
-        echo "servers = [\"127.0.0.1:$backend:1 node1\"]"
-      } >"$out/proxy.toml"
+      kura_proxy_pool "$backend" >"$out/proxy.toml"
       valgrind --tool=callgrind --callgrind-out-file="$file" \
         "$KURA" proxy -l "127.0.0.1:$port" -t 1 --config "$out/proxy.toml" \
         >/dev/null 2>"$out/valgrind.$proxy.$load.$n.log" &
@@ -75,14 +62,7 @@ total_instructions() {
   proxy_run "$port" "$KURA" "$load" "$n"
   kill -TERM "$pid"
   wait "$pid" || true
-  awk '/^totals:/ {print $2}' "$file"
+  callgrind_total "$file"
 }
 
-for proxy in $PROXY; do
-  for load in $LOADS; do
-    small=$(total_instructions "$proxy" "$load" "$SMALL")
-    large=$(total_instructions "$proxy" "$load" "$LARGE")
-    printf '%-10s %-7s %13s instructions for %6s requests, %13s for %6s: %6s a request\n' \
-      "$proxy" "$load" "$small" "$SMALL" "$large" "$LARGE" $(((large - small) / (LARGE - SMALL)))
-  done
-done
+per_request "$PROXY"

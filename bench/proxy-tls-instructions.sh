@@ -31,17 +31,9 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 
-KURA=${KURA:-target/release/kura}
 CASES=${CASES:-kura-plain kura-client kura-backend kura-both nut-plain nut-both}
 LOADS=${LOADS:-c1 c8}
-SMALL=${SMALL:-5000}
-LARGE=${LARGE:-15000}
-out=${KEEP:-$(mktemp -d)}
-mkdir -p "$out"
-
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+instructions_setup
 
 # The certificates.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -92,15 +84,12 @@ total_instructions() {
   case $case in
     kura-*)
       {
-        echo "[pools.main]"
-        echo "ring = \"twemproxy\""
-        echo "hash = \"fnv1a_64\""
         if [[ $case == kura-backend || $case == kura-both ]]; then
-          echo "servers = [\"127.0.0.1:$tls_backend:1 node1\"]"
+          kura_proxy_pool "$tls_backend"
           echo "[backend_tls]"
           echo "ca_cert = \"$out/ca.pem\""
         else
-          echo "servers = [\"127.0.0.1:$backend:1 node1\"]"
+          kura_proxy_pool "$backend"
         fi
         # Under callgrind a handshake takes long: no request may time out.
         echo "[health]"
@@ -159,18 +148,7 @@ total_instructions() {
   proxy_run "$front" "$KURA" "$load" "$n"
   for p in "${spids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${spids[@]}"; do wait "$p" 2>/dev/null || true; done
-  local sum=0 f
-  for f in "${files[@]}"; do
-    sum=$((sum + $(awk '/^totals:/ {print $2}' "$f")))
-  done
-  echo "$sum"
+  callgrind_total "${files[@]}"
 }
 
-for case in $CASES; do
-  for load in $LOADS; do
-    small=$(total_instructions "$case" "$load" "$SMALL")
-    large=$(total_instructions "$case" "$load" "$LARGE")
-    printf '%-13s %-4s %14s instructions for %6s requests, %14s for %6s: %6s a request\n' \
-      "$case" "$load" "$small" "$SMALL" "$large" "$LARGE" $(((large - small) / (LARGE - SMALL)))
-  done
-done
+per_request "$CASES"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kura proxy against Debian's nutcracker (twemproxy) with the same pool and
 # ring, and against no proxy, with `kura bench` as the load generator. Three
-# kura servers (-t 1) are the pool; nutcracker and kura proxy both place keys
+# kura servers (-t 1; or memcached, BACKEND=memcached) are the pool; nutcracker and kura proxy both place keys
 # with twemproxy's ketama and fnv1a_64 over the same named servers. Each
 # load runs against nutcracker, kura proxy and one backend directly, ROUNDS
 # times (A B C A B C ...); medians are compared as kura proxy / nutcracker.
@@ -16,6 +16,8 @@
 # "direct" is one backend without a proxy (its CPU column is that server's).
 #
 # Knobs: ROUNDS=3 DURATION=5 KEYS=100000 CLIENT_THREADS=2 PROXY_THREADS=1
+#   BACKEND=kura (or memcached: Debian's memcached -t 1 as the pool)
+#   KURA_BIN= (a kura binary to use instead of building this checkout's)
 #   LOADS="1 2 3 4" (which of the loads to run)
 #   (nutcracker is single-threaded) RATE= [default: half nutcracker's median of load 1]
 #   OUT= [default: a new temporary directory]
@@ -31,16 +33,21 @@ CLIENT_THREADS=${CLIENT_THREADS:-2}
 PROXY_THREADS=${PROXY_THREADS:-1}
 RATE=${RATE:-}
 LOADS=${LOADS:-1 2 3 4}
+BACKEND=${BACKEND:-kura}
 OUT=${OUT:-$(mktemp -d /tmp/kura-proxy-bench.XXXXXX)}
 mkdir -p "$OUT"
 RESULTS="$OUT/results.tsv"
 : >"$RESULTS"
 
-target_dir="$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-cargo build --release -q -p kura
+if [[ -n ${KURA_BIN:-} ]]; then
+  cp "$KURA_BIN" "$OUT/kura"
+else
+  target_dir="$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+  cargo build --release -q -p kura
+  cp "$target_dir/release/kura" "$OUT/kura"
+fi
 KURA="$OUT/kura"
-cp "$target_dir/release/kura" "$KURA"
 KURA_VERSION=$(git describe --always --dirty)
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -58,7 +65,11 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=(d['runs
 servers=()
 for i in 1 2 3; do
   p=$(free_port)
-  "$KURA" server -p "$p" -t 1 -m 512 >/dev/null 2>&1 &
+  case $BACKEND in
+    kura) "$KURA" server -p "$p" -t 1 -m 512 >/dev/null 2>&1 & ;;
+    memcached) memcached -u "$(id -un)" -U 0 -l 127.0.0.1 -p "$p" -t 1 -m 512 >/dev/null 2>&1 & ;;
+    *) echo "BACKEND is kura or memcached" >&2; exit 2 ;;
+  esac
   PIDS+=("$!")
   wait_port "$p" 200
   servers+=("127.0.0.1:$p:1 node$i")
@@ -99,7 +110,7 @@ PIDS+=("$PROXY_PID")
 wait_port "$PROXY_PORT" 200
 
 echo "kura $KURA_VERSION: kura proxy (-t $PROXY_THREADS) vs $(nutcracker -V 2>&1 | head -1), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "pool: ${servers[*]}; client: kura bench -t $CLIENT_THREADS; $ROUNDS rounds of ${DURATION}s; results in $OUT"
+echo "pool ($BACKEND): ${servers[*]}; client: kura bench -t $CLIENT_THREADS; $ROUNDS rounds of ${DURATION}s; results in $OUT"
 "$KURA" bench -s "127.0.0.1:$PROXY_PORT" -t "$CLIENT_THREADS" --keys "$KEYS" --prefill -n 0 >/dev/null
 # The direct backend is asked every key of the run (all prefilled on it
 # too): its figure is one server's capacity without a proxy in the way.
