@@ -40,6 +40,9 @@ pub(crate) struct ServerPool {
     /// Times the server was marked down.
     downs: AtomicU64,
     cfg: Arc<Config>,
+    /// The settings new connections are made with: `cfg`, or the TLS and
+    /// login [`ServerPool::reconfigure`] put in its place.
+    connect_cfg: std::sync::Mutex<Arc<Config>>,
     /// The client's near cache: each connection subscribes to its
     /// invalidations when the server offers them.
     near: Option<Arc<NearCache>>,
@@ -56,6 +59,7 @@ impl ServerPool {
             failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
             downs: AtomicU64::new(0),
+            connect_cfg: std::sync::Mutex::new(cfg.clone()),
             cfg,
             near,
         })
@@ -87,7 +91,12 @@ impl ServerPool {
             server: self.addr.clone(),
             after,
         };
-        let mut stream = crate::auth::connect(&self.addr, &self.cfg).await?;
+        let cfg = self
+            .connect_cfg
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut stream = crate::auth::connect(&self.addr, &cfg).await?;
         let near = match &self.near {
             Some(near) if self.cfg.protocol != Protocol::Binary => {
                 tokio::time::timeout(after, subscribe(&mut stream))
@@ -204,6 +213,25 @@ impl ServerPool {
     /// The settings the pool was made with.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// New connections (and probes) use `tls` and `auth` from now on;
+    /// the connections open leave the pool, each closing once the
+    /// requests on it are done.
+    pub fn reconfigure(
+        &self,
+        tls: Option<kura_tls::ClientTlsConfig>,
+        auth: Option<crate::auth::Auth>,
+    ) {
+        let mut cfg = (*self.cfg).clone();
+        cfg.tls = tls;
+        cfg.auth = auth;
+        *self.connect_cfg.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(cfg);
+        for slot in &self.slots {
+            if let Ok(mut s) = slot.try_lock() {
+                s.take();
+            }
+        }
     }
 
     /// Times the server was marked down since the pool was made.

@@ -50,6 +50,13 @@ impl Backend {
         self.pool.addr()
     }
 
+    /// Connections made from now on (probes included) use the TLS and
+    /// login of `config`; those open close once their requests are done.
+    pub fn reconfigure(&self, config: &Config) {
+        self.pool
+            .reconfigure(config.tls.clone(), config.auth.clone());
+    }
+
     /// Whether the server is marked down (its requests fail at once while a
     /// probe retries it).
     pub fn is_down(&self) -> bool {

@@ -506,6 +506,15 @@ impl Config {
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         let net = Net::from_file(&file)?;
+        let journal_dir = args.journal_dir.clone().or(file.journal_dir);
+        if file.health.journal_overflow == Overflow::KeepOut && journal_dir.is_none() {
+            // The operator lets a kept-out backend in by removing its
+            // journal file; in memory there is none to remove, and a
+            // restart would forget what is kept out and serve it stale.
+            return Err(err(
+                "journal_overflow = \"keep-out\" needs a journal directory (--journal-dir or journal_dir): a backend kept out is let in by removing its journal file, and a journal in memory only has no file and is forgotten by a restart",
+            ));
+        }
         Ok(Config {
             net,
             listen: args
@@ -515,7 +524,7 @@ impl Config {
                 .unwrap_or_else(|| "127.0.0.1:11311".into()),
             metrics_listen: args.metrics_listen.clone().or(file.metrics_listen),
             threads: args.threads.or(file.threads).unwrap_or(2).max(1),
-            journal_dir: args.journal_dir.clone().or(file.journal_dir),
+            journal_dir,
             health: file.health,
             limits: routing::client_limits(args, file.limits),
             pools,

@@ -43,6 +43,8 @@ struct Replies {
     out: Vec<u8>,
     close: bool,
     budget: Budget,
+    /// The reloads seen: a new one brings its `[limits]`.
+    reloads: u64,
 }
 
 impl Replies {
@@ -53,6 +55,7 @@ impl Replies {
             out: Vec::with_capacity(16 * 1024),
             close: false,
             budget,
+            reloads: 0,
         }
     }
 
@@ -149,7 +152,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ClientIo for S {}
 pub async fn serve<S: ClientIo>(mut stream: S, ctx: Arc<Ctx>, lane: usize) {
     ctx.stats.curr_connections.fetch_add(1, Ordering::Relaxed);
     ctx.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-    let mut replies = Replies::new(Budget::new(&ctx.limits, ctx.threads));
+    let reloads = ctx.reloads();
+    let mut replies = Replies::new(Budget::new(&ctx.limits(), ctx.threads));
+    replies.reloads = reloads;
     if run(&mut stream, &mut replies, &ctx, lane).await {
         let _ = replies.drain(&mut stream).await;
     }
@@ -169,6 +174,11 @@ async fn run<S: ClientIo>(
     let mut proto = None;
     let mut swallow = 0usize;
     loop {
+        let reloads = ctx.reloads();
+        if reloads != replies.reloads {
+            replies.reloads = reloads;
+            replies.budget.set_limits(&ctx.limits(), ctx.threads);
+        }
         // Route every request buffered, while the budget has room.
         while replies.room() {
             if swallow > 0 {

@@ -21,8 +21,9 @@ pub struct Ctx {
     pub stats: Arc<Stats>,
     pub started: Instant,
     pub threads: usize,
-    /// What clients may hold (read at start: a reload keeps these).
-    pub limits: crate::config::Limits,
+    /// What clients may hold (`[limits]`; a reload replaces them, and
+    /// each connection takes the new ones when it sees the reload).
+    limits: Mutex<crate::config::Limits>,
     /// The listener's certificate when `[tls]` is enabled (read again by
     /// a reload and `refresh_certs`).
     pub tls: Option<kura_tls::ServerTls>,
@@ -45,7 +46,7 @@ impl Ctx {
             reloads: AtomicU64::new(0),
             router: RwLock::new(Arc::new(router)),
             threads: config.threads,
-            limits: config.limits,
+            limits: Mutex::new(config.limits),
             file: Mutex::new(file_of(&config)),
             config: Mutex::new(config),
             stopping: AtomicBool::new(false),
@@ -72,7 +73,7 @@ impl Ctx {
         if (&new.net.backend_tls_file, &new.net.backend_auth)
             != (&config.net.backend_tls_file, &config.net.backend_auth)
         {
-            tracing::warn!("reload: [backend_tls] and [backend_auth] apply to new backends; those kept keep theirs until restart");
+            tracing::info!("reload: [backend_tls] or [backend_auth] changed: every backend's connections are made again");
         }
         if let (Some(tls), Some(t)) = (&self.tls, &new.net.tls) {
             tls.reload(t).map_err(|e| format!("[tls]: {e}"))?;
@@ -81,8 +82,10 @@ impl Ctx {
         router.start();
         self.set_router(router);
         *self.file.lock().unwrap_or_else(|e| e.into_inner()) = file_of(&new);
+        *self.limits.lock().unwrap_or_else(|e| e.into_inner()) = new.limits;
         *config = new;
-        self.reloads.fetch_add(1, Ordering::Relaxed);
+        // Release: a connection that sees this count sees the limits.
+        self.reloads.fetch_add(1, Ordering::Release);
         tracing::info!("configuration reloaded");
         Ok(())
     }
@@ -106,7 +109,12 @@ impl Ctx {
 
     /// Reloads done so far.
     pub fn reloads(&self) -> u64 {
-        self.reloads.load(Ordering::Relaxed)
+        self.reloads.load(Ordering::Acquire)
+    }
+
+    /// What clients may hold now (`[limits]`).
+    pub fn limits(&self) -> crate::config::Limits {
+        *self.limits.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// With `preconnect`, opens this worker's connections to every

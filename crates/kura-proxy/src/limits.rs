@@ -64,14 +64,24 @@ pub struct Budget {
 
 impl Budget {
     pub fn new(l: &Limits, threads: usize) -> Budget {
-        let max_bytes = l.client_max_bytes.max(MIN_REPLY);
-        Budget {
-            size: (max_bytes / 16).max(MIN_REPLY),
-            max_bytes,
-            max_requests: l.client_max_requests.max(1),
-            worker_max: l.total_max_bytes / threads.max(1),
+        let mut b = Budget {
+            size: 0,
+            max_bytes: 0,
+            max_requests: 0,
+            worker_max: 0,
             reserved: 0,
-        }
+        };
+        b.set_limits(l, threads);
+        b.size = (b.max_bytes / 16).max(MIN_REPLY);
+        b
+    }
+
+    /// Takes the bounds of `l` (a reload's), keeping what its requests in
+    /// flight reserved and the size its replies run to.
+    pub fn set_limits(&mut self, l: &Limits, threads: usize) {
+        self.max_bytes = l.client_max_bytes.max(MIN_REPLY);
+        self.max_requests = l.client_max_requests.max(1);
+        self.worker_max = l.total_max_bytes / threads.max(1);
     }
 
     /// Whether another request may be routed while `in_flight` are.

@@ -1,7 +1,7 @@
-//! Where clients come in: a TCP address (`127.0.0.1:11311`), TLS on it
-//! when `[tls]` is enabled (the handshake runs on the worker the
-//! connection is handed to), or a Unix socket (`unix:/path`, plain, its
-//! permissions `unix_mode` as memcached's `-a`).
+//! Where clients come in: a TCP address (`127.0.0.1:11311`) or a Unix
+//! socket (`unix:/path`, its permissions `unix_mode` as memcached's `-a`),
+//! TLS on either when `[tls]` is enabled (the handshake runs on the worker
+//! the connection is handed to).
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -90,42 +90,47 @@ impl Drop for Listener {
     }
 }
 
-/// Serves `incoming` on this worker: a Unix socket at once, a TCP
-/// connection after the TLS handshake when `[tls]` is enabled. A failed
-/// handshake (or one not finished within the handshake timeout) is
-/// counted in `ssl_handshake_errors` and logged at debug level.
+/// Serves `incoming` on this worker, after the TLS handshake when
+/// `[tls]` is enabled (on a Unix socket as on TCP: a socket file's mode
+/// says who may connect, TLS who the client is). A failed handshake (or
+/// one not finished within the handshake timeout) is counted in
+/// `ssl_handshake_errors` and logged at debug level.
 pub fn start(incoming: Incoming, ctx: &Arc<Ctx>, lane: usize) {
     match incoming {
         Incoming::Unix(s) => {
             if let Ok(s) = tokio::net::UnixStream::from_std(s) {
-                tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
+                serve(s, "unix".to_string(), ctx, lane);
             }
         }
         Incoming::Tcp(s) => {
-            let Ok(s) = tokio::net::TcpStream::from_std(s) else {
-                return;
-            };
-            match &ctx.tls {
-                None => {
-                    tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
-                }
-                Some(tls) => {
-                    let (acceptor, limit) = (tls.acceptor(), tls.handshake_timeout());
-                    let ctx = ctx.clone();
-                    tokio::task::spawn_local(async move {
-                        let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                        let why = match crate::timer::timeout(limit, acceptor.accept(s)).await {
-                            Some(Ok(tls)) => return crate::conn::serve(tls, ctx, lane).await,
-                            Some(Err(e)) => e.to_string(),
-                            None => format!("not finished within {limit:?}"),
-                        };
-                        ctx.stats
-                            .ssl_handshake_errors
-                            .fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(conn = %peer, "TLS handshake failed: {why}");
-                    });
-                }
+            if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                serve(s, peer, ctx, lane);
             }
         }
     }
+}
+
+/// Serves the client on `s` (from `peer`), TLS first when enabled.
+fn serve<S>(s: S, peer: String, ctx: &Arc<Ctx>, lane: usize)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let Some(tls) = &ctx.tls else {
+        tokio::task::spawn_local(crate::conn::serve(s, ctx.clone(), lane));
+        return;
+    };
+    let (acceptor, limit) = (tls.acceptor(), tls.handshake_timeout());
+    let ctx = ctx.clone();
+    tokio::task::spawn_local(async move {
+        let why = match crate::timer::timeout(limit, acceptor.accept(s)).await {
+            Some(Ok(tls)) => return crate::conn::serve(tls, ctx, lane).await,
+            Some(Err(e)) => e.to_string(),
+            None => format!("not finished within {limit:?}"),
+        };
+        ctx.stats
+            .ssl_handshake_errors
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(conn = %peer, "TLS handshake failed: {why}");
+    });
 }

@@ -17,12 +17,25 @@
 //!   flush clears the mark. kura-ring's [`kura_ring::Ring::moves`] says
 //!   which servers take keys from which (exactly for the continuum rings
 //!   and jump; for ch3 every server is taken to gain and lose).
+//! - With a journal directory all of this survives a restart: the file
+//!   `rings.toml` there holds, per pool, the addresses its ring has had,
+//!   those in it and those marked ([`Record`]), written at start and at
+//!   each reload. A restarted proxy reads it as the configuration before
+//!   its own: a backend that had left the ring is flushed when it is in
+//!   it again, marks carry over, and a ring that changed while the proxy
+//!   was stopped counts as a change of unknown moves (ch3's rule).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::router::{Node, Pool};
+
+/// The file in the journal directory.
+const FILE: &str = "rings.toml";
 
 /// The addresses each pool's ring has had since the proxy started.
 pub type Seen = HashMap<String, HashSet<String>>;
@@ -79,6 +92,130 @@ pub fn reloaded(old: &[Pool], seen: &Seen, new: &[Pool]) {
             }
             if loses {
                 n.lost_keys.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// What a journal directory keeps of the pools' rings across a restart.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    #[serde(default)]
+    pools: BTreeMap<String, PoolRecord>,
+}
+
+/// One ring pool's addresses.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolRecord {
+    /// In its ring when written.
+    #[serde(default)]
+    ring: BTreeSet<String>,
+    /// In its ring at some time since the record began, and not now.
+    #[serde(default)]
+    left: BTreeSet<String>,
+    /// In its ring and marked: it lost keys by a reload and was not
+    /// flushed since.
+    #[serde(default)]
+    lost_keys: BTreeSet<String>,
+}
+
+impl Record {
+    /// The record in `dir` (empty when there is none; one that cannot be
+    /// read is logged and taken as empty).
+    pub fn load(dir: &Path) -> Record {
+        let path = dir.join(FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Record::default(),
+            Err(e) => {
+                tracing::error!(path = %path.display(), %e, "cannot read the rings' record");
+                return Record::default();
+            }
+        };
+        toml::from_str(&text).unwrap_or_else(|e| {
+            tracing::error!(path = %path.display(), %e, "the rings' record is damaged: ignored");
+            Record::default()
+        })
+    }
+
+    /// The record of `pools` and `seen`.
+    pub fn of(pools: &[Pool], seen: &Seen) -> Record {
+        let mut r = Record::default();
+        for p in pools.iter().filter(|p| p.ring().is_some()) {
+            let ring: BTreeSet<String> = p.nodes.iter().map(|n| n.addr.clone()).collect();
+            let left = seen
+                .get(&p.name)
+                .into_iter()
+                .flatten()
+                .filter(|a| !ring.contains(*a))
+                .cloned()
+                .collect();
+            let lost_keys = p
+                .nodes
+                .iter()
+                .filter(|n| n.lost_keys.load(Ordering::Acquire))
+                .map(|n| n.addr.clone())
+                .collect();
+            let rec = PoolRecord {
+                ring,
+                left,
+                lost_keys,
+            };
+            r.pools.insert(p.name.clone(), rec);
+        }
+        r
+    }
+
+    /// Writes it to `dir` (a new file renamed over the old).
+    pub fn save(&self, dir: &Path) {
+        let path = dir.join(FILE);
+        let tmp = dir.join(format!("{FILE}.tmp"));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| toml::to_string(self).map_err(std::io::Error::other))
+            .and_then(|text| std::fs::write(&tmp, text))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            tracing::error!(path = %path.display(), %e, "cannot write the rings' record");
+        }
+    }
+
+    /// The addresses each pool's ring has had, as recorded.
+    pub fn seen(&self) -> Seen {
+        self.pools
+            .iter()
+            .map(|(name, p)| (name.clone(), p.ring.union(&p.left).cloned().collect()))
+            .collect()
+    }
+
+    /// Flushes and marks the backends of a restarted proxy's `pools` as
+    /// [`reloaded`] would from the recorded rings: one that had left its
+    /// pool's ring is flushed, marks carry over, and a ring whose servers
+    /// changed meanwhile counts as a change of unknown moves.
+    pub fn restarted(&self, pools: &[Pool]) {
+        for pool in pools.iter().filter(|p| p.ring().is_some()) {
+            let Some(rec) = self.pools.get(&pool.name) else {
+                continue;
+            };
+            let now: BTreeSet<&String> = pool.nodes.iter().map(|n| &n.addr).collect();
+            let changed = now != rec.ring.iter().collect::<BTreeSet<_>>();
+            for n in &pool.nodes {
+                if rec.left.contains(&n.addr) {
+                    tracing::warn!(server = %n.addr, pool = %pool.name, "back in the pool's ring since it left it before the restart: flushed before it serves");
+                    n.journal_everything();
+                    continue;
+                }
+                if !rec.ring.contains(&n.addr) {
+                    continue;
+                }
+                let marked = rec.lost_keys.contains(&n.addr);
+                if changed && marked {
+                    tracing::warn!(server = %n.addr, pool = %pool.name, "may get back keys it lost before the restart: flushed before it serves");
+                    n.journal_everything();
+                } else if changed || marked {
+                    n.lost_keys.store(true, Ordering::Release);
+                }
             }
         }
     }

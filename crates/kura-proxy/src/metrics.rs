@@ -187,6 +187,17 @@ pub fn render(ctx: &Ctx) -> String {
         "memcached_commands_total{{command=\"touch\",status=\"hit\"}} {}",
         n(&s.cmd_touch)
     );
+    family(
+        &mut out,
+        "kura_proxy_ssl_handshake_errors_total",
+        "counter",
+        "Client TLS handshakes that failed or timed out (stats' ssl_handshake_errors).",
+    );
+    let _ = writeln!(
+        out,
+        "kura_proxy_ssl_handshake_errors_total {}",
+        n(&s.ssl_handshake_errors)
+    );
     let router = ctx.router();
     let rows: [Row; 9] = [
         (

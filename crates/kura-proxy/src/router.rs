@@ -41,7 +41,9 @@ pub struct Node {
     id: usize,
     /// Connections to it per worker.
     lanes: usize,
-    timeouts: Timeouts,
+    /// Read when a connection is made: a reload that changes the TLS or
+    /// login settings puts new ones in place ([`Node::reconfigure`]).
+    timeouts: Mutex<Timeouts>,
     /// Its health (down marking, probes) and the connections of the
     /// journal's replay.
     backend: Backend,
@@ -103,11 +105,11 @@ impl Node {
             addr: addr.to_string(),
             id: NODE_IDS.fetch_add(1, Ordering::Relaxed),
             lanes: h.connections_per_backend.max(1),
-            timeouts: Timeouts {
+            timeouts: Mutex::new(Timeouts {
                 connect: Duration::from_millis(h.connect_timeout_ms),
                 request: Duration::from_millis(h.request_timeout_ms),
                 client: Arc::new(client.clone()),
-            },
+            }),
             backend: Backend::new(addr, client),
             journal: Mutex::new(journal),
             gutter_copies: Mutex::new(GutterCopies::new(h.journal_max_keys)),
@@ -123,6 +125,27 @@ impl Node {
             stats: NodeStats::default(),
         });
         Ok(node)
+    }
+
+    /// The settings its connections are made with now.
+    fn timeouts(&self) -> Timeouts {
+        self.timeouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Its connections are made with `client`'s TLS and login from now on
+    /// (a reload changed `[backend_tls]` or `[backend_auth]`): each
+    /// worker lets go of its connections to it within about a second, and
+    /// they close once their requests are answered.
+    fn reconfigure(&self, client: kura_client::Config) {
+        self.backend.reconfigure(&client);
+        self.timeouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .client = Arc::new(client);
+        crate::backend::recycle(self.id);
     }
 
     pub(crate) fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
@@ -255,7 +278,7 @@ impl Node {
         } else if self.backend.is_down() {
             Err(Error::ServerDown(self.addr.clone()))
         } else {
-            let (id, lanes, t) = (self.id, self.lanes, &self.timeouts);
+            let (id, lanes, t) = (self.id, self.lanes, || self.timeouts());
             crate::backend::send_with(id, lanes, lane, &self.addr, t, write, expect).await
         };
         if let Err(e) = &r {
@@ -268,7 +291,7 @@ impl Node {
     /// (`preconnect`); a serving node only.
     pub fn preconnect(&self) {
         if !self.backend.is_down() {
-            crate::backend::preconnect(self.id, self.lanes, &self.addr, &self.timeouts);
+            crate::backend::preconnect(self.id, self.lanes, &self.addr, || self.timeouts());
         }
     }
 
@@ -324,7 +347,7 @@ impl Node {
     pub async fn text_exchange(&self, line: &[u8], until: &[u8]) -> Result<Vec<u8>, String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let run = async {
-            let mut s = kura_client::raw::open(&self.addr, &self.timeouts.client)
+            let mut s = kura_client::raw::open(&self.addr, &self.timeouts().client)
                 .await
                 .map_err(std::io::Error::other)?;
             s.write_all(line).await?;
@@ -393,7 +416,16 @@ pub struct Router {
     pub miss_failover: bool,
     /// The addresses each pool's ring has had (membership.rs).
     seen: crate::membership::Seen,
+    /// `[backend_tls]` and `[backend_auth]` as the file said them.
+    secure: Secure,
 }
+
+/// `[backend_tls]` and `[backend_auth]`: a reload that changes them
+/// makes every backend's connections again.
+type Secure = (
+    Option<crate::config::BackendTlsFile>,
+    Option<kura_client::Auth>,
+);
 
 impl Router {
     /// Builds the router; nodes of `old` with the same address are kept
@@ -403,8 +435,18 @@ impl Router {
     /// A journal cannot be opened.
     pub fn build(cfg: &Config, old: Option<&Router>) -> std::io::Result<Router> {
         let mut by_addr: HashMap<String, Arc<Node>> = HashMap::new();
+        let secure = (
+            cfg.net.backend_tls_file.clone(),
+            cfg.net.backend_auth.clone(),
+        );
         if let Some(old) = old {
+            let changed = old.secure != secure;
             for n in &old.nodes {
+                if changed {
+                    let mut client = cfg.health.client_config();
+                    cfg.net.apply(&n.addr, &mut client);
+                    n.reconfigure(client);
+                }
                 by_addr.insert(n.addr.clone(), n.clone());
             }
         }
@@ -456,10 +498,22 @@ impl Router {
                 }
             }
         }
-        if let Some(old) = old {
-            crate::membership::reloaded(&old.pools, &old.seen, &pools);
+        let before = match (old, &cfg.journal_dir) {
+            (Some(old), _) => {
+                crate::membership::reloaded(&old.pools, &old.seen, &pools);
+                old.seen.clone()
+            }
+            (None, Some(dir)) => {
+                let record = crate::membership::Record::load(dir);
+                record.restarted(&pools);
+                record.seen()
+            }
+            (None, None) => crate::membership::Seen::default(),
+        };
+        let seen = crate::membership::seen(before, &pools);
+        if let Some(dir) = &cfg.journal_dir {
+            crate::membership::Record::of(&pools, &seen).save(dir);
         }
-        let seen = crate::membership::seen(old.map(|o| o.seen.clone()).unwrap_or_default(), &pools);
         for n in &nodes {
             let watched = cfg.pools.iter().zip(&pools).any(|(spec, pool)| {
                 spec.rejoin == Rejoin::CaughtUp && pool.nodes.iter().any(|x| Arc::ptr_eq(x, n))
@@ -479,6 +533,7 @@ impl Router {
             down_reply: cfg.health.down_reply,
             nodes,
             seen,
+            secure,
         })
     }
 

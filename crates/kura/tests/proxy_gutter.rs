@@ -106,14 +106,8 @@ fn after_a_proxy_restart_the_server_waits_out_the_gutters_copies() {
         cfg,
     } = setup("proxy-gutter-restart", 10);
     let journal = dir.join("journal");
-    let args = [
-        "--config",
-        cfg.to_str().unwrap(),
-        "--journal-dir",
-        journal.to_str().unwrap(),
-    ];
     let port = common::free_port();
-    let p = common::proxy::proxy_on(port, &args);
+    let p = common::proxy::proxy_journaled(port, &cfg, &journal);
     let mut c = p.connect();
     let keys = keys_on(&servers, 1, 2, "restart");
     let mut k = Latest::new(&keys[0]);
@@ -126,7 +120,7 @@ fn after_a_proxy_restart_the_server_waits_out_the_gutters_copies() {
     drop(c);
     p.kill();
     signal(&b, libc::SIGCONT);
-    let p = common::proxy::proxy_on(port, &args);
+    let p = common::proxy::proxy_journaled(port, &cfg, &journal);
     let mut c = p.connect();
     reading_until(&mut c, &k, "B serving after the restart", |c| {
         stat(c, &serving) == 1

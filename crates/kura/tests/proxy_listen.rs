@@ -8,7 +8,6 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::proxy::signal;
@@ -48,13 +47,7 @@ fn the_proxy_listens_on_a_unix_socket_with_its_mode() {
         b.port
     );
     std::fs::write(&cfg, text).unwrap();
-    let mut child = kura()
-        .args(["proxy", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::proxy::spawn_with_config(&cfg);
     let mut c = None;
     wait_for("the socket", || {
         c = UnixStream::connect(&sock).ok();

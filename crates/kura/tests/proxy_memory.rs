@@ -157,3 +157,76 @@ fn clients_that_never_read_big_values_hold_a_bounded_share_and_mark_no_backend_d
     assert_eq!(stat(&mut c, &format!("backend:{addr}:timeouts")), 0);
     drop(stalled);
 }
+
+/// `[limits]` is reloadable: a reload to `client_max_requests = 2` bounds
+/// a connection opened before it. The connection's window opened to 1,024
+/// on small replies first; then the backend is stopped (SIGSTOP) so
+/// whatever the proxy routes stays in flight, and the client's 300
+/// pipelined gets are routed two at a time (before limits were
+/// reloadable, all 300), and all are answered once the backend runs again.
+#[test]
+fn a_reload_applies_new_limits_to_open_connections() {
+    let s = common::proxy::backends(Kind::Kura, 1);
+    let metrics = common::free_port();
+    let toml = |requests: u32| {
+        format!(
+            "metrics_listen = \"127.0.0.1:{metrics}\"\n[pools.main]\nservers = [{}]\n\
+             [health]\nrequest_timeout_ms = 60000\n\
+             [limits]\nclient_max_requests = {requests}\n",
+            common::proxy::quoted(&s[0])
+        )
+    };
+    let (p, path) = common::proxy::proxy_with("proxy-limits-reload", &toml(1024));
+    let mut c = p.connect();
+    assert_eq!(reply(&mut c, b"set k 0 0 2\r\nhi\r\n"), "STORED\r\n");
+    let hit = "VALUE k 0 2\r\nhi\r\nEND\r\n";
+    // Small replies read: the connection's window opens to the count
+    // bound (it starts at 16 whatever the bounds, limits.rs).
+    let warm = common::proxy::ask_n(
+        &mut c,
+        "get k\r\n".repeat(1000).as_bytes(),
+        hit.len() * 1000,
+    );
+    assert_eq!(String::from_utf8_lossy(&warm), hit.repeat(1000));
+    std::fs::write(&path, toml(2)).unwrap();
+    let raw = common::http_exchange(
+        metrics,
+        "POST /reload HTTP/1.1",
+        "Host: x\r\nContent-Length: 0\r\nConnection: close\r\n",
+    );
+    assert!(String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200"));
+    let routed = || -> u64 {
+        let raw = common::http_exchange(
+            metrics,
+            "GET /metrics HTTP/1.1",
+            "Host: x\r\nConnection: close\r\n",
+        );
+        let page = String::from_utf8_lossy(&raw).into_owned();
+        page.lines()
+            .find_map(|l| l.strip_prefix("kura_proxy_backend_requests_total{"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no requests count: {page}"))
+    };
+    let before = routed();
+    common::proxy::signal(&s[0], libc::SIGSTOP);
+    c.write_all("get k\r\n".repeat(300).as_bytes()).unwrap();
+    // Unchanged over ten looks 100 ms apart, once two are in flight.
+    let (mut last, mut same) = (0, 0);
+    for _ in 0..200 {
+        let now = routed() - before;
+        same = if now == last && now >= 2 { same + 1 } else { 0 };
+        last = now;
+        if same >= 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    common::proxy::signal(&s[0], libc::SIGCONT);
+    assert!(
+        last < 100,
+        "{last} of 300 requests in flight with a bound of 2"
+    );
+    let want = hit.repeat(300);
+    let all = common::proxy::ask_n(&mut c, b"", want.len());
+    assert_eq!(String::from_utf8_lossy(&all), want);
+}

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::proxy::{keys_on, proxy, reading_until, signal, stat, Kind, Latest};
 
@@ -26,43 +26,76 @@ fn write_config(path: &Path, servers: &[&String]) {
     std::fs::write(path, text).unwrap();
 }
 
-#[test]
-fn a_backend_removed_and_added_back_by_reloads_never_serves_what_it_held() {
-    let a = common::proxy::backend(Kind::Kura);
-    let b = common::proxy::backend(Kind::Kura);
-    let servers = vec![
-        format!("127.0.0.1:{}", a.port),
-        format!("127.0.0.1:{}", b.port),
-    ];
-    let dir = common::tempdir("proxy-reload-flaps");
+/// Whether the proxy's backend `s` serves.
+fn serving(c: &mut std::net::TcpStream, s: &String) -> bool {
+    stat(c, &format!("backend:{s}:serving")) == 1
+}
+
+/// Backends A and B, their addresses, and a fresh directory (named `name`)
+/// with the proxy's configuration of both.
+fn two_backends(name: &str) -> ([common::Server; 2], Vec<String>, PathBuf, PathBuf) {
+    let both = [(); 2].map(|()| common::proxy::backend(Kind::Kura));
+    let servers: Vec<String> = both
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    let dir = common::tempdir(name);
     let cfg = dir.join("proxy.toml");
     write_config(&cfg, &[&servers[0], &servers[1]]);
+    (both, servers, dir, cfg)
+}
+
+/// B removed by a reload once both serve: `k` set (on B) before, and again
+/// (on A) after.
+fn remove_b(
+    p: &common::Server,
+    c: &mut std::net::TcpStream,
+    k: &mut Latest,
+    servers: &[String],
+    cfg: &Path,
+) {
+    reading_until(c, k, "both serving", |c| {
+        stat(c, "pool:main:backends") == 2 && serving(c, &servers[0]) && serving(c, &servers[1])
+    });
+    k.set_acked(c);
+    write_config(cfg, &[&servers[0]]);
+    signal(p, libc::SIGHUP);
+    reading_until(c, k, "B removed, A serving", |c| {
+        stat(c, "pool:main:backends") == 1 && serving(c, &servers[0])
+    });
+    k.set_acked(c);
+}
+
+/// B (removed, `k` last set on A) put back by a reload: every read of
+/// `k`, until B serves and five after, follows the rule.
+fn add_b_back(
+    p: &common::Server,
+    c: &mut std::net::TcpStream,
+    k: &Latest,
+    servers: &[String],
+    cfg: &Path,
+) {
+    assert_eq!(k.check(c), Some(k.acked));
+    write_config(cfg, &[&servers[0], &servers[1]]);
+    signal(p, libc::SIGHUP);
+    reading_until(c, k, "B back", |c| {
+        stat(c, "pool:main:backends") == 2 && serving(c, &servers[1])
+    });
+    for _ in 0..5 {
+        k.check(c);
+    }
+}
+
+#[test]
+fn a_backend_removed_and_added_back_by_reloads_never_serves_what_it_held() {
+    let (_both, servers, _dir, cfg) = two_backends("proxy-reload-flaps");
     let p = proxy(&["--config", cfg.to_str().unwrap()]);
     let mut c = p.connect();
     // On B while both are in the ring, on A while B is out.
     let mut k = Latest::new(&keys_on(&servers, 1, 1, "reload")[0]);
-    let serving =
-        |c: &mut std::net::TcpStream, s: &String| stat(c, &format!("backend:{s}:serving")) == 1;
     for _ in 0..FLAPS {
-        reading_until(&mut c, &k, "both serving", |c| {
-            stat(c, "pool:main:backends") == 2 && serving(c, &servers[0]) && serving(c, &servers[1])
-        });
-        k.set_acked(&mut c);
-        write_config(&cfg, &[&servers[0]]);
-        signal(&p, libc::SIGHUP);
-        reading_until(&mut c, &k, "B removed, A serving", |c| {
-            stat(c, "pool:main:backends") == 1 && serving(c, &servers[0])
-        });
-        k.set_acked(&mut c);
-        assert_eq!(k.check(&mut c), Some(k.acked));
-        write_config(&cfg, &[&servers[0], &servers[1]]);
-        signal(&p, libc::SIGHUP);
-        reading_until(&mut c, &k, "B back", |c| {
-            stat(c, "pool:main:backends") == 2 && serving(c, &servers[1])
-        });
-        for _ in 0..5 {
-            k.check(&mut c);
-        }
+        remove_b(&p, &mut c, &mut k, &servers, &cfg);
+        add_b_back(&p, &mut c, &k, &servers, &cfg);
     }
 }
 
@@ -105,4 +138,25 @@ fn backends_replaced_and_put_back_by_reloads_never_serve_what_they_held() {
             k.check(&mut c);
         }
     }
+}
+
+/// With a journal directory, which backends left a pool's ring survives a
+/// proxy restart: B removed by a reload, the proxy restarted, B put back
+/// by a reload of the restarted proxy: B is flushed before it serves
+/// (before, the restarted proxy took B for new to the pool and served the
+/// value B held from before its removal).
+#[test]
+fn a_backend_removed_before_a_restart_and_added_back_after_never_serves_what_it_held() {
+    let (_both, servers, dir, cfg) = two_backends("proxy-reload-restart");
+    let journal = dir.join("journal");
+    let port = common::free_port();
+    let p = common::proxy::proxy_journaled(port, &cfg, &journal);
+    let mut c = p.connect();
+    let mut k = Latest::new(&keys_on(&servers, 1, 1, "restart")[0]);
+    remove_b(&p, &mut c, &mut k, &servers, &cfg);
+    drop(c);
+    p.kill();
+    let p = common::proxy::proxy_journaled(port, &cfg, &journal);
+    let mut c = p.connect();
+    add_b_back(&p, &mut c, &k, &servers, &cfg);
 }

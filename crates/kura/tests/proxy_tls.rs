@@ -12,19 +12,19 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::proxy::signal;
-use common::{free_port, kura, Server};
+use common::proxy::{proxy_logged as proxy_with, signal};
+use common::{free_port, Server};
 use kura_testkit::pki::Pki;
 use kura_tls::rustls::pki_types::ServerName;
 use kura_tls::rustls::{ClientConfig, ClientConnection, StreamOwned};
 use kura_tls::{Identity, MinVersion};
 
-const HEALTH: &str = "[health]\nrequest_timeout_ms = 1000\nconnect_timeout_ms = 1000\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200\n";
+use common::proxy::QUICK_HEALTH as HEALTH;
 
 /// A kura server with `-Z`, its certificate from `pki`, and these `-o`
 /// settings added.
@@ -35,23 +35,6 @@ fn tls_backend(pki: &Pki, cert: &str, extra_o: &str) -> Server {
         pki.path(&format!("{cert}-key.pem")).display(),
     );
     Server::start_in_memory(&["-Z", "-o", &o])
-}
-
-/// A proxy with the TOML `text`, its log written to `log`.
-fn proxy_with(dir: &Path, text: &str) -> (Server, std::path::PathBuf) {
-    let cfg = dir.join("proxy.toml");
-    std::fs::write(&cfg, text).unwrap();
-    let log = dir.join("proxy.log");
-    let port = free_port();
-    let child: Child = kura()
-        .args(["proxy", "-l", &format!("127.0.0.1:{port}"), "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    (Server::adopt(child, "127.0.0.1", port), log)
 }
 
 /// The `[tls]` section serving `pki`'s server certificate.
@@ -187,8 +170,9 @@ fn tls_end_to_end_client_to_proxy_to_kura_with_client_certificates() {
         &format!(",ssl_ca_cert={},ssl_verify_mode=2", ca.display()),
     );
     let dir = common::tempdir("proxy-tls-e2e");
+    let metrics = free_port();
     let text = format!(
-        "[pools.main]\nservers = [\"127.0.0.1:{}\"]\n{HEALTH}{}\n[backend_tls]\nca_cert = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+        "metrics_listen = \"127.0.0.1:{metrics}\"\n[pools.main]\nservers = [\"127.0.0.1:{}\"]\n{HEALTH}{}\n[backend_tls]\nca_cert = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
         b.port,
         listener_tls(&pki, &format!("ca_cert = \"{}\"\nverify_mode = 2\n", ca.display())),
         ca.display(),
@@ -231,6 +215,19 @@ fn tls_end_to_end_client_to_proxy_to_kura_with_client_certificates() {
         .parse()
         .unwrap();
     assert!(errors >= 3, "{errors}");
+    // And on /metrics, the same count.
+    let raw = common::http_exchange(
+        metrics,
+        "GET /metrics HTTP/1.1",
+        "Host: x\r\nConnection: close\r\n",
+    );
+    let page = String::from_utf8_lossy(&raw).into_owned();
+    let on_page: u64 = page
+        .lines()
+        .find_map(|l| l.strip_prefix("kura_proxy_ssl_handshake_errors_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no handshake errors on /metrics: {page}"));
+    assert!(on_page >= errors, "{on_page} < {errors}");
 }
 
 /// The proxy with `[backend_tls]` lines `backend_tls` in front of `b`
@@ -351,4 +348,46 @@ fn reloaded_certificates_serve_new_handshakes_and_keep_open_connections() {
     let still = peer(&tls_connect(p.port, config).unwrap());
     assert_eq!(still, third);
     assert_eq!(line(&mut old, "get k\r\n"), "VALUE k 0 1\r\n2\r\nEND\r\n");
+}
+
+/// `[tls]` with `listen = "unix:/path"`: the Unix socket speaks TLS too
+/// (before, it served plaintext there whatever `[tls]` said).
+#[test]
+fn tls_on_the_unix_socket_listener() {
+    let pki = Pki::new();
+    let b = Server::start_in_memory(&[]);
+    let dir = common::tempdir("proxy-tls-unix");
+    let sock = dir.join("proxy.sock");
+    let cfg = dir.join("proxy.toml");
+    let text = format!(
+        "listen = \"unix:{}\"\n[pools.main]\nservers = [\"127.0.0.1:{}\"]\n{}",
+        sock.display(),
+        b.port,
+        listener_tls(&pki, "")
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let mut child = common::proxy::spawn_with_config(&cfg);
+    let connect = || {
+        let s = UnixStream::connect(&sock)?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        Ok::<_, std::io::Error>(s)
+    };
+    wait_for("the socket", || connect().is_ok());
+    // Plaintext gets nothing served.
+    let mut plain = connect().unwrap();
+    let got = ask(&mut plain, b"set k 0 0 2\r\nhi\r\n", b"\r\n");
+    assert!(!got.is_ok_and(|r| r == "STORED\r\n"));
+    // A TLS client is served.
+    let name = ServerName::try_from("127.0.0.1".to_string()).unwrap();
+    let conn = ClientConnection::new(client_config(&pki, "ca.pem", None), name).unwrap();
+    let mut c = StreamOwned::new(conn, connect().unwrap());
+    assert_eq!(line(&mut c, "set k 0 0 2\r\nhi\r\n"), "STORED\r\n");
+    assert_eq!(line(&mut c, "get k\r\n"), "VALUE k 0 2\r\nhi\r\nEND\r\n");
+    let errors: u64 = stat(&mut c, "ssl_handshake_errors")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(errors >= 1, "{errors}");
+    let _ = child.kill();
+    let _ = child.wait();
 }

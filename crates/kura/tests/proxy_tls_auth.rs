@@ -9,13 +9,12 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::proxy::have;
-use common::{free_port, kura, Server};
+use common::Server;
 
-const HEALTH: &str = "[health]\nrequest_timeout_ms = 1000\nconnect_timeout_ms = 1000\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200\n";
+use common::proxy::QUICK_HEALTH as HEALTH;
 
 fn ask(s: &mut TcpStream, req: &str) -> String {
     s.write_all(req.as_bytes()).unwrap();
@@ -37,48 +36,18 @@ fn ask(s: &mut TcpStream, req: &str) -> String {
 
 /// A memcached requiring ASCII authentication with `file`.
 fn memcached_auth(file: &Path) -> Server {
-    let port = free_port();
-    let child = Command::new("/usr/bin/memcached")
-        .args([
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-l",
-            "127.0.0.1",
-            "-t",
-            "1",
-        ])
-        .args(["-u", "root", "-Y"])
-        .arg(file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memcached");
-    Server::adopt(child, "127.0.0.1", port)
+    common::proxy::memcached(&["-Y".as_ref(), file.as_os_str()])
 }
 
 /// A proxy in front of `backend` logging in as `user` with `password`;
 /// its log in the directory.
 fn proxy_logging_in(backend: &Server, user: &str, password: &str) -> (Server, std::path::PathBuf) {
     let dir = common::tempdir(&format!("proxy-auth-{}", backend.port));
-    let cfg = dir.join("proxy.toml");
     let text = format!(
         "[pools.main]\nservers = [\"127.0.0.1:{}\"]\n{HEALTH}[backend_auth]\nuser = \"{user}\"\npassword = \"{password}\"\n",
         backend.port
     );
-    std::fs::write(&cfg, text).unwrap();
-    let log = dir.join("proxy.log");
-    let port = free_port();
-    let child = kura()
-        .args(["proxy", "-l", &format!("127.0.0.1:{port}"), "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    (Server::adopt(child, "127.0.0.1", port), log)
+    common::proxy::proxy_logged(&dir, &text)
 }
 
 fn auth_file(name: &str) -> std::path::PathBuf {
@@ -89,7 +58,8 @@ fn auth_file(name: &str) -> std::path::PathBuf {
 }
 
 /// The proxy logged in serves; a wrong password gets SERVER_ERROR at once
-/// (never silence), the backend marked down, and a log line saying why.
+/// (never silence), the backend marked down, and a log line saying why;
+/// the password corrected by a reload, the backend serves.
 fn login_works_and_a_wrong_password_is_refused(backend: impl Fn() -> Server) {
     let b = backend();
     let (p, _log) = proxy_logging_in(&b, "proxy", "s3cret");
@@ -129,6 +99,19 @@ fn login_works_and_a_wrong_password_is_refused(backend: impl Fn() -> Server) {
         text.contains(&addr) && text.contains("authentication failure"),
         "{text}"
     );
+
+    // The password corrected by a reload: the backend, kept across it,
+    // logs in with the new one (before, it kept the old until restart).
+    let cfg = log.with_file_name("proxy.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("\"wrong\"", "\"s3cret\"")).unwrap();
+    common::proxy::signal(&p, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ask(&mut c, "set k 0 0 1\r\nx\r\n") != "STORED\r\n" {
+        assert!(Instant::now() < deadline, "the new password never used");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ask(&mut c, "get k\r\n"), "VALUE k 0 1\r\nx\r\nEND\r\n");
 }
 
 #[test]

@@ -47,7 +47,7 @@ mod conns;
 
 #[cfg(test)]
 pub use conns::send;
-pub use conns::{close_retired, preconnect, retire, send_with};
+pub use conns::{close_retired, preconnect, recycle, retire, send_with};
 
 /// Requests queued on one connection at most; past that, senders wait.
 pub const QUEUE_MAX: usize = 4096;
@@ -165,6 +165,9 @@ pub struct Conn {
     /// When bytes last came from the backend.
     progress: Cell<Instant>,
     tasks: RefCell<Vec<JoinHandle<()>>>,
+    /// Out of the worker's table (its node's settings changed): closes
+    /// once nothing waits on it.
+    retiring: Cell<bool>,
 }
 
 /// Settings of a backend's connections: the timeouts, and the TLS and
@@ -190,6 +193,7 @@ impl Conn {
             request_timeout: t.request,
             progress: Cell::new(Instant::now()),
             tasks: RefCell::new(Vec::new()),
+            retiring: Cell::new(false),
         });
         let w = tokio::task::spawn_local(connect(conn.clone(), t.clone()));
         conn.tasks.borrow_mut().push(w);
@@ -198,6 +202,16 @@ impl Conn {
 
     fn is_closed(&self) -> bool {
         self.state.borrow().closed.is_some()
+    }
+
+    /// Closes it now if nothing waits on it, else once the reader finds
+    /// its queue empty (at its next idle tick).
+    fn retire(&self) {
+        if self.state.borrow().queue.is_empty() {
+            self.fail(Error::ConnectionClosed(self.addr.clone()));
+        } else {
+            self.retiring.set(true);
+        }
     }
 
     fn is_full(&self) -> bool {
@@ -511,6 +525,9 @@ async fn reader<R: AsyncRead + Unpin>(conn: Rc<Conn>, mut rd: R) {
                     // the backend's progress: the oldest's is the next
                     // that can pass.
                     Some(d) => timer.set(crate::timer::sleep_until(d)),
+                    None if conn.retiring.get() => {
+                        return conn.fail(Error::ConnectionClosed(conn.addr.clone()));
+                    }
                     None => timer.set(crate::timer::sleep_until(now + idle)),
                 }
             }

@@ -19,6 +19,7 @@ fn file_pools_routes_and_errors() {
     let file: FileConfig = toml::from_str(
         r#"
         default_pool = "main"
+        journal_dir = "/var/lib/kura-proxy"
         [pools.main]
         servers = ["127.0.0.1:1:2 a", "127.0.0.1:2:1 b"]
         ring = "twemproxy"
@@ -40,6 +41,15 @@ fn file_pools_routes_and_errors() {
     assert_eq!(c.health.down_reply, DownReply::Miss);
     assert!(toml::from_str::<FileConfig>("[pools.x]\nservers=[]\nbogus=1").is_err());
     let bad = |t: &str| Config::build(&ProxyArgs::default(), toml::from_str(t).unwrap());
+    // keep-out needs a journal file for the operator to remove.
+    let keep_out = "[pools.a]\nservers=[\"h:1\"]\n[health]\njournal_overflow=\"keep-out\"\n";
+    let e = bad(keep_out).unwrap_err().to_string();
+    assert!(e.contains("needs a journal directory"), "{e}");
+    let args = ProxyArgs {
+        journal_dir: Some("/var/lib/kura-proxy".into()),
+        ..ProxyArgs::default()
+    };
+    assert!(Config::build(&args, toml::from_str(keep_out).unwrap()).is_ok());
     assert!(bad("[pools.a]\nservers=[\"h:1\"]\nring=\"nope\"").is_err());
     assert!(bad("[pools.a]\nservers=[\"h:1\"]\nhash=\"md5\"").is_err());
     assert!(bad("[pools.a]\nservers=[\"h:1\"]\n[[routes]]\nprefix=\"x\"\npool=\"b\"").is_err());

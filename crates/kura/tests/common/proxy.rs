@@ -17,32 +17,31 @@ pub enum Kind {
     Memcached,
 }
 
+/// `[health]` that marks a backend down after two failures of at most a
+/// second each and probes it every 50-200 ms.
+pub const QUICK_HEALTH: &str = "[health]\nrequest_timeout_ms = 1000\nconnect_timeout_ms = 1000\nfailure_limit = 2\nprobe_backoff_min_ms = 50\nprobe_backoff_max_ms = 200\n";
+
 /// One backend of `kind` on a free port.
 pub fn backend(kind: Kind) -> Server {
     match kind {
         Kind::Kura => Server::start_in_memory(&[]),
-        Kind::Memcached => {
-            let port = free_port();
-            let child = Command::new("/usr/bin/memcached")
-                .args([
-                    "-p",
-                    &port.to_string(),
-                    "-U",
-                    "0",
-                    "-l",
-                    "127.0.0.1",
-                    "-t",
-                    "1",
-                ])
-                .arg("-u")
-                .arg("root")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("memcached");
-            Server::adopt(child, "127.0.0.1", port)
-        }
+        Kind::Memcached => memcached(&[]),
     }
+}
+
+/// Debian's memcached (`-t 1`, TCP on 127.0.0.1 only) on a free port,
+/// with `extra` arguments added.
+pub fn memcached(extra: &[&std::ffi::OsStr]) -> Server {
+    let port = free_port();
+    let child = Command::new("/usr/bin/memcached")
+        .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
+        .args(["-t", "1", "-u", "root"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("memcached");
+    Server::adopt(child, "127.0.0.1", port)
 }
 
 /// `n` backends of `kind`.
@@ -76,6 +75,30 @@ pub fn proxy_on(port: u16, args: &[&str]) -> Server {
     Server::adopt(child, "127.0.0.1", port)
 }
 
+/// A `kura proxy` on the configuration file `cfg` with its journal in
+/// `journal`, on `port` (a restarted proxy takes its old port).
+pub fn proxy_journaled(port: u16, cfg: &Path, journal: &Path) -> Server {
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--journal-dir",
+        journal.to_str().unwrap(),
+    ];
+    proxy_on(port, &args)
+}
+
+/// `kura proxy --config cfg` (the listen address from the file), output
+/// discarded; the caller waits for it to listen.
+pub fn spawn_with_config(cfg: &Path) -> std::process::Child {
+    kura()
+        .args(["proxy", "--config"])
+        .arg(cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// A `kura proxy` on the configuration `toml`, written to a fresh
 /// directory named `name`; the proxy and the file's path.
 pub fn proxy_with(name: &str, toml: &str) -> (Server, std::path::PathBuf) {
@@ -83,6 +106,24 @@ pub fn proxy_with(name: &str, toml: &str) -> (Server, std::path::PathBuf) {
     let path = dir.join("proxy.toml");
     std::fs::write(&path, toml).unwrap();
     (proxy(&["--config", path.to_str().unwrap()]), path)
+}
+
+/// A `kura proxy` on the configuration `toml`, written to `dir`, logging
+/// at info level to a file there; the proxy and its log's path.
+pub fn proxy_logged(dir: &Path, toml: &str) -> (Server, std::path::PathBuf) {
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let log = dir.join("proxy.log");
+    let port = free_port();
+    let child = kura()
+        .args(["proxy", "-l", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    (Server::adopt(child, "127.0.0.1", port), log)
 }
 
 /// A server's address as a TOML string: `"127.0.0.1:PORT"`.
