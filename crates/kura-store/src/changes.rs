@@ -202,7 +202,7 @@ impl Shard {
         };
         let it = &entry.item;
         let value = [it.value()];
-        let contents = self.contents(it.key(), it.flags(), &value);
+        let contents = self.contents(it.key(), it.flags(), &value, entry.exptime, entry.cas);
         let Some(item) = self.alloc(&contents, now, existing) else {
             if let Some(off) = existing {
                 self.unlink(hash, off);

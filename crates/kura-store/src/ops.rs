@@ -65,15 +65,18 @@ impl Shard {
             None => {
                 let expiry = opts.vivify?;
                 let cas = self.next_cas();
-                let item = self.alloc(&self.contents(key, 0, &[]), now, None)?;
                 let deadline = expiry.deadline(now);
+                let item = self.alloc(&self.contents(key, 0, &[], deadline, cas), now, None)?;
                 (self.put(hash, None, item, deadline, cas, 0, now), true)
             }
         };
         let exptime_before = self.meta(off).exptime();
-        if let Some(t) = opts.touch.filter(|_| !created) {
-            self.set_exptime(off, t.deadline(now));
-        }
+        let off = match opts.touch.filter(|_| !created) {
+            // An entry that had to go for want of room for its deadline is
+            // a miss, as an evicted one.
+            Some(t) => self.set_exptime(hash, off, t.deadline(now), now)?,
+            None => off,
+        };
         let m = self.meta(off);
         let (marks, last_access, exptime) = (m.marks(), m.last_access(), m.exptime());
         let token_sent = marks & TOKEN_SENT != 0;
@@ -255,14 +258,16 @@ impl Shard {
             }
         }
         let cas = self.assign_cas(req.new_cas);
-        let contents = self.contents(req.key, flags, &parts);
+        let contents = self.contents(req.key, flags, &parts, exptime, cas);
         if let (Some(off), None) = (existing, &prebuilt) {
             if self.overwrite(hash, off, &contents, exptime, cas, marks, now) {
                 return SetOutcome::Stored { cas };
             }
         }
         let item = match prebuilt {
-            Some(item) if old.is_none() && self.still_fits(&item, existing) => Some(item),
+            Some(item) if old.is_none() && self.still_fits(&item, existing, &contents) => {
+                Some(item)
+            }
             // Built again under the lock, making room as any set does.
             _ => self.alloc(&contents, now, existing),
         };
@@ -291,11 +296,13 @@ impl Shard {
             };
             let mut digits = itoa::Buffer::new();
             let digits = digits.format(initial).as_bytes();
-            let Some(item) = self.alloc(&self.contents(key, 0, &[digits]), now, None) else {
+            let exptime = expiry.deadline(now);
+            let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
+            let parts = [digits];
+            let contents = self.contents(key, 0, &parts, exptime, cas);
+            let Some(item) = self.alloc(&contents, now, None) else {
                 return ArithOutcome::NoMemory;
             };
-            let cas = req.new_cas.unwrap_or_else(|| self.next_cas());
-            let exptime = expiry.deadline(now);
             self.put(hash, None, item, exptime, cas, 0, now);
             return ArithOutcome::Updated {
                 value: initial,
@@ -347,9 +354,9 @@ impl Shard {
         };
         let parts = [digits, padding];
         let flags = old.flags();
-        let contents = self.contents(key, flags, &parts);
         let exptime = req.touch.map_or(exptime_before, |t| t.deadline(now));
         let cas = self.assign_cas(req.new_cas);
+        let contents = self.contents(key, flags, &parts, exptime, cas);
         // A number that fits is written over the old one, as memcached
         // does, unless a handle still holds the old value (this function's
         // own handle goes first: the new bytes are in local buffers).
@@ -395,17 +402,25 @@ impl Shard {
         }
         if req.invalidate {
             let cas = self.assign_cas(req.new_cas);
-            if let Some(t) = req.touch {
-                self.set_exptime(off, t.deadline(now));
-            }
+            // No room for the new CAS unique or deadline: the entry went,
+            // as a delete.
+            let Some(off) = self.set_cas(hash, off, cas, now) else {
+                return DeleteOutcome::Deleted;
+            };
+            let off = match req.touch {
+                Some(t) => match self.set_exptime(hash, off, t.deadline(now), now) {
+                    Some(off) => off,
+                    None => return DeleteOutcome::Deleted,
+                },
+                None => off,
+            };
             let m = self.meta(off);
             m.set_marks((m.marks() | STALE) & !TOKEN_SENT);
-            m.set_cas(cas);
             return DeleteOutcome::Deleted;
         }
         if let Some(flags) = req.remove_value {
             let cas = self.assign_cas(req.new_cas);
-            let contents = self.contents(key, flags, &[]);
+            let contents = self.contents(key, flags, &[], exptime, cas);
             if let Some(item) = self.alloc(&contents, now, Some(off)) {
                 self.put(hash, Some(off), item, exptime, cas, marks, now);
                 return DeleteOutcome::Deleted;

@@ -266,7 +266,7 @@ fn log_store(s: &Session<'_>, m: &Mutation<'_>) {
     } else {
         deadline.saturating_sub(store.now())
     };
-    let class = store.size_class_of(m.key.len(), m.flags, m.len);
+    let class = store.size_class_of(m.key.len(), m.flags, m.len, deadline != 0);
     let cfd = s.cfd;
     s.shared.inspect.watchers.log(WatchKinds::MUTATIONS, |o| {
         watch::item_store(o, m.key, m.status, m.cmd, ttl, class, cfd, m.len)

@@ -14,8 +14,9 @@
 //!   shard's limit (plus slack for blocks in flight), so pages are only
 //!   paid for once touched. Its first page is [`Shared`]: what handles on
 //!   other threads need (see below).
-//! * A block starts with a word: its size in units and the allocator's
-//!   flags (free, previous free). A
+//! * A block starts with a word: its size in units (28 bits) and the
+//!   allocator's flags (free, previous free: bits 31, 30). Bits 28 and 29
+//!   of a used block are its item's, which the allocator keeps. A
 //!   free block also holds its free-list links and, in its last word, its
 //!   size, so the block after it can merge with it. Free neighbours are
 //!   always merged.
@@ -87,6 +88,9 @@ pub(crate) struct Arena {
     used_units: usize,
     /// Where [`Arena::walk`] goes on: always a block's first unit.
     cursor: u32,
+    /// How the items in this arena keep their CAS uniques (their shard's
+    /// scheme, item/meta.rs).
+    pub(crate) cas: crate::item::CasScheme,
 }
 
 // SAFETY: the arena owns its region; the only memory it shares with other
@@ -128,6 +132,7 @@ impl Arena {
             heads: [[0; SL]; FL],
             used_units: 0,
             cursor: FIRST,
+            cas: Default::default(),
         };
         if let Err(e) = arena.map_to(FIRST as usize * UNIT + UNIT) {
             panic!("kura-store: cannot map an arena's first page: {e}");
@@ -411,6 +416,30 @@ mod tests {
         let free = a.large_free_blocks(1)[0];
         assert!(a.alloc(a.units(free)).is_some());
         a.free(b);
+        a.check().unwrap();
+    }
+
+    #[test]
+    fn the_item_bits_of_a_used_block_survive_its_neighbours() {
+        // Bits 28 and 29 of a used block's first word are its item's
+        // (item/mod.rs): freeing, merging and allocating around the block
+        // flips its previous-free flag but keeps them.
+        let mut a = Arena::new(1 << 16, false);
+        let blocks: Vec<u32> = (0..4).map(|_| a.alloc(10).unwrap()).collect();
+        let item_bits = 3 << 28;
+        let units = a.units(blocks[1]);
+        a.cell(blocks[1]).fetch_or(item_bits, Ordering::Relaxed);
+        a.free(blocks[0]);
+        a.check().unwrap();
+        assert_eq!(a.word(blocks[1]) & PREV_FREE, PREV_FREE);
+        a.free(blocks[2]);
+        let again = a.alloc(10).unwrap();
+        a.free(blocks[3]);
+        a.check().unwrap();
+        assert_eq!(a.word(blocks[1]) & item_bits, item_bits);
+        assert_eq!(a.units(blocks[1]), units);
+        a.free(blocks[1]);
+        a.free(again);
         a.check().unwrap();
     }
 

@@ -3,7 +3,7 @@
 //!
 //! In a full cache it holds about 1.4 fingerprints for every entry, so its
 //! bytes count against the memory limit like the entries' (S3-FIFO's
-//! `entry_bytes`, 17 bytes an entry with the small queue's ring). A
+//! `entry_bytes`, 19 bytes an entry with the small queue's ring). A
 //! general hash set churned this way (an insert and a removal each
 //! eviction) fills with tombstones and settles at twice the size it needs:
 //! hashbrown's did, and a server full at `-m 100` held 8 bytes more an

@@ -1,7 +1,7 @@
 //! Writing a new block: [`Contents`] laid out as the block's header,
 //! flags, key and value (the layout is in `item/mod.rs`).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use super::*;
 
@@ -13,6 +13,10 @@ pub(crate) struct Contents<'a> {
     pub parts: &'a [&'a [u8]],
     /// Room for the eviction policy's links.
     pub links: bool,
+    /// Room for a deadline (the entry has one).
+    pub deadline: bool,
+    /// Room for a CAS unique of 8 bytes (see [`CasScheme`]).
+    pub wide_cas: bool,
 }
 
 impl Contents<'_> {
@@ -21,11 +25,7 @@ impl Contents<'_> {
     }
 
     fn bytes(&self) -> usize {
-        HEADER
-            + if self.links { LINKS } else { 0 }
-            + if self.flags != 0 { 4 } else { 0 }
-            + self.key.len()
-            + self.value_len()
+        self.key_at() + self.key.len() + self.value_len()
     }
 
     /// The block size these contents need, in units.
@@ -41,29 +41,36 @@ impl Contents<'_> {
     /// `self.units()` and at most 3 more, that nothing else uses, whose
     /// first word (its size) is already written; the key is at most
     /// [`KEY_MAX`] bytes.
-    pub(crate) unsafe fn write(&self, p: *mut u8, units: u32, heap: bool) {
+    pub(crate) unsafe fn write(&self, p: *mut u8, units: u32) {
         // SAFETY: as the caller promised.
         unsafe {
-            self.write_header(p, units, heap);
+            self.write_header(p, units);
             self.write_value(p);
         }
     }
 
     /// Writes these contents over the block at `p` of `units` units, which
     /// holds the same key, when they need a block of that size with the
-    /// same layout (flags present or not, links); false, writing nothing,
-    /// when they do not. The metadata is left to the caller.
+    /// same layout (flags present or not, links, deadline, CAS width);
+    /// false, writing nothing, when they do not. The metadata is left to the caller.
     ///
     /// # Safety
     /// `p` is a live block of `units` units that no handle refers to (its
     /// reference count is the shard's one) and whose key is this key, and
     /// the caller holds its shard's lock exclusively.
     pub(crate) unsafe fn rewrite(&self, p: *mut u8, units: u32) -> bool {
-        // SAFETY: the marks byte of a live block.
-        let marks = unsafe { &*p.add(MARKS).cast::<AtomicU8>() }.load(Ordering::Relaxed);
+        // SAFETY: the marks byte and first word of a live block.
+        let (marks, word) = unsafe {
+            (
+                (*p.add(MARKS).cast::<AtomicU8>()).load(Ordering::Relaxed),
+                (*p.cast::<AtomicU32>()).load(Ordering::Relaxed),
+            )
+        };
         if units != self.units()
             || (marks & HAS_FLAGS != 0) != (self.flags != 0)
             || (marks & HAS_LINKS != 0) != self.links
+            || (marks & HAS_DEADLINE != 0) != self.deadline
+            || (word & WIDE_CAS != 0) != self.wide_cas
         {
             return false;
         }
@@ -90,8 +97,7 @@ impl Contents<'_> {
                 .cast::<u16>()
                 .write(self.key.len() as u16 | (tail as u16) << KEY_BITS);
             if self.flags != 0 {
-                let at = HEADER + if self.links { LINKS } else { 0 };
-                p.add(at)
+                p.add(self.key_at() - 4)
                     .cast::<[u8; 4]>()
                     .write_unaligned(self.flags.to_le_bytes());
             }
@@ -113,7 +119,11 @@ impl Contents<'_> {
 
     /// Where the key starts in the block.
     fn key_at(&self) -> usize {
-        HEADER + if self.links { LINKS } else { 0 } + if self.flags != 0 { 4 } else { 0 }
+        HEADER
+            + if self.links { LINKS } else { 0 }
+            + if self.wide_cas { CAS_HIGH } else { 0 }
+            + if self.deadline { DEADLINE } else { 0 }
+            + if self.flags != 0 { 4 } else { 0 }
     }
 
     /// Like [`Contents::write`], but leaves the value's bytes unwritten:
@@ -121,10 +131,10 @@ impl Contents<'_> {
     ///
     /// # Safety
     /// As [`Contents::write`].
-    pub(crate) unsafe fn write_header(&self, p: *mut u8, units: u32, heap: bool) {
+    pub(crate) unsafe fn write_header(&self, p: *mut u8, units: u32) {
         let mut marks = 0;
-        if heap {
-            marks |= HEAP;
+        if self.deadline {
+            marks |= HAS_DEADLINE;
         }
         if self.links {
             marks |= HAS_LINKS;
@@ -136,14 +146,22 @@ impl Contents<'_> {
         // computed from these contents), which is ours alone.
         unsafe {
             p.add(COUNT).cast::<u16>().write(1);
-            p.add(CAS).cast::<[u8; 8]>().write_unaligned([0; 8]);
-            p.add(EXPTIME).cast::<u32>().write(0);
+            p.add(CAS).cast::<u32>().write(0);
             p.add(LAST_ACCESS).cast::<u32>().write(0);
+            if self.wide_cas {
+                // The first word is the allocator's, which reads it atomically.
+                (*p.cast::<AtomicU32>()).fetch_or(WIDE_CAS, Ordering::Relaxed);
+            }
             p.add(MARKS).write(marks);
             p.add(POLICY).write(0);
             if self.links {
                 p.add(HEADER).cast::<[u8; 8]>().write_unaligned([0xff; 8]);
             }
+            // The CAS unique's high half and the deadline, when present.
+            let at = HEADER + if self.links { LINKS } else { 0 };
+            let zeros =
+                if self.wide_cas { CAS_HIGH } else { 0 } + if self.deadline { DEADLINE } else { 0 };
+            std::ptr::write_bytes(p.add(at), 0, zeros);
             self.write_lengths_and_flags(p, units);
             std::ptr::copy_nonoverlapping(self.key.as_ptr(), p.add(self.key_at()), self.key.len());
         }

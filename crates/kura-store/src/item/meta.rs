@@ -3,26 +3,76 @@
 //! shard's lock.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use super::*;
+
+/// How a shard makes its CAS uniques: a sequence number from 1, shifted
+/// left by `shift` bits, above the shard's number (`index`), so that
+/// shards never make the same one. A block keeps the sequence number of a
+/// unique its shard made in 4 bytes, while it is below 2^32; any other
+/// unique takes 8 ([`WIDE_CAS`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CasScheme {
+    pub shift: u32,
+    pub index: u64,
+}
+
+impl CasScheme {
+    /// The unique with sequence number `seq` (0 with CAS off).
+    pub(crate) fn unique(self, seq: u64) -> u64 {
+        (seq << self.shift) | self.index
+    }
+
+    /// The 4-byte form of `cas`: its sequence number if this shard made it
+    /// (0 for 0, the unique of an entry stored with CAS off).
+    pub(crate) fn narrow(self, cas: u64) -> Option<u32> {
+        if cas == 0 {
+            return Some(0);
+        }
+        let seq = cas >> self.shift;
+        if seq == 0 || self.unique(seq) != cas {
+            return None;
+        }
+        u32::try_from(seq).ok()
+    }
+
+    /// The unique a block keeps in 4 bytes.
+    fn widen(self, seq: u32) -> u64 {
+        match seq {
+            0 => 0,
+            seq => self.unique(u64::from(seq)),
+        }
+    }
+}
 
 /// The shard's view of a block's metadata, under the shard lock, for as
 /// long as `'a` (a borrow of the shard's arena).
 #[derive(Clone, Copy)]
-pub(crate) struct Meta<'a>(NonNull<u8>, std::marker::PhantomData<&'a ()>);
+pub(crate) struct Meta<'a>(NonNull<u8>, CasScheme, std::marker::PhantomData<&'a ()>);
 
 impl<'a> Meta<'a> {
+    /// A view of the block at `p` of a shard that makes CAS uniques as
+    /// `cas` says.
+    ///
     /// # Safety
     /// `p` is a live block written by [`Contents::write`], and the caller
     /// holds its shard's lock (exclusively, for the setters) for as long as
     /// it uses the view, and the block stays allocated for `'a`.
-    pub(crate) unsafe fn new(p: *mut u8) -> Meta<'a> {
+    pub(crate) unsafe fn new(p: *mut u8, cas: CasScheme) -> Meta<'a> {
         // SAFETY: blocks are never at address 0.
         Meta(
             unsafe { NonNull::new_unchecked(p) },
+            cas,
             std::marker::PhantomData,
         )
+    }
+
+    /// Where the optional fields are ([`optional_fields`]).
+    fn fields(&self) -> (Option<usize>, Option<usize>, usize) {
+        // SAFETY: the first word of a live block, atomic for every user.
+        let word = unsafe { &*self.at::<AtomicU32>(0) }.load(Ordering::Relaxed);
+        optional_fields(self.marks_cell().load(Ordering::Relaxed), word)
     }
 
     fn at<T>(&self, off: usize) -> *mut T {
@@ -44,24 +94,87 @@ impl<'a> Meta<'a> {
         unsafe { drop_reference(self.0) }
     }
 
+    /// The CAS unique.
     pub(crate) fn cas(&self) -> u64 {
-        // SAFETY: the shard's field, under its lock.
-        u64::from_le_bytes(unsafe { self.at::<[u8; 8]>(CAS).read_unaligned() })
-    }
-
-    pub(crate) fn set_cas(&self, cas: u64) {
-        // SAFETY: the shard's field, under its exclusive lock.
-        unsafe { self.at::<[u8; 8]>(CAS).write_unaligned(cas.to_le_bytes()) }
-    }
-
-    pub(crate) fn exptime(&self) -> u32 {
         // SAFETY: the shard's field, 4-aligned, under its lock.
-        unsafe { self.at::<u32>(EXPTIME).read() }
+        let low = unsafe { self.at::<u32>(CAS).read() };
+        match self.fields().0 {
+            // SAFETY: as above, inside a block with room for it.
+            Some(at) => {
+                let high = unsafe { self.at::<[u8; 4]>(at).read_unaligned() };
+                u64::from(u32::from_le_bytes(high)) << 32 | u64::from(low)
+            }
+            None => self.1.widen(low),
+        }
     }
 
+    /// Whether the block keeps its CAS unique in 8 bytes.
+    pub(crate) fn has_wide_cas(&self) -> bool {
+        self.fields().0.is_some()
+    }
+
+    /// Whether the block has room for `cas`.
+    pub(crate) fn fits_cas(&self, cas: u64) -> bool {
+        self.fields().0.is_some() || self.1.narrow(cas).is_some()
+    }
+
+    /// Sets the CAS unique.
+    ///
+    /// # Panics
+    /// When the block has no room for it ([`Meta::fits_cas`]): the shard
+    /// moves such an entry to a block that has.
+    pub(crate) fn set_cas(&self, cas: u64) {
+        let (low, high) = match self.fields().0 {
+            Some(at) => (cas as u32, Some((at, (cas >> 32) as u32))),
+            None => match self.1.narrow(cas) {
+                Some(seq) => (seq, None),
+                None => panic!("a CAS unique for a block without room for it"),
+            },
+        };
+        // SAFETY: the shard's fields, inside the block, under its exclusive
+        // lock.
+        unsafe {
+            self.at::<u32>(CAS).write(low);
+            if let Some((at, high)) = high {
+                self.at::<[u8; 4]>(at).write_unaligned(high.to_le_bytes());
+            }
+        }
+    }
+
+    /// Where the deadline is, in a block with room for one.
+    fn deadline_at(&self) -> Option<usize> {
+        self.fields().1
+    }
+
+    /// Whether the block has room for a deadline.
+    pub(crate) fn has_deadline(&self) -> bool {
+        self.deadline_at().is_some()
+    }
+
+    /// The deadline (Unix seconds), 0 when the entry never expires.
+    pub(crate) fn exptime(&self) -> u32 {
+        let Some(at) = self.deadline_at() else {
+            return 0;
+        };
+        // SAFETY: the shard's field, inside a block with room for it, under
+        // its lock.
+        u32::from_le_bytes(unsafe { self.at::<[u8; 4]>(at).read_unaligned() })
+    }
+
+    /// Sets the deadline.
+    ///
+    /// # Panics
+    /// When `t` is not 0 and the block has no room for a deadline: the
+    /// shard moves such an entry to a block that has (serving it past its
+    /// deadline would be the alternative).
     pub(crate) fn set_exptime(&self, t: u32) {
-        // SAFETY: the shard's field, under its exclusive lock.
-        unsafe { self.at::<u32>(EXPTIME).write(t) }
+        let Some(at) = self.deadline_at() else {
+            assert_eq!(t, 0, "a deadline for a block without room for one");
+            return;
+        };
+        // SAFETY: the shard's field, inside a block with room for it, under
+        // its exclusive lock.
+        unsafe { self.at::<[u8; 4]>(at).write_unaligned(t.to_le_bytes()) }
     }
 
     pub(crate) fn last_access(&self) -> u32 {

@@ -5,18 +5,32 @@
 //! holds it stays valid for that reader, and its block goes back to the
 //! shard when the last handle drops.
 //!
-//! A block, in bytes (26 of header; the first word is the allocator's):
+//! A block, in bytes (18 of header; the first word is the allocator's):
 //!
 //! ```text
-//! 0  size in 4-byte units, padding (2 bits), allocator flags
+//! 0  size in 4-byte units, heap mark (bit 28), wide-CAS mark (bit 29),
+//!    allocator flags (bits 30, 31)
 //! 4  reference count (atomic u16): handles, plus one while linked
 //! 6  marks (atomic u8)        7  eviction policy's byte (atomic u8)
-//! 8  CAS unique (u64)         16 deadline (Unix, 0 never)
-//! 20 last access (Unix)       24 key length (12 bits), tail (4 bits)
-//! 26 [eviction links: two u32, for list-based policies]
+//! 8  CAS unique: its sequence number, or its low half if wide (u32)
+//! 12 last access (Unix)       16 key length (12 bits), tail (4 bits)
+//! 18 [eviction links: two u32, for list-based policies]
+//!    [the CAS unique's high half: u32, only if wide]
+//!    [deadline: u32 (Unix, 0 never), only for entries given one]
 //!    [client flags: u32, only when not 0, as memcached]
 //!    key, value, then 0-15 unused bytes (the tail)
 //! ```
+//!
+//! Most cached items never expire (memcached's clients set exptime 0 by
+//! default), so the deadline, like the flags, takes room only when an
+//! entry has one. A shard's CAS uniques are a sequence number above the
+//! shard's number ([`CasScheme`]): one it made, up to 2^32 of them, is kept
+//! as that number in 4 bytes; any other (a client's, meta `E`, or one
+//! past 2^32) in 8. So an item of 100 bytes with a 10-byte key and flags
+//! is a block of 132 bytes (140 before both), 136 with a deadline. An
+//! entry whose block has no room for a new deadline or CAS unique moves to
+//! a block with the room (`Shard::set_exptime`, `Shard::set_cas`);
+//! handles on the old block keep it, as after any replacement.
 //!
 //! The reference count has 16 bits, as memcached's. A block can have more
 //! handles than that (one `get` line naming a key 50,000 times holds 50,000
@@ -35,7 +49,7 @@
 //! only reads the size word, the marks that say where the key starts, and
 //! the key, flags and value, which never change while a handle exists.
 //! Items made with [`Item::new`] outside any store live on the heap with
-//! the same layout (the `HEAP` mark).
+//! the same layout (the `HEAP_BLOCK` bit of their first word).
 
 use std::alloc::Layout;
 use std::collections::HashMap;
@@ -52,12 +66,44 @@ use crate::arena::{release_detached, UNIT};
 const COUNT: usize = 4;
 const MARKS: usize = 6;
 const POLICY: usize = 7;
-pub(crate) const CAS: usize = 8;
-pub(crate) const EXPTIME: usize = 16;
-pub(crate) const LAST_ACCESS: usize = 20;
-const KEY_LEN: usize = 24;
-pub(crate) const HEADER: usize = 26;
+const CAS: usize = 8;
+const LAST_ACCESS: usize = 12;
+const KEY_LEN: usize = 16;
+pub(crate) const HEADER: usize = 18;
 const LINKS: usize = 8;
+/// The deadline's bytes, in blocks marked [`HAS_DEADLINE`].
+const DEADLINE: usize = 4;
+/// The CAS unique's high half, in blocks marked [`WIDE_CAS`].
+const CAS_HIGH: usize = 4;
+
+/// In the first word of a block made by [`Item::new`]: a heap allocation,
+/// not in an arena. Only ever set in heap blocks, whose first word nothing
+/// but their handles reads (an arena's allocator keeps sizes below 2^28
+/// units and its flags in bits 30 and 31, so the bit is 0 in its blocks).
+const HEAP_BLOCK: u32 = 1 << 28;
+/// In the first word of a block: the CAS unique has 8 bytes (its high
+/// half after the links). Set when the block is made, before anyone else
+/// sees it; the arena's allocator keeps the bit while the block is used.
+const WIDE_CAS: u32 = 1 << 29;
+/// The block's size in units, in its first word.
+const SIZE_MASK: u32 = HEAP_BLOCK - 1;
+
+/// Where the optional fields of a block with these marks and first word
+/// are: the CAS unique's high half (if wide), the deadline (if any), and
+/// the flags or, without flags, the key.
+#[inline(always)]
+fn optional_fields(marks: u8, word: u32) -> (Option<usize>, Option<usize>, usize) {
+    let mut at = HEADER + if marks & HAS_LINKS != 0 { LINKS } else { 0 };
+    let cas_high = (word & WIDE_CAS != 0).then_some(at);
+    if cas_high.is_some() {
+        at += CAS_HIGH;
+    }
+    let deadline = (marks & HAS_DEADLINE != 0).then_some(at);
+    if deadline.is_some() {
+        at += DEADLINE;
+    }
+    (cas_high, deadline, at)
+}
 
 /// The count at which further handles are counted in [`OVERFLOW`].
 const COUNT_LIMIT: u16 = 0xc000;
@@ -87,8 +133,8 @@ pub(crate) const TOKEN_SENT: u8 = 8;
 const HAS_FLAGS: u8 = 16;
 /// Eviction links follow the header.
 const HAS_LINKS: u8 = 32;
-/// The block is a heap allocation, not in an arena.
-const HEAP: u8 = 64;
+/// A deadline follows the header and links (the entry was given one).
+const HAS_DEADLINE: u8 = 64;
 /// The entry is in its shard's index.
 pub(crate) const LINKED: u8 = 128;
 /// The marks an entry's metadata may carry (the rest describe the block).
@@ -223,7 +269,7 @@ impl Drop for Item {
             return;
         }
         let p = self.0.as_ptr();
-        if self.marks() & HEAP != 0 {
+        if self.size_word() & HEAP_BLOCK != 0 {
             let layout = heap_layout(self.units());
             // SAFETY: a heap block was allocated with this layout (its size
             // never changes), and this was its last handle.
@@ -261,6 +307,8 @@ impl Item {
             flags,
             parts,
             links: false,
+            deadline: false,
+            wide_cas: false,
         };
         let units = c.units();
         assert!(units < 1 << 28, "item larger than 1 GiB");
@@ -272,8 +320,8 @@ impl Item {
         };
         // SAFETY: a fresh allocation of `units` units, ours alone.
         unsafe {
-            p.as_ptr().cast::<u32>().write(units);
-            c.write(p.as_ptr(), units, true);
+            p.as_ptr().cast::<u32>().write(units | HEAP_BLOCK);
+            c.write(p.as_ptr(), units);
         }
         Item(p)
     }
@@ -322,10 +370,23 @@ impl Item {
         unsafe { &*self.0.as_ptr().add(MARKS).cast::<AtomicU8>() }.load(Ordering::Relaxed)
     }
 
-    fn units(&self) -> u32 {
+    fn size_word(&self) -> u32 {
         // SAFETY: the first word of a live block.
-        let w = unsafe { &*self.0.as_ptr().cast::<AtomicU32>() }.load(Ordering::Relaxed);
-        w & ((1 << 28) - 1)
+        unsafe { &*self.0.as_ptr().cast::<AtomicU32>() }.load(Ordering::Relaxed)
+    }
+
+    fn units(&self) -> u32 {
+        self.size_word() & SIZE_MASK
+    }
+
+    /// Whether the block has room for a deadline.
+    pub(crate) fn has_deadline(&self) -> bool {
+        self.marks() & HAS_DEADLINE != 0
+    }
+
+    /// Whether the block has room for a CAS unique of 8 bytes.
+    pub(crate) fn has_wide_cas(&self) -> bool {
+        self.size_word() & WIDE_CAS != 0
     }
 
     /// The key's length and the tail's.
@@ -341,8 +402,7 @@ impl Item {
     /// Where the flags (if any) and the key start.
     fn body(&self) -> (usize, bool) {
         let m = self.marks();
-        let at = HEADER + if m & HAS_LINKS != 0 { LINKS } else { 0 };
-        (at, m & HAS_FLAGS != 0)
+        (optional_fields(m, self.size_word()).2, m & HAS_FLAGS != 0)
     }
 
     /// The key.
@@ -402,7 +462,7 @@ mod contents;
 mod meta;
 
 pub(crate) use contents::Contents;
-pub(crate) use meta::Meta;
+pub(crate) use meta::{CasScheme, Meta};
 
 #[cfg(test)]
 mod tests {
@@ -438,7 +498,8 @@ mod tests {
                         (&key[..], &value[..], flags)
                     );
                     assert_eq!(it.heap_size() % UNIT, 0);
-                    assert!(it.heap_size() - (HEADER + klen + vlen) < UNIT + 4);
+                    let flags_len = if flags != 0 { 4 } else { 0 };
+                    assert!(it.heap_size() - (HEADER + flags_len + klen + vlen) < UNIT);
                 }
             }
         }

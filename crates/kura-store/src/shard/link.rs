@@ -147,7 +147,9 @@ impl Shard {
             census.arrived(c.flags);
             census.left(old_flags);
         }
-        self.set_exptime(off, exptime);
+        // `rewrite` kept the layout: the block has room for a deadline if
+        // the contents (built for `exptime`) have.
+        self.change_deadline(off, exptime);
         let m = meta(&self.arena, off);
         m.set_cas(cas);
         m.set_marks(marks | LINKED);
@@ -156,8 +158,46 @@ impl Shard {
         true
     }
 
-    /// Changes an entry's deadline.
-    pub(crate) fn set_exptime(&mut self, off: u32, exptime: u32) {
+    /// Changes the deadline of the entry at `off` (whose key hashes to
+    /// `hash`). An entry whose block has no room for a deadline, given one,
+    /// moves to a block that has ([`Shard::move_for_deadline`]): returns
+    /// where the entry is now, or `None` when there was no room for the
+    /// larger block and the entry went instead (as an evicted one would;
+    /// serving it past its new deadline is not an option).
+    pub(crate) fn set_exptime(
+        &mut self,
+        hash: u64,
+        off: u32,
+        exptime: u32,
+        now: u32,
+    ) -> Option<u32> {
+        let m = meta(&self.arena, off);
+        let off = if exptime != 0 && !m.has_deadline() {
+            self.relocate(hash, off, now, true, m.has_wide_cas())?
+        } else {
+            off
+        };
+        self.change_deadline(off, exptime);
+        Some(off)
+    }
+
+    /// Changes the CAS unique of the entry at `off` (whose key hashes to
+    /// `hash`), moving it to a block with room for an 8-byte one if it
+    /// needs that: as [`Shard::set_exptime`].
+    pub(crate) fn set_cas(&mut self, hash: u64, off: u32, cas: u64, now: u32) -> Option<u32> {
+        let m = meta(&self.arena, off);
+        let off = if m.fits_cas(cas) {
+            off
+        } else {
+            self.relocate(hash, off, now, m.has_deadline(), true)?
+        };
+        meta(&self.arena, off).set_cas(cas);
+        Some(off)
+    }
+
+    /// Changes the deadline of an entry whose block has room for it (or
+    /// to 0).
+    fn change_deadline(&mut self, off: u32, exptime: u32) {
         let m = meta(&self.arena, off);
         match (m.exptime() != 0, exptime != 0) {
             (false, true) => self.with_ttl += 1,
@@ -166,6 +206,64 @@ impl Shard {
         }
         m.set_exptime(exptime);
         self.note_deadline(exptime);
+    }
+
+    /// Moves the entry at `off` to a new block with room for a deadline
+    /// (then 0) if `deadline`, and for an 8-byte CAS unique if `wide_cas`:
+    /// the same key, flags and value, CAS, marks, access time and place in
+    /// the eviction order; not a new version (no `total_items`). `None`
+    /// when the block does not fit: the entry is then unlinked, and told to
+    /// the change sink as an eviction.
+    fn relocate(
+        &mut self,
+        hash: u64,
+        off: u32,
+        now: u32,
+        deadline: bool,
+        wide_cas: bool,
+    ) -> Option<u32> {
+        let m = meta(&self.arena, off);
+        debug_assert!(m.exptime() == 0 || deadline);
+        let (old, cas) = (m.handle(), m.cas());
+        let value = [old.value()];
+        let mut c = self.contents(old.key(), old.flags(), &value, 0, cas);
+        (c.deadline, c.wide_cas) = (deadline, wide_cas);
+        let item = self.alloc(&c, now, Some(off));
+        if meta(&self.arena, off).marks() & LINKED == 0 {
+            // Making room let the entry go (a flush reached it): the new
+            // block goes back with its handle.
+            return None;
+        }
+        let Some(item) = item else {
+            if let Some(evicted) = self.evicted.as_mut() {
+                evicted.push(old.clone());
+            }
+            self.unlink(hash, off);
+            return None;
+        };
+        let new = self.adopt(item);
+        let (m, n) = (meta(&self.arena, off), meta(&self.arena, new));
+        n.set_cas(cas);
+        n.set_exptime(m.exptime());
+        n.set_last_access(m.last_access());
+        n.set_marks(m.marks());
+        if m.exptime() != 0 {
+            // `retire` takes the old block's off the count.
+            self.with_ttl += 1;
+        }
+        let units = self.arena.units(new);
+        self.used += self.charge(units);
+        self.classes.held(units);
+        if let Some(census) = &self.census {
+            census.arrived(old.flags());
+        }
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index
+            .replace(hash, off, new, |o| hasher.hash_one(meta(arena, o).key()));
+        self.policy.replace(&mut blocks!(self), off, new);
+        self.used -= self.charge(self.arena.units(off));
+        self.retire(off);
+        Some(new)
     }
 
     /// Records a read of entry `off`: moves it up the eviction order, marks

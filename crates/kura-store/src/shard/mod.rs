@@ -17,7 +17,7 @@ use crate::arena::{Arena, UNIT};
 use crate::eviction::{Entries, EvictionPolicy, Policy};
 use crate::expiry::is_expired;
 use crate::index::Index;
-use crate::item::{Item, Meta, FETCHED};
+use crate::item::{CasScheme, Item, Meta, FETCHED};
 use crate::store::StoreConfig;
 
 /// Bytes charged per entry for its index slot (4 bytes and a control byte
@@ -62,7 +62,7 @@ struct Blocks<'a> {
 fn meta(arena: &Arena, off: u32) -> Meta<'_> {
     // SAFETY: callers pass offsets of live blocks (from the index, the
     // policy, a walk, or a block they allocated) and hold the shard's lock.
-    unsafe { Meta::new(arena.ptr(off)) }
+    unsafe { Meta::new(arena.ptr(off), arena.cas) }
 }
 
 /// A [`Blocks`] view of a shard's fields, borrowing only those two (so the
@@ -140,9 +140,9 @@ pub(crate) struct Shard {
     /// blocks, or given since it began; the new `expiry_floor` when the
     /// pass ends.
     pass_floor: u32,
+    /// The next CAS unique's sequence number (the scheme is the arena's,
+    /// which its blocks are read with).
     cas_next: u64,
-    cas_index: u64,
-    cas_shift: u32,
     cas_enabled: bool,
     pub(crate) flush_epoch: u32,
     /// Entries dropped by flushes, not reclaimed yet (`flushed.rs`).
@@ -176,9 +176,14 @@ impl Shard {
     ) -> Shard {
         let kind = config.eviction;
         let limit = limit.min(max_limit());
+        let mut arena = Arena::new(growth_step(limit), config.huge_pages);
+        arena.cas = CasScheme {
+            shift: shard_bits,
+            index: index as u64,
+        };
         Shard {
             index: Index::new(config.huge_pages),
-            arena: Arena::new(growth_step(limit), config.huge_pages),
+            arena,
             policy: Policy::new(kind),
             entry_overhead: INDEX_BYTES + kind.entry_bytes(),
             links: kind.links(),
@@ -190,8 +195,6 @@ impl Shard {
             expiry_floor: u32::MAX,
             pass_floor: u32::MAX,
             cas_next: 1,
-            cas_index: index as u64,
-            cas_shift: shard_bits,
             cas_enabled: config.cas,
             flush_epoch: 0,
             flushed: Default::default(),
@@ -243,14 +246,14 @@ impl Shard {
         if !self.cas_enabled {
             return 0;
         }
-        let cas = (self.cas_next << self.cas_shift) | self.cas_index;
+        let cas = self.arena.cas.unique(self.cas_next);
         self.cas_next += 1;
         cas
     }
 
     /// Makes sure later CAS uniques are above `cas` (after an explicit `E`).
     pub(crate) fn observe_cas(&mut self, cas: u64) {
-        let seq = cas >> self.cas_shift;
+        let seq = cas >> self.arena.cas.shift;
         if seq >= self.cas_next {
             self.cas_next = seq.saturating_add(1);
         }

@@ -103,9 +103,9 @@ impl Shard {
         // checked above.
         unsafe {
             if fill {
-                c.write(p, got, false);
+                c.write(p, got);
             } else {
-                c.write_header(p, got, false);
+                c.write_header(p, got);
             }
         }
         // Until linked, the block comes back through the handle's drop.
@@ -115,18 +115,23 @@ impl Shard {
     }
 
     /// The contents of a block of this shard: with room for the policy's
-    /// links if it keeps any.
+    /// links if it keeps any, for a deadline if `exptime` is one, and for
+    /// a CAS unique of 8 bytes if `cas` needs them.
     pub(crate) fn contents<'a>(
         &self,
         key: &'a [u8],
         flags: u32,
         parts: &'a [&'a [u8]],
+        exptime: u32,
+        cas: u64,
     ) -> Contents<'a> {
         Contents {
             key,
             flags,
             parts,
             links: self.links,
+            deadline: exptime != 0,
+            wide_cas: self.arena.cas.narrow(cas).is_none(),
         }
     }
 
@@ -150,12 +155,15 @@ impl Shard {
     }
 
     /// Whether `item`, a block allocated earlier (a large set's, built
-    /// without the lock), still fits the budget in place of `keep`: the
-    /// room made for it may have gone meanwhile (other sets, or `keep`
-    /// itself reclaimed while room was made).
-    pub(crate) fn still_fits(&self, item: &Item, keep: Option<u32>) -> bool {
+    /// without the lock), still fits the budget in place of `keep`, with
+    /// room for the deadline and CAS unique of contents `c`: the room made
+    /// for it may have gone meanwhile (other sets, or `keep` itself
+    /// reclaimed while room was made), and its CAS unique is only known now.
+    pub(crate) fn still_fits(&self, item: &Item, keep: Option<u32>, c: &Contents<'_>) -> bool {
         let units = (item.heap_size() / UNIT) as u32;
-        self.used + self.charge(units) <= self.limit + self.credit(keep)
+        (!c.deadline || item.has_deadline())
+            && (!c.wide_cas || item.has_wide_cas())
+            && self.used + self.charge(units) <= self.limit + self.credit(keep)
     }
 
     /// Evicts or reclaims until a block of `units` fits in the budget and

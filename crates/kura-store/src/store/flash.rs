@@ -204,7 +204,8 @@ impl Store {
         };
         if recache {
             let parts = [rec.value];
-            let contents = shard.contents(key, rec.fields.flags, &parts);
+            let contents =
+                shard.contents(key, rec.fields.flags, &parts, loc.exptime, rec.fields.cas);
             match shard.alloc(&contents, now, None) {
                 Some(item) => {
                     shard.observe_cas(rec.fields.cas);

@@ -68,7 +68,7 @@ pub trait EvictionWatch: Send + Sync {
 #[inline(never)]
 pub(crate) fn tell_evicted(watch: &dyn EvictionWatch, arena: &Arena, off: u32, now: u32) {
     // SAFETY: the caller holds the shard's lock and `off` is a live block.
-    let m = unsafe { Meta::new(arena.ptr(off)) };
+    let m = unsafe { Meta::new(arena.ptr(off), arena.cas) };
     watch.evicted(&EntryView::of(m, arena, off), now);
 }
 
@@ -129,11 +129,19 @@ impl Store {
     }
 
     /// The size class an entry of a key of `key_len` bytes, client flags
-    /// `flags` and a value of `value_len` bytes goes to (the allocator may
-    /// round its block up by a few bytes, rarely into the next class).
-    pub fn size_class_of(&self, key_len: usize, flags: u32, value_len: usize) -> usize {
+    /// `flags` and a value of `value_len` bytes goes to, with a deadline or
+    /// not (the allocator may round its block up by a few bytes, rarely
+    /// into the next class).
+    pub fn size_class_of(
+        &self,
+        key_len: usize,
+        flags: u32,
+        value_len: usize,
+        deadline: bool,
+    ) -> usize {
         let bytes = crate::item::HEADER
             + if self.config.eviction.links() { 8 } else { 0 }
+            + if deadline { 4 } else { 0 }
             + if flags != 0 { 4 } else { 0 }
             + key_len
             + value_len;

@@ -270,7 +270,10 @@ impl Store {
         let value = [req.value];
         let item = {
             let (mut shard, hash, now) = self.shard(req.key, r);
-            let contents = shard.contents(req.key, req.flags, &value);
+            let exptime = req.expiry.unwrap_or(Expiry::Never).deadline(now);
+            // Its CAS unique is made when it is linked: most likely one
+            // that fits 4 bytes (`Shard::still_fits` checks).
+            let contents = shard.contents(req.key, req.flags, &value, exptime, 0);
             let keep = shard.find(hash, req.key);
             let item = shard.alloc_unfilled(&contents, now, keep);
             if let Some(sink) = self.sink() {

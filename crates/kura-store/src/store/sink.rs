@@ -122,7 +122,11 @@ impl Store {
                 let hash = self.hasher.hash_one(key);
                 let mut shard = self.cell(hash).write();
                 if let Some(idx) = shard.find(hash, key) {
-                    shard.set_exptime(idx, exptime);
+                    // An entry with no room left for the deadline goes.
+                    shard.set_exptime(hash, idx, exptime, now);
+                }
+                if let Some(evicted) = shard.evicted.as_mut() {
+                    evicted.clear();
                 }
                 true
             }
