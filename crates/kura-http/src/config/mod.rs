@@ -379,6 +379,8 @@ impl Config {
             heuristic_with_credentials: file.heuristic_with_credentials,
             strip_unkeyed: file.strip_unkeyed.as_ref(),
             key_headers: file.key_headers.as_ref(),
+            key_headers_always: file.key_headers_always.as_ref(),
+            key_device_class: file.key_device_class,
             key_cookies: file.key_cookies.as_ref(),
         };
         security::apply(&mut top, &safety, "", src)?;
@@ -387,6 +389,11 @@ impl Config {
         let mut rules = Vec::new();
         for rule in file.rule.unwrap_or_default() {
             rules.push(parse::parse_rule(rule, &backends, &mut routes, src)?);
+        }
+        if key_settings.device.is_none() && routes.iter().any(|r| r.unkeyed.device_class) {
+            return Err(ConfigError::Invalid(
+                "key_device_class: device classes are off ([device] enabled = false)".into(),
+            ));
         }
         let response_edits = routes.iter().any(|r| !r.edits.response.is_empty());
         let mut esi = esi_logs::esi(file.esi, src)?;

@@ -181,6 +181,8 @@ pub(super) fn parse_rule(
         heuristic_with_credentials: rule.heuristic_with_credentials,
         strip_unkeyed: rule.strip_unkeyed.as_ref(),
         key_headers: rule.key_headers.as_ref(),
+        key_headers_always: rule.key_headers_always.as_ref(),
+        key_device_class: rule.key_device_class,
         key_cookies: rule.key_cookies.as_ref(),
     };
     super::security::apply(&mut route, &safety, "rule: ", src)?;

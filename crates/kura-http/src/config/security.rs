@@ -1,6 +1,7 @@
 //! The settings that keep one client's page from another, at the top level and in each
 //! `[[rule]]` (a rule starts from the top level's): `cookie`, `authorization`,
-//! `cookie_ignore`, `heuristic_with_credentials`, `strip_unkeyed` and `key_headers`.
+//! `cookie_ignore`, `heuristic_with_credentials`, `strip_unkeyed`, `key_headers`,
+//! `key_headers_always`, `key_device_class` and `key_cookies`.
 //! docs/http.md's *Security* section says what each default protects.
 
 use http::HeaderName;
@@ -35,6 +36,13 @@ pub struct Unkeyed {
     pub strip: Vec<HeaderName>,
     /// Added to the stored response's `Vary` when the request that fetched it carried any.
     pub key: Vec<HeaderName>,
+    /// Added to every stored response's `Vary`, whatever the request carried
+    /// (`key_headers_always`: a field whose absence is a variant too, such as
+    /// `Accept-Language`).
+    pub always: Vec<HeaderName>,
+    /// Whether every stored response varies on the device class (`key_device_class`: the
+    /// `[device]` header), whatever the backend's `Vary` says.
+    pub device_class: bool,
 }
 
 impl Default for Unkeyed {
@@ -44,6 +52,8 @@ impl Default for Unkeyed {
         Unkeyed {
             strip: names(&DEFAULT_STRIP_UNKEYED),
             key: names(&DEFAULT_KEY_HEADERS),
+            always: Vec::new(),
+            device_class: false,
         }
     }
 }
@@ -56,6 +66,8 @@ pub(super) struct SafetyFile<'a> {
     pub(super) heuristic_with_credentials: Option<bool>,
     pub(super) strip_unkeyed: Option<&'a Vec<Spanned<String>>>,
     pub(super) key_headers: Option<&'a Vec<Spanned<String>>>,
+    pub(super) key_headers_always: Option<&'a Vec<Spanned<String>>>,
+    pub(super) key_device_class: Option<bool>,
     pub(super) key_cookies: Option<&'a Vec<Spanned<String>>>,
 }
 
@@ -93,6 +105,12 @@ pub(super) fn apply(
     }
     if let Some(list) = file.key_headers {
         route.unkeyed.key = names(list, &format!("{prefix}key_headers"), src)?;
+    }
+    if let Some(list) = file.key_headers_always {
+        route.unkeyed.always = names(list, &format!("{prefix}key_headers_always"), src)?;
+    }
+    if let Some(on) = file.key_device_class {
+        route.unkeyed.device_class = on;
     }
     if let Some(list) = file.key_cookies {
         let mut cookies = Vec::new();

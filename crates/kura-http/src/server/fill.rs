@@ -279,9 +279,17 @@ fn storage_plan(
                 vary::add(&mut kept, name);
             }
         }
-        // Cookie values that key the route's responses, always (`key_cookies`).
-        for (_, field) in &proxy.route(origin.route).key_cookies {
+        // Fields, cookie values and the device class that key the route's responses, always
+        // (`key_headers_always`, `key_cookies`, `key_device_class`).
+        let route = proxy.route(origin.route);
+        for name in &route.unkeyed.always {
+            vary::add(&mut kept, name);
+        }
+        for (_, field) in &route.key_cookies {
             vary::add(&mut kept, field);
+        }
+        if let (true, Some(device)) = (route.unkeyed.device_class, &proxy.config.keys.device) {
+            vary::add(&mut kept, &device.header);
         }
         let head = ResponseHead {
             status: parts.status,
