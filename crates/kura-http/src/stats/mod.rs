@@ -192,7 +192,9 @@ pub fn snapshot(
     };
     let sum = |field: fn(&Backend) -> u64| -> u64 { backends.iter().map(|b| field(b)).sum() };
     let all_healthy = backends.iter().all(|b| b.is_healthy());
-    let counters: [(&'static str, &AtomicU64); 23] = [
+    let bans = cache.bans();
+    let b = &bans.counters;
+    let counters: [(&'static str, &AtomicU64); 31] = [
         ("backend_requests", &stats.backend_requests),
         ("hit_for_miss", &stats.hit_for_miss),
         ("revalidated", &stats.revalidated),
@@ -211,11 +213,19 @@ pub fn snapshot(
         ("proxy_protocol_refused", &stats.proxy_protocol_refused),
         ("encoding_refused", &stats.encoding_refused),
         ("loops", &stats.loops),
-        ("purges", &cache.bans().counters.purges),
-        ("soft_purges", &cache.bans().counters.soft_purges),
-        ("ban_requests", &cache.bans().counters.ban_requests),
-        ("purges_refused", &cache.bans().counters.purges_refused),
-        ("bans_added", &cache.bans().counters.added),
+        ("purges", &b.purges),
+        ("soft_purges", &b.soft_purges),
+        ("ban_requests", &b.ban_requests),
+        ("purges_refused", &b.purges_refused),
+        ("bans_added", &b.added),
+        ("bans_completed_lookup", &b.completed_lookup),
+        ("bans_completed_lurker", &b.completed_lurker),
+        ("bans_completed_superseded", &b.completed_superseded),
+        ("bans_objects_banned_lookup", &b.banned_lookup),
+        ("bans_objects_banned_lurker", &b.banned_lurker),
+        ("bans_objects_softened", &b.softened),
+        ("bans_lookup_tests", &b.lookup_tests),
+        ("bans_lurker_checked", &b.lurker_checked),
     ];
     let mut figures: Vec<Figure> = CacheOutcome::ALL
         .iter()
@@ -228,6 +238,7 @@ pub fn snapshot(
         ("probes_ok", Counter, sum(|b| b.probes().0)),
         ("probes_failed", Counter, sum(|b| b.probes().1)),
         ("pipes_active", Gauge, load(&stats.pipes_active)),
+        ("bans", Gauge, bans.len() as u64),
         ("objects", Gauge, store.curr_items),
         ("bytes", Gauge, store.bytes),
         ("limit_bytes", Gauge, store.limit_maxbytes),
@@ -240,7 +251,6 @@ pub fn snapshot(
             stats.started.0.elapsed().as_secs(),
         ),
     ]);
-    figures.extend(ban_figures(cache));
     let backends = backends
         .iter()
         .map(|b| {
@@ -260,29 +270,6 @@ pub fn snapshot(
         backends,
         histograms,
     }
-}
-
-/// The ban list's figures (Varnish's `bans_*` counters) besides `bans_added`.
-fn ban_figures(cache: &Cache) -> Vec<Figure> {
-    let bans = cache.bans();
-    let c = &bans.counters;
-    let mut figures = vec![("bans", Kind::Gauge, bans.len() as u64)];
-    let counters: [(&'static str, &AtomicU64); 8] = [
-        ("bans_completed_lookup", &c.completed_lookup),
-        ("bans_completed_lurker", &c.completed_lurker),
-        ("bans_completed_superseded", &c.completed_superseded),
-        ("bans_objects_banned_lookup", &c.banned_lookup),
-        ("bans_objects_banned_lurker", &c.banned_lurker),
-        ("bans_objects_softened", &c.softened),
-        ("bans_lookup_tests", &c.lookup_tests),
-        ("bans_lurker_checked", &c.lurker_checked),
-    ];
-    figures.extend(
-        counters
-            .iter()
-            .map(|&(name, a)| (name, Kind::Counter, a.load(Ordering::Relaxed))),
-    );
-    figures
 }
 
 impl Snapshot {
