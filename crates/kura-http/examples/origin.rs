@@ -1,7 +1,9 @@
 //! A benchmark origin for bench/http.sh: `origin PORT DELAY_MS`. `GET /SIZE/anything` answers
 //! SIZE bytes (`1k`, `100k`, or a number) with `Cache-Control: max-age=3600`, after DELAY_MS
 //! milliseconds; `GET /esi/anything` an HTML page of 5 ESI includes of `/1k/fragment-N`
-//! (bench/http-esi.sh); it counts requests and prints the count on SIGTERM's way out (stderr).
+//! (bench/http-esi.sh). A path segment `tag-NAME` tags the answer NAME in `X-Cache-Tags`
+//! (FOSHttpCache's field) and `xkey` (bench/http-purge.sh). It counts requests and prints the
+//! count on SIGTERM's way out (stderr).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +38,12 @@ fn esi_page() -> Vec<u8> {
     }
     page.push_str("</body></html>\n");
     page.into_bytes()
+}
+
+/// The tag a path names in a `tag-NAME` segment.
+fn tag(path: &str) -> Option<&str> {
+    path.split('/')
+        .find_map(|segment| segment.strip_prefix("tag-"))
 }
 
 fn main() {
@@ -75,9 +83,13 @@ fn main() {
                         } else {
                             (vec![b'x'; size(path)], "application/octet-stream")
                         };
-                        let response = Response::builder()
+                        let mut response = Response::builder()
                             .header("cache-control", "max-age=3600")
-                            .header("content-type", kind)
+                            .header("content-type", kind);
+                        if let Some(tag) = tag(path) {
+                            response = response.header("x-cache-tags", tag).header("xkey", tag);
+                        }
+                        let response = response
                             .body(Full::new(Bytes::from(body)))
                             .expect("a response");
                         Ok::<_, Infallible>(response)
