@@ -17,14 +17,8 @@ THREADS=${THREADS:-2}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 http_setup
-cargo build --release -q -p kura
-cargo build --release -q -p kura-http --example origin
-target=${CARGO_TARGET_DIR:-target}
-KURA=$target/release/kura
-ORIGIN=$target/release/examples/origin
-
-origin=$(free_port); "$ORIGIN" "$origin" 0 & pids+=($!)
-wait_port "$origin"
+http_binaries
+start_origin 0; origin=$origin_port
 
 cat > "$work/kura.toml" <<TOML
 [[rule]]
@@ -66,32 +60,15 @@ run() {
     echo "$system did not assemble the page" >&2
     exit 1
   fi
-  local before after out
-  before=$(cpu_ticks "${cache_pids[@]}")
-  out=$(wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency "http://127.0.0.1:$port$url")
-  after=$(cpu_ticks "${cache_pids[@]}")
+  local figures
+  figures=$(wrk_cpu "http://127.0.0.1:$port$url")
   stop
-  wrk_figures "$out" $((after - before))
+  echo "$figures"
 }
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1), ESI pages of 5 fragments; $(nproc) CPUs; $ROUNDS rounds of ${DURATION}s, $CONNS connections, kura -t $THREADS"
-echo "system round req/s p99_ms cpu_us_per_req"
-: > "$work/kura"; : > "$work/varnish"
-for round in $(seq "$ROUNDS"); do
-  for system in kura varnish; do
-    line=$(run "$system")
-    echo "$line" >> "$work/$system"
-    echo "$system $round $line"
-  done
-done
+echo "page system round req/s p99_ms cpu_us_per_req"
+ab_rounds esi run
 echo
-declare -A m=()
-for system in kura varnish; do
-  for col in 1 2 3; do
-    m[$system$col]=$(awk -v c=$col '{print $c}' "$work/$system" | median)
-  done
-done
-echo "medians kura | varnish: req/s p99_ms cpu_us | ratios kura/varnish: req/s p99 cpu"
-awk -v a1="${m[kura1]}" -v a2="${m[kura2]}" -v a3="${m[kura3]}" \
-    -v b1="${m[varnish1]}" -v b2="${m[varnish2]}" -v b3="${m[varnish3]}" \
-  'BEGIN {printf "%d %.3f %.2f | %d %.3f %.2f | %.2fx %.2fx %.2fx\n", a1, a2, a3, b1, b2, b3, a1/b1, a2/b2, a3/b3}'
+echo "page  medians kura | varnish: req/s p99_ms cpu_us | ratios kura/varnish: req/s p99 cpu"
+ab_medians esi %d %.3f %.2f

@@ -70,14 +70,6 @@ end
 LUA
 UA_PC="Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/117.0.0.0 Safari/537.36"
 
-rss_mb() {
-  local rss=0 pid
-  for pid in "$@"; do
-    rss=$((rss + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
-  done
-  echo $((rss / 1024))
-}
-
 # start SYSTEM: a fresh cache on $port (admin on $aport for kura), pids in $cache_pids.
 start() {
   port=$(free_port)
@@ -92,21 +84,9 @@ start() {
       wait_port "$aport"
       ;;
     varnish)
-      rm -rf "$work/varnish"
-      varnishd -F -a "127.0.0.1:$port" -f "$work/seed002.vcl" -s "malloc,${MEM}m" \
-        -n "$work/varnish" -j none >"$work/varnish.log" 2>&1 &
-      local parent=$!
-      wait_port "$port" || { cat "$work/varnish.log" >&2; return 1; }
-      cache_pids=($parent $(pgrep -P "$parent" || true))
+      start_varnish "$port" -f "$work/seed002.vcl"
       ;;
   esac
-}
-stop() {
-  for pid in "${cache_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${cache_pids[@]}"; do
-    for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  done
-  cache_pids=()
 }
 
 # held SYSTEM: "objects storage_mb evictions" of the running cache.
@@ -117,7 +97,7 @@ held() {
         'import json,sys; s=json.load(sys.stdin); print(s["objects"], round(s["bytes"]/2**20,1), s["evictions"])'
       ;;
     varnish)
-      varnishstat -n "$work/varnish" -1 -f MAIN.n_object -f SMA.s0.g_bytes -f MAIN.n_lru_nuked |
+      varnishstat -n "$work/varnish-$port" -1 -f MAIN.n_object -f SMA.s0.g_bytes -f MAIN.n_lru_nuked |
         awk '$1=="MAIN.n_object"{o=$2} $1=="SMA.s0.g_bytes"{b=$2} $1=="MAIN.n_lru_nuked"{e=$2}
              END {printf "%d %.1f %d\n", o, b/1048576, e}'
       ;;
@@ -154,26 +134,18 @@ hit_ratio() {
   stop
 }
 
-# run SYSTEM MODE: prints "req/s p99_ms cpu_us_per_request".
+# run MODE SYSTEM: prints "req/s p99_ms cpu_us_per_request".
 run() {
-  local system=$1 mode=$2 ae=() i
+  local mode=$1 system=$2 ae=() i
   [ "$mode" = gzip ] && ae=(-H "Accept-Encoding: gzip")
   start "$system"
   for i in $(seq 1 "$HOT"); do
     curl -s -o /dev/null -A "$UA_PC" "http://127.0.0.1:$port/entry?id=hot-$i"
   done
-  local before after out
-  before=$(cpu_ticks "${cache_pids[@]}")
-  out=$(wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency -s "$work/hot.lua" -H "User-Agent: $UA_PC" \
-    "${ae[@]}" "http://127.0.0.1:$port/")
-  after=$(cpu_ticks "${cache_pids[@]}")
+  local figures
+  figures=$(wrk_cpu -s "$work/hot.lua" -H "User-Agent: $UA_PC" "${ae[@]}" "http://127.0.0.1:$port/")
   stop
-  local rps p99 requests
-  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
-  requests=$(awk '/requests in/ {print $1}' <<<"$out")
-  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")
-  awk -v r="$rps" -v p="$p99" -v t="$((after - before))" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
+  echo "$figures"
 }
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1) (bench/seed002.vcl); $(nproc) CPUs; -m $MEM / malloc,${MEM}m, kura -t $THREADS"
@@ -185,30 +157,10 @@ for part in $PARTS; do
     throughput)
       echo "throughput: $HOT hot pages, $CONNS connections, ${DURATION}s, $ROUNDS rounds"
       echo "mode system round req/s p99_ms cpu_us_per_req"
-      for mode in gzip identity; do
-        : > "$work/$mode.kura"; : > "$work/$mode.varnish"
-        for round in $(seq "$ROUNDS"); do
-          for system in kura varnish; do
-            line=$(run "$system" "$mode")
-            echo "$line" >> "$work/$mode.$system"
-            echo "$mode $system $round $line"
-          done
-        done
-      done
+      for mode in gzip identity; do ab_rounds "$mode" run "$mode"; done
       echo
       echo "mode  medians kura | varnish: req/s p99_ms cpu_us | ratios kura/varnish: req/s p99 cpu"
-      for mode in gzip identity; do
-        declare -A m=()
-        for system in kura varnish; do
-          for col in 1 2 3; do
-            m[$system$col]=$(awk -v c=$col '{print $c}' "$work/$mode.$system" | median)
-          done
-        done
-        awk -v l="$mode" -v a1="${m[kura1]}" -v a2="${m[kura2]}" -v a3="${m[kura3]}" \
-            -v b1="${m[varnish1]}" -v b2="${m[varnish2]}" -v b3="${m[varnish3]}" \
-          'BEGIN {printf "%s  %d %.3f %.2f | %d %.3f %.2f | %.2fx %.2fx %.2fx\n", l, a1, a2, a3, b1, b2, b3, a1/b1, a2/b2, a3/b3}'
-        unset m
-      done
+      for mode in gzip identity; do ab_medians "$mode" %d %.3f %.2f; done
       ;;
     *) echo "unknown part $part" >&2; exit 1 ;;
   esac

@@ -26,19 +26,12 @@ LOADS=${LOADS:-"hits-1k hits-100k mix churn director"}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 http_setup
-cargo build --release -q -p kura
-cargo build --release -q -p kura-http --example origin
-target=${CARGO_TARGET_DIR:-target}
-KURA=$target/release/kura
-ORIGIN=$target/release/examples/origin
+http_binaries
 
-fast=$(free_port); "$ORIGIN" "$fast" 0 & pids+=($!)
-slow=$(free_port); "$ORIGIN" "$slow" 10 & pids+=($!)
-wait_port "$fast"; wait_port "$slow"
+start_origin 0; fast=$origin_port
+start_origin 10; slow=$origin_port
 pool=()
-for _ in 1 2 3; do
-  p=$(free_port); "$ORIGIN" "$p" 10 & pids+=($!); wait_port "$p"; pool+=("$p")
-done
+for _ in 1 2 3; do start_origin 10; pool+=("$origin_port"); done
 cat > "$work/director.toml" <<TOML
 [backends.default]
 servers = ["http://127.0.0.1:${pool[0]}", "http://127.0.0.1:${pool[1]}", "http://127.0.0.1:${pool[2]}"]
@@ -97,9 +90,9 @@ start() {
   wait_port "$port"
 }
 
-# run SYSTEM LOAD: prints "req/s p99_ms cpu_us_per_request".
+# run LOAD SYSTEM: prints "req/s p99_ms cpu_us_per_request rss_mb".
 run() {
-  local system=$1 load=$2 port backend url script=()
+  local load=$1 system=$2 port backend url script=()
   port=$(free_port)
   case $load in
     hits-1k) backend=$fast; url=/1k/a ;;
@@ -116,41 +109,16 @@ run() {
   else
     curl -s -o /dev/null "http://127.0.0.1:$port$url"
   fi
-  local before after out
-  before=$(cpu_ticks "${cache_pids[@]}")
-  out=$(wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency "${script[@]}" "http://127.0.0.1:$port$url")
-  after=$(cpu_ticks "${cache_pids[@]}")
-  local rss=0 pid
-  for pid in "${cache_pids[@]}"; do
-    rss=$((rss + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
-  done
+  local figures
+  figures=$(wrk_cpu "${script[@]}" "http://127.0.0.1:$port$url")
+  figures="$figures $(rss_mb "${cache_pids[@]}")"
   stop
-  echo "$(wrk_figures "$out" $((after - before))) $(awk -v m="$rss" 'BEGIN {printf "%.0f", m / 1024}')"
+  echo "$figures"
 }
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1); $(nproc) CPUs; $ROUNDS rounds of ${DURATION}s, $CONNS connections, -m $MEM, kura -t $THREADS"
 echo "load system round req/s p99_ms cpu_us_per_req rss_mb"
-for load in $LOADS; do
-  : > "$work/$load.kura"; : > "$work/$load.varnish"
-  for round in $(seq "$ROUNDS"); do
-    for system in kura varnish; do
-      line=$(run "$system" "$load")
-      echo "$line" >> "$work/$load.$system"
-      echo "$load $system $round $line"
-    done
-  done
-done
+for load in $LOADS; do ab_rounds "$load" run "$load"; done
 echo
 echo "load  medians kura | varnish: req/s p99_ms cpu_us rss_mb | ratios kura/varnish: req/s p99 cpu rss"
-for load in $LOADS; do
-  declare -A m=()
-  for system in kura varnish; do
-    for col in 1 2 3 4; do
-      m[$system$col]=$(awk -v c=$col '{print $c}' "$work/$load.$system" | median)
-    done
-  done
-  awk -v l="$load" -v a1="${m[kura1]}" -v a2="${m[kura2]}" -v a3="${m[kura3]}" -v a4="${m[kura4]}" \
-      -v b1="${m[varnish1]}" -v b2="${m[varnish2]}" -v b3="${m[varnish3]}" -v b4="${m[varnish4]}" \
-    'BEGIN {printf "%s  %d %.3f %.2f %d | %d %.3f %.2f %d | %.2fx %.2fx %.2fx %.2fx\n", l, a1, a2, a3, a4, b1, b2, b3, b4, a1/b1, a2/b2, a3/b3, a4/b4}'
-  unset m
-done
+for load in $LOADS; do ab_medians "$load" %d %.3f %.2f %d; done

@@ -125,12 +125,14 @@ cpu_ticks() {
   echo "$total"
 }
 
-# stop: kills the caches in $cache_pids and waits until they are gone.
+# stop: kills the caches in $cache_pids and waits (10 s at most each) until they are gone.
 stop() {
+  local pid
   for pid in "${cache_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${cache_pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
   done
+  cache_pids=()
 }
 
 # median: the median of the numbers on standard input, one a line.
@@ -144,7 +146,7 @@ start_varnish() {
   varnishd -F -a "127.0.0.1:$port" -s "malloc,${MEM}m" -n "$work/varnish-$port" -j none "$@" \
     >"$work/varnish.log" 2>&1 &
   local parent=$!
-  wait_port "$port"
+  wait_port "$port" || { cat "$work/varnish.log" >&2; return 1; }
   cache_pids=($parent $(pgrep -P "$parent" || true))
 }
 
@@ -157,6 +159,80 @@ wrk_figures() {
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' <<<"$out")
   awk -v r="$rps" -v p="$p99" -v t="$ticks" -v n="$requests" -v hz="$(getconf CLK_TCK)" \
     'BEGIN {printf "%.0f %.3f %.2f\n", r, p, t / hz / n * 1e6}'
+}
+
+# http_binaries: builds this checkout's release kura and the bench origin (kura-http's `origin`
+# example) unless KURA_BIN is given (then $KURA_BIN and the origin next to a target dir's
+# examples must exist); sets KURA and ORIGIN.
+http_binaries() {
+  local target=${CARGO_TARGET_DIR:-target}
+  if [ -z "${KURA_BIN:-}" ]; then
+    cargo build --release -q -p kura
+    cargo build --release -q -p kura-http --example origin
+  fi
+  KURA=${KURA_BIN:-$target/release/kura}
+  ORIGIN=${ORIGIN_BIN:-$target/release/examples/origin}
+}
+
+# start_origin DELAY_MS: the bench origin on a free port, printed; its pid added to $pids (call
+# it without a subshell: `start_origin 0; fast=$origin_port`).
+start_origin() {
+  origin_port=$(free_port)
+  "$ORIGIN" "$origin_port" "$1" &
+  pids+=($!)
+  wait_port "$origin_port"
+}
+
+# wrk_cpu ARGS...: wrk -t 1 -c $CONNS -d $DURATION --latency ARGS against the running cache
+# ($cache_pids): prints wrk_figures' "req/s p99_ms cpu_us_per_request".
+wrk_cpu() {
+  local before after out
+  before=$(cpu_ticks "${cache_pids[@]}")
+  out=$(wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency "$@")
+  after=$(cpu_ticks "${cache_pids[@]}")
+  wrk_figures "$out" $((after - before))
+}
+
+# rss_mb PID...: the processes' resident memory (VmRSS), MB.
+rss_mb() {
+  local rss=0 pid
+  for pid in "$@"; do
+    rss=$((rss + $(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
+  done
+  echo $((rss / 1024))
+}
+
+# ab_rounds NAME CMD...: runs `CMD... kura` then `CMD... varnish`, $ROUNDS times (A B A B); each
+# run's line (its figures) is echoed as "NAME SYSTEM ROUND LINE" and kept in $work/NAME.SYSTEM.
+ab_rounds() {
+  local name=$1 round system line
+  shift
+  : >"$work/$name.kura"
+  : >"$work/$name.varnish"
+  for round in $(seq "$ROUNDS"); do
+    for system in kura varnish; do
+      line=$("$@" "$system")
+      echo "$line" >>"$work/$name.$system"
+      echo "$name $system $round $line"
+    done
+  done
+}
+
+# ab_medians NAME FORMAT...: "NAME  kura's medians | Varnish's | kura/Varnish ratios" of the
+# columns of ab_rounds NAME, one printf FORMAT a column (%d, %.3f...).
+ab_medians() {
+  local name=$1 col=0 format kura=() varnish=() ratios=()
+  shift
+  for format in "$@"; do
+    col=$((col + 1))
+    local a b
+    a=$(awk -v c=$col '{print $c}' "$work/$name.kura" | median)
+    b=$(awk -v c=$col '{print $c}' "$work/$name.varnish" | median)
+    kura+=("$(awk -v v="$a" -v f="$format" 'BEGIN {printf f, v}')")
+    varnish+=("$(awk -v v="$b" -v f="$format" 'BEGIN {printf f, v}')")
+    ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2fx", b == 0 ? 0 : a / b}')")
+  done
+  echo "$name  ${kura[*]} | ${varnish[*]} | ${ratios[*]}"
 }
 
 # The proxy-instruction scripts' shared parts.
