@@ -52,11 +52,11 @@ pub use changes::{Change, ChangeSink, Entry, EntryRef, Report};
 pub use clock::{monotonic_nanos, Clock};
 pub use eviction::{EvictionKind, EvictionPolicy};
 pub use expiry::{Expiry, RELATIVE_EXPTIME_MAX};
-pub use flash::{Faults, FlashConfig, FlashStats};
+pub use flash::{Faults, FlashConfig, FlashRead, FlashStats};
 pub use item::{Item, KEY_MAX};
 pub use reaper::Reaper;
 pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
 pub use store::{
-    default_shards, EntryView, EvictionWatch, Scan, ScanCursor, Store, StoreConfig, StoreStats,
-    Writes, FLASH_MAINTAIN_EVERY_US,
+    default_shards, EntryView, EvictionWatch, Got, Scan, ScanCursor, Store, StoreConfig,
+    StoreStats, Writes, FLASH_MAINTAIN_EVERY_US,
 };

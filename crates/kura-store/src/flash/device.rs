@@ -37,9 +37,10 @@ pub(crate) struct Device {
 }
 
 impl Device {
-    /// Opens (creating them) the files, emptied: the tier is a cache and
-    /// starts with nothing. A file shorter than one page is refused.
-    pub(crate) fn open(files: &[(PathBuf, u64)], page_size: u64) -> io::Result<Device> {
+    /// Opens (creating them) the files, emptied unless `keep` (a persistent
+    /// tier reads them back): a tier that is not kept starts with nothing.
+    /// A size under one page is refused.
+    pub(crate) fn open(files: &[(PathBuf, u64)], page_size: u64, keep: bool) -> io::Result<Device> {
         let mut dev = Device {
             files: Vec::new(),
             pages: Vec::new(),
@@ -63,9 +64,13 @@ impl Device {
                 .truncate(false)
                 .open(path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            if file.metadata()?.is_file() {
+            let meta = file.metadata()?;
+            if meta.is_file() && !keep {
                 // Drop whatever an earlier run left: nothing of it is read.
                 file.set_len(0)?;
+                file.set_len(pages * page_size)?;
+            } else if meta.is_file() && meta.len() < pages * page_size {
+                // Pages past the end read as empty.
                 file.set_len(pages * page_size)?;
             }
             let n = dev.files.len();

@@ -22,11 +22,19 @@
 //!   before and after the read: a damaged, short or reused record is a
 //!   miss, never other bytes.
 //!
-//! The files are a cache: emptied when opened, never read back after a
-//! restart.
+//! The files are a cache. By default they are emptied when opened (kura
+//! server's `--ext-path`: its durable log owns durability). With
+//! [`FlashConfig::persist`] (kura http's `--disk-cache`) they are read back
+//! instead (`rebuild.rs`): every page is scanned once, each record checked by
+//! its CRC, and the records still wanted are indexed again, so a restart
+//! keeps the tier. For that, a record whose key is deleted or replaced while
+//! its page is kept is marked dead in place (one byte), and each page starts
+//! with a marker naming its generation (`record.rs`).
 
 mod device;
 pub(crate) mod index;
+pub(crate) mod pool;
+pub(crate) mod rebuild;
 pub(crate) mod record;
 mod stats;
 #[cfg(test)]
@@ -44,6 +52,8 @@ use parking_lot::{Condvar, Mutex};
 use device::Device;
 pub use device::Faults;
 use index::Loc;
+pub use pool::FlashRead;
+pub(crate) use pool::Pool;
 use stats::Counters;
 pub use stats::FlashStats;
 
@@ -80,6 +90,12 @@ pub struct FlashConfig {
     /// Read back into RAM one in this many repeated hits
     /// (`ext_recache_rate`, 2000; a record must have been hit before).
     pub recache_rate: u32,
+    /// Keep the files' records across a restart (re-indexed when opened)
+    /// instead of emptying them (kura's; default false).
+    pub persist: bool,
+    /// Reads at most waiting for a reader thread ([`FlashRead`]); a read
+    /// asked while they are all waiting is a miss (kura's; default 1024).
+    pub read_queue: usize,
 }
 
 impl Default for FlashConfig {
@@ -96,6 +112,8 @@ impl Default for FlashConfig {
             drop_unread: false,
             recache_rate: 2000,
             write_queue: 4,
+            persist: false,
+            read_queue: 1024,
         }
     }
 }
@@ -123,6 +141,15 @@ struct Wbuf {
 }
 
 impl Wbuf {
+    /// Where in the buffer `loc`'s record starts, if it is in this buffer.
+    fn index_of(&self, loc: &Loc) -> Option<usize> {
+        if (self.page, self.gen) != (loc.page, loc.gen) {
+            return None;
+        }
+        let from = (u64::from(loc.off)).checked_sub(self.start)? as usize;
+        (from < self.data.len()).then_some(from)
+    }
+
     /// The bytes of `loc` if this buffer holds them.
     fn holds(&self, loc: &Loc) -> Option<&[u8]> {
         if (self.page, self.gen) != (loc.page, loc.gen) {
@@ -141,6 +168,9 @@ struct WriteState {
     free: Vec<u32>,
     /// Full pages, oldest first.
     full: VecDeque<u32>,
+    /// Records to mark dead once the buffer the writer is writing is
+    /// written (persistent tiers).
+    kills: Vec<Loc>,
 }
 
 /// Why a read from flash is a miss.
@@ -167,6 +197,11 @@ pub(crate) struct Tier {
     /// The thread purging and compacting for the store, woken when there
     /// is work.
     pub(crate) maintainer: Mutex<Option<std::thread::Thread>>,
+    /// The next page generation: given out in order, so a persistent
+    /// tier's markers tell which page is older.
+    next_gen: AtomicU32,
+    /// The reader threads of non-blocking reads.
+    pub(crate) pool: Pool,
 }
 
 impl std::fmt::Debug for Tier {
@@ -196,7 +231,7 @@ impl Tier {
                 config.wbuf_size, config.page_size
             )));
         }
-        let dev = Device::open(&config.files, config.page_size)?;
+        let dev = Device::open(&config.files, config.page_size, config.persist)?;
         let n = dev.pages();
         if config.compact_under == 0 {
             config.compact_under = (n / 100).max(1);
@@ -207,6 +242,8 @@ impl Tier {
         config.threads = config.threads.max(1);
         config.recache_rate = config.recache_rate.max(1);
         config.write_queue = config.write_queue.max(1);
+        config.read_queue = config.read_queue.max(1);
+        let pool = Pool::new(config.read_queue);
         let tier = Arc::new(Tier {
             config,
             pages: (0..n).map(|_| Page::default()).collect(),
@@ -219,7 +256,10 @@ impl Tier {
             counters: Counters::default(),
             purge_due: AtomicBool::new(false),
             maintainer: Mutex::new(None),
+            next_gen: AtomicU32::new(1),
+            pool,
         });
+        tier.pool.start(tier.config.threads)?;
         let weak = Arc::downgrade(&tier);
         std::thread::Builder::new()
             .name("kura-flash-write".into())
@@ -236,13 +276,48 @@ impl Tier {
         self.pages[loc.page as usize].gen.load(Relaxed) == loc.gen
     }
 
-    /// The records at `loc` no longer count as live.
+    /// The records at `loc` no longer count as live; in a persistent tier
+    /// it is marked dead on its page, so a restart does not bring it back.
     pub(crate) fn release(&self, loc: &Loc) {
-        let _st = self.st.lock();
+        let mut st = self.st.lock();
         let p = &self.pages[loc.page as usize];
         if p.gen.load(Relaxed) == loc.gen {
             p.live.fetch_sub(u64::from(loc.len), Relaxed);
             p.objects.fetch_sub(1, Relaxed);
+            if self.config.persist {
+                self.kill(&mut st, loc);
+            }
+        }
+    }
+
+    /// Marks the record at `loc` (of a page still in this generation) dead:
+    /// in its buffer if not yet written, on the device if written (under
+    /// the state lock, so the page cannot be reused meanwhile), or after
+    /// the writer's write if the writer holds its buffer now.
+    fn kill(&self, st: &mut WriteState, loc: &Loc) {
+        if let Some((_, b)) = st.open.as_mut() {
+            if let Some(i) = b.index_of(loc) {
+                b.data[i] = record::DEAD;
+                return;
+            }
+        }
+        for w in st.pending.iter_mut() {
+            let Some(i) = w.index_of(loc) else {
+                continue;
+            };
+            match Arc::get_mut(w) {
+                Some(w) => w.data[i] = record::DEAD,
+                None => st.kills.push(*loc),
+            }
+            return;
+        }
+        // One byte into the page cache: a SIGKILL after this keeps it.
+        if self
+            .dev
+            .write(loc.page, u64::from(loc.off), &[record::DEAD])
+            .is_err()
+        {
+            self.counters.write_errors.fetch_add(1, Relaxed);
         }
     }
 
@@ -253,11 +328,12 @@ impl Tier {
         }
     }
 
-    /// Appends a record (built by `fill`, `len` bytes) to the open page's
-    /// buffer: its place, or `None` when it cannot be written now.
-    pub(crate) fn append(&self, len: usize, fill: impl FnOnce(&mut Vec<u8>)) -> Option<Loc> {
+    /// Appends a record (built by `fill` for the page generation it is
+    /// given, `len` bytes) to the open page's buffer: its place, or `None`
+    /// when it cannot be written now.
+    pub(crate) fn append(&self, len: usize, fill: impl FnOnce(&mut Vec<u8>, u32)) -> Option<Loc> {
         let c = &self.counters;
-        if len > self.config.wbuf_size {
+        if len + record::HEADER > self.config.wbuf_size {
             c.writes_dropped.fetch_add(1, Relaxed);
             return None;
         }
@@ -290,7 +366,7 @@ impl Tier {
         }
         let (cursor, buf) = st.open.as_mut()?;
         let at = buf.data.len();
-        fill(&mut buf.data);
+        fill(&mut buf.data, buf.gen);
         debug_assert_eq!(buf.data.len() - at, len);
         let loc = Loc {
             page: buf.page,
@@ -353,14 +429,19 @@ impl Tier {
             }
         };
         self.counters.page_allocs.fetch_add(1, Relaxed);
-        let gen = self.pages[page as usize].gen.load(Relaxed);
+        let pg = &self.pages[page as usize];
+        let gen = self.next_gen.fetch_add(1, Relaxed);
+        pg.gen.store(gen, Relaxed);
+        let mut data = Vec::with_capacity(self.config.wbuf_size);
+        record::encode_mark(&mut data, gen);
+        pg.filled.store(data.len() as u64, Relaxed);
         st.open = Some((
-            0,
+            data.len() as u64,
             Wbuf {
                 page,
                 gen,
                 start: 0,
-                data: Vec::with_capacity(self.config.wbuf_size),
+                data,
             },
         ));
         if st.free.len() < self.config.compact_under {
@@ -370,9 +451,15 @@ impl Tier {
     }
 
     /// Starts a new generation of page `p`, empty (under the state lock).
+    /// A persistent tier erases the page's marker on the device first, so
+    /// that a restart before the page is written again does not bring its
+    /// records back.
     fn reset_page(&self, p: u32) {
         let pg = &self.pages[p as usize];
-        pg.gen.fetch_add(1, Relaxed);
+        if self.config.persist && self.dev.write(p, 0, &[0u8; record::HEADER]).is_err() {
+            self.counters.write_errors.fetch_add(1, Relaxed);
+        }
+        pg.gen.store(self.next_gen.fetch_add(1, Relaxed), Relaxed);
         pg.live.store(0, Relaxed);
         pg.objects.store(0, Relaxed);
         pg.filled.store(0, Relaxed);
@@ -405,7 +492,7 @@ impl Tier {
         if !self.holds(loc) {
             return Err(ReadMiss::Gone);
         }
-        match record::decode(&buf) {
+        match record::decode(&buf, loc.gen) {
             Ok(r) if r.key == key => {}
             Err(record::Damage::Short) => return Err(ReadMiss::Short),
             _ => return Err(ReadMiss::BadCrc),
@@ -521,6 +608,31 @@ impl Tier {
     }
 }
 
+impl Drop for Tier {
+    /// A persistent tier writes what its buffers still hold (a clean stop
+    /// keeps every record handed to it), then the dead marks of records
+    /// deleted while their buffer was being written.
+    fn drop(&mut self) {
+        if !self.config.persist {
+            return;
+        }
+        let st = self.st.get_mut();
+        let open = st.open.take().map(|(_, b)| Arc::new(b));
+        let bufs: Vec<Arc<Wbuf>> = st.pending.drain(..).chain(open).collect();
+        let kills = std::mem::take(&mut st.kills);
+        for w in bufs {
+            if self.pages[w.page as usize].gen.load(Relaxed) == w.gen
+                && self.dev.write(w.page, w.start, &w.data).is_err()
+            {
+                self.counters.write_errors.fetch_add(1, Relaxed);
+            }
+        }
+        for l in kills.iter().filter(|l| self.holds(l)) {
+            let _ = self.dev.write(l.page, u64::from(l.off), &[record::DEAD]);
+        }
+    }
+}
+
 /// The writer thread: writes the waiting buffers in order, one `pwrite`
 /// each; a failed write loses its page (its records become misses).
 fn writer(tier: Weak<Tier>) {
@@ -547,6 +659,27 @@ fn writer(tier: Weak<Tier>) {
         if result.is_err() {
             t.counters.write_errors.fetch_add(1, Relaxed);
             t.lose_page(&mut st, w.page, w.gen);
+        }
+        // Records deleted while their buffer was being written.
+        let kills: Vec<Loc> = {
+            let st = &mut *st;
+            let mut mine = Vec::new();
+            st.kills.retain(|l| {
+                let here = w.index_of(l).is_some();
+                if here {
+                    mine.push(*l);
+                }
+                !here
+            });
+            mine
+        };
+        for l in kills.iter().filter(|l| t.holds(l)) {
+            if t.dev
+                .write(l.page, u64::from(l.off), &[record::DEAD])
+                .is_err()
+            {
+                t.counters.write_errors.fetch_add(1, Relaxed);
+            }
         }
         if st.pending.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
             st.pending.pop_front();

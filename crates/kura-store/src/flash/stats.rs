@@ -27,6 +27,10 @@ pub(crate) struct Counters {
     pub write_errors: AtomicU64,
     pub writes_dropped: AtomicU64,
     pub recache_tick: AtomicU64,
+    pub rebuild_records: AtomicU64,
+    pub rebuild_damaged: AtomicU64,
+    pub rebuild_reads: AtomicU64,
+    pub read_queue_full: AtomicU64,
 }
 
 /// A snapshot of the tier for `stats` (memcached's extstore lines, and
@@ -63,6 +67,17 @@ pub struct FlashStats {
     pub writes_dropped: u64,
     /// RAM the shards' maps of flash records take.
     pub index_bytes: u64,
+    /// Records indexed again when a persistent tier was opened.
+    pub rebuild_records: u64,
+    /// Records skipped then: damaged (CRC, length) or cut off.
+    pub rebuild_damaged: u64,
+    /// Device reads that scan made (at most two a write buffer's worth of
+    /// each page: bounded by the files' size, not by what they hold).
+    pub rebuild_reads: u64,
+    /// Reads waiting for a reader thread.
+    pub reads_waiting: u64,
+    /// Reads answered as misses because `read_queue` reads were waiting.
+    pub read_queue_full: u64,
 }
 
 impl Tier {
@@ -108,6 +123,11 @@ impl Tier {
             write_errors: l(&c.write_errors),
             writes_dropped: l(&c.writes_dropped),
             index_bytes: 0,
+            rebuild_records: l(&c.rebuild_records),
+            rebuild_damaged: l(&c.rebuild_damaged),
+            rebuild_reads: l(&c.rebuild_reads),
+            reads_waiting: self.pool.waiting() as u64,
+            read_queue_full: l(&c.read_queue_full),
         }
     }
 }

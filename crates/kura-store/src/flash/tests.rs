@@ -8,16 +8,18 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+mod persist;
+
 use crate::{
     ArithOutcome, ArithRequest, Expiry, FlashConfig, SetMode, SetOutcome, SetRequest, Store,
     StoreConfig,
 };
 
 /// A file in the temporary directory, removed on drop.
-struct TempFile(PathBuf);
+pub(super) struct TempFile(pub(super) PathBuf);
 
 impl TempFile {
-    fn new(tag: &str) -> TempFile {
+    pub(super) fn new(tag: &str) -> TempFile {
         use std::sync::atomic::AtomicU32;
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Relaxed);
@@ -32,11 +34,15 @@ impl Drop for TempFile {
     }
 }
 
-const PAGE: u64 = 256 << 10;
+pub(super) const PAGE: u64 = 256 << 10;
 
 /// A store of 1 MiB of RAM in two shards, with a tier of `pages` pages of
 /// 256 KiB in `file`, 32 KiB write buffers, values of 256 bytes and more.
-fn store(file: &TempFile, pages: u64, tune: impl FnOnce(&mut FlashConfig)) -> Arc<Store> {
+pub(super) fn store(
+    file: &TempFile,
+    pages: u64,
+    tune: impl FnOnce(&mut FlashConfig),
+) -> Arc<Store> {
     let store = Arc::new(Store::new(StoreConfig {
         capacity: 1 << 20,
         shards: 2,
@@ -57,12 +63,12 @@ fn store(file: &TempFile, pages: u64, tune: impl FnOnce(&mut FlashConfig)) -> Ar
     store
 }
 
-fn key(i: usize) -> Vec<u8> {
+pub(super) fn key(i: usize) -> Vec<u8> {
     format!("key:{i:06}").into_bytes()
 }
 
 /// A value of 300..2,300 bytes that only key `i`, version `v` has.
-fn value(i: usize, v: u32) -> Vec<u8> {
+pub(super) fn value(i: usize, v: u32) -> Vec<u8> {
     let len = 300 + (i * 7919) % 2000;
     let mut x = (i as u64) << 20 ^ u64::from(v) ^ 0x9e37_79b9_7f4a_7c15;
     (0..len)
@@ -75,7 +81,7 @@ fn value(i: usize, v: u32) -> Vec<u8> {
         .collect()
 }
 
-fn fill(store: &Store, n: usize, v: u32) {
+pub(super) fn fill(store: &Store, n: usize, v: u32) {
     for i in 0..n {
         assert!(matches!(
             store.insert(&key(i), &value(i, v), Expiry::Never),
@@ -85,7 +91,7 @@ fn fill(store: &Store, n: usize, v: u32) {
 }
 
 /// Reads every key: each is a miss or exactly its value; the hits.
-fn check(store: &Store, n: usize, v: u32) -> usize {
+pub(super) fn check(store: &Store, n: usize, v: u32) -> usize {
     let mut hits = 0;
     for i in 0..n {
         if let Some(item) = store.get(&key(i)) {

@@ -302,6 +302,9 @@ impl Drop for Shard {
         // Give up every reference the shard holds, so that the arena knows
         // which blocks handles still keep.
         self.evicted = None;
+        // The flash records stay on their pages: a persistent tier reads
+        // them back at the next start (a clear would mark them dead).
+        self.flash = None;
         self.clear();
     }
 }

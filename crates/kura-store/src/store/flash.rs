@@ -3,8 +3,10 @@
 //! RAM before a command changes its entry, and the maintenance thread that
 //! purges the shards' maps of dropped pages and compacts pages.
 //!
-//! Reads here are synchronous: the thread that asked reads the device
-//! (one `pread` of the record), without the shard's lock held.
+//! [`Store::read_flash`] is synchronous: the thread that asked reads the
+//! device (one `pread` of the record), without the shard's lock held.
+//! [`Store::get_or_read`] hands that read to the tier's reader threads and
+//! answers at once (`nonblocking.rs`).
 
 use std::hash::BuildHasher;
 use std::io;
@@ -65,6 +67,39 @@ impl Store {
         let tier = Tier::open(config)?;
         for shard in guards.iter_mut() {
             shard.flash = Some(Box::new(ShardFlash::new(Arc::clone(&tier))));
+        }
+        if tier.config.persist {
+            let now = self.clock.now();
+            // The CAS of the record indexed for each key hash so far.
+            let mut cas_of = std::collections::HashMap::new();
+            tier.rebuild(now, |loc, rec| {
+                let hash = self.hasher.hash_one(rec.key);
+                let shard = &mut guards[((hash >> 32) & self.shard_mask) as usize];
+                if is_expired(loc.exptime, now) {
+                    tier.forgo(&loc);
+                    return;
+                }
+                shard.observe_cas(rec.fields.cas);
+                let Some(f) = shard.flash.as_deref_mut() else {
+                    return;
+                };
+                // The newest version of a key wins: the higher CAS, then the
+                // later page and place (a copy moved by compaction).
+                let rank = |l: &Loc, cas: u64| (cas, l.gen, l.off);
+                let new = rank(&loc, rec.fields.cas);
+                match f.map.get(&hash).copied() {
+                    Some(old) if rank(&old, cas_of.get(&hash).copied().unwrap_or(0)) >= new => {
+                        tier.forgo(&loc);
+                    }
+                    old => {
+                        if let Some(old) = old {
+                            tier.forgo(&old);
+                        }
+                        f.map.insert(hash, loc);
+                        cas_of.insert(hash, rec.fields.cas);
+                    }
+                }
+            });
         }
         let _ = self.flash.set(Arc::clone(&tier));
         drop(guards);
@@ -177,7 +212,7 @@ impl Store {
                 return Attempt::Done(None);
             }
         };
-        let Ok(rec) = record::decode(&bytes) else {
+        let Ok(rec) = record::decode(&bytes, loc.gen) else {
             return Attempt::Done(None);
         };
         if now_at.is_none() || shard.find(hash, key).is_some() {
@@ -330,10 +365,16 @@ impl Store {
                 let bytes = &buf[at..at + len];
                 let rec_off = off + at as u64;
                 at += len;
-                let Ok(rec) = record::decode(bytes) else {
+                if record::is_dead(bytes) {
+                    continue;
+                }
+                let Ok(rec) = record::decode(bytes, gen) else {
                     c.compact_lost.fetch_add(1, Relaxed);
                     continue;
                 };
+                if rec.fields.marks & record::PAGE_MARK != 0 {
+                    continue;
+                }
                 self.rescue(tier, page, gen, rec_off as u32, bytes, &rec, drop_unread);
             }
             off += at as u64;
@@ -373,7 +414,9 @@ impl Store {
             f.forget(hash);
             return;
         }
-        match tier.append(bytes.len(), |out| out.extend_from_slice(bytes)) {
+        // Written again for the generation of the page it goes to.
+        let encode = |out: &mut Vec<u8>, g| record::encode(out, rec.key, rec.value, &rec.fields, g);
+        match tier.append(bytes.len(), encode) {
             Some(new) => {
                 c.compact_rescues.fetch_add(1, Relaxed);
                 f.insert(
@@ -408,7 +451,7 @@ pub(crate) fn spill(
         return None;
     }
     let len = record::len(key.len(), value.len());
-    let loc = tier.append(len, |out| record::encode(out, key, value, fields))?;
+    let loc = tier.append(len, |out, gen| record::encode(out, key, value, fields, gen))?;
     Some(Loc {
         exptime: fields.exptime,
         last_access,
@@ -426,6 +469,18 @@ fn maintain(store: Weak<Store>) {
         };
         if let Some(tier) = store.flash.get() {
             store.maintain_once(tier);
+        }
+    }
+}
+
+impl Drop for Store {
+    /// A persistent tier's buffers are written before the store is gone (a clean stop keeps
+    /// every record handed to the tier, and the next store on the files finds them): the
+    /// writer thread may hold the tier a while longer.
+    fn drop(&mut self) {
+        if let Some(t) = self.flash.get().filter(|t| t.config.persist) {
+            t.flush_open();
+            t.drain();
         }
     }
 }

@@ -1,0 +1,247 @@
+//! A persistent tier (`FlashConfig::persist`) across restarts: what was on
+//! flash at a clean stop comes back byte for byte, what a crash left (the
+//! file as the page cache held it) comes back up to the torn write, deleted
+//! and replaced keys never come back, a damaged record is a miss, and the
+//! scan at start reads each page a bounded number of times. Also the
+//! non-blocking get (`Store::get_or_read`).
+
+use super::{check, fill, key, store, value, TempFile, PAGE};
+use crate::{Expiry, Got, SetOutcome, Store};
+
+const WBUF: u64 = 32 << 10;
+
+fn persist(file: &TempFile, pages: u64) -> std::sync::Arc<Store> {
+    store(file, pages, |c| c.persist = true)
+}
+
+/// Keys whose value is on flash now (RAM misses them).
+fn on_flash(s: &Store, n: usize) -> Vec<usize> {
+    (0..n).filter(|&i| !s.contains(&key(i))).collect()
+}
+
+#[test]
+fn a_clean_stop_keeps_every_value_on_flash_byte_for_byte() {
+    let f = TempFile::new("persist-clean");
+    let n = 3_000;
+    let (flashed, used) = {
+        let s = persist(&f, 32);
+        fill(&s, n, 1);
+        let used = s.flash_stats().expect("a tier").objects_used;
+        (on_flash(&s, n), used)
+        // Dropped without `flash_sync`: the open buffer is written on drop.
+    };
+    assert!(flashed.len() > n / 2, "most of it went to flash");
+    assert_eq!(flashed.len() as u64, used);
+    let s = persist(&f, 32);
+    let st = s.flash_stats().expect("a tier");
+    assert_eq!(st.rebuild_records, used, "{st:?}");
+    assert_eq!(st.rebuild_damaged, 0);
+    for &i in &flashed {
+        let item = s.get(&key(i)).unwrap_or_else(|| panic!("key {i} lost"));
+        assert_eq!(item.value(), &value(i, 1)[..], "key {i}");
+    }
+    // New values go on after the old pages, which stay readable.
+    fill(&s, n, 2);
+    assert!(check(&s, n, 2) > n / 2);
+}
+
+#[test]
+fn a_crash_keeps_what_was_written_and_cuts_the_torn_write() {
+    let f = TempFile::new("persist-crash");
+    let copy = TempFile::new("persist-crash-copy");
+    let n = 3_000;
+    let s = persist(&f, 32);
+    fill(&s, n, 1);
+    s.flash_sync();
+    let written = on_flash(&s, n);
+    // What a SIGKILL leaves: the file as the page cache holds it now,
+    // while the store still runs (and keeps its open buffer to itself).
+    for i in n..n + 200 {
+        s.insert(&key(i), &value(i, 1), Expiry::Never);
+    }
+    let mut bytes = std::fs::read(&f.0).expect("the file");
+    // A write cut short: the last written bytes of the newest page zeroed.
+    let torn = last_record_of_newest_page(&bytes);
+    let (at, len) = torn;
+    bytes[at + len / 2..at + len].fill(0);
+    std::fs::write(&copy.0, &bytes).expect("the copy");
+    drop(s);
+    let s = persist(&copy, 32);
+    let st = s.flash_stats().expect("a tier");
+    assert!(st.rebuild_damaged >= 1, "the torn record was found: {st:?}");
+    let mut back = 0;
+    for i in 0..n + 200 {
+        if let Some(item) = s.get(&key(i)) {
+            assert_eq!(item.value(), &value(i, 1)[..], "key {i}");
+            back += 1;
+        }
+    }
+    // Everything written before the copy but the torn record.
+    assert!(back + 1 >= written.len(), "{back} of {}", written.len());
+}
+
+/// (offset, length) in the file of the last record of the page with the
+/// newest marker.
+fn last_record_of_newest_page(bytes: &[u8]) -> (usize, usize) {
+    use crate::flash::record;
+    let pages = bytes.len() / PAGE as usize;
+    let newest = (0..pages)
+        .filter_map(|p| {
+            let at = p * PAGE as usize;
+            record::mark_at(&bytes[at..at + record::HEADER]).map(|g| (g, p))
+        })
+        .max()
+        .expect("a page in use");
+    let base = newest.1 * PAGE as usize;
+    let mut at = base;
+    let mut last = (base, record::HEADER);
+    while let Some(len) = record::len_at(&bytes[at..base + PAGE as usize]) {
+        if record::decode(&bytes[at..at + len], newest.0).is_err() {
+            break;
+        }
+        last = (at, len);
+        at += len;
+    }
+    last
+}
+
+#[test]
+fn deleted_and_replaced_keys_never_come_back_after_a_restart() {
+    let f = TempFile::new("persist-dead");
+    let n = 3_000;
+    let gone: Vec<usize>;
+    let replaced: Vec<usize>;
+    {
+        let s = persist(&f, 32);
+        fill(&s, n, 1);
+        let flashed = on_flash(&s, n);
+        // Some deleted while still in a write buffer, some once written.
+        let half = flashed.len() / 2;
+        let early: Vec<usize> = flashed[half..].iter().step_by(7).copied().collect();
+        for &i in &early {
+            assert!(s.delete(&key(i)));
+        }
+        s.flash_sync();
+        let late: Vec<usize> = flashed[..half].iter().step_by(7).copied().collect();
+        for &i in &late {
+            assert!(s.delete(&key(i)));
+        }
+        gone = early.into_iter().chain(late).collect();
+        replaced = flashed.iter().skip(3).step_by(7).copied().collect();
+        for &i in &replaced {
+            let stored = s.insert(&key(i), &value(i, 2), Expiry::Never);
+            assert!(matches!(stored, SetOutcome::Stored { .. }));
+        }
+    }
+    let s = persist(&f, 32);
+    for &i in &gone {
+        assert!(s.get(&key(i)).is_none(), "deleted key {i} came back");
+    }
+    for &i in &replaced {
+        if let Some(item) = s.get(&key(i)) {
+            assert_eq!(item.value(), &value(i, 2)[..], "old version of {i}");
+        }
+    }
+}
+
+#[test]
+fn a_flipped_byte_on_disk_is_a_miss_and_the_rest_comes_back() {
+    let f = TempFile::new("persist-flip");
+    let n = 3_000;
+    let flashed = {
+        let s = persist(&f, 32);
+        fill(&s, n, 1);
+        on_flash(&s, n)
+    };
+    let victim = flashed[flashed.len() / 3];
+    let mut bytes = std::fs::read(&f.0).expect("the file");
+    let name = key(victim);
+    let at = bytes
+        .windows(name.len())
+        .position(|w| w == &name[..])
+        .expect("the key's record");
+    bytes[at + name.len() + 40] ^= 0x01;
+    std::fs::write(&f.0, &bytes).expect("written back");
+    let s = persist(&f, 32);
+    assert_eq!(s.flash_stats().expect("a tier").rebuild_damaged, 1);
+    assert!(s.get(&name).is_none(), "a damaged record is a miss");
+    for &i in flashed.iter().filter(|&&i| i != victim) {
+        let item = s.get(&key(i)).unwrap_or_else(|| panic!("key {i} lost"));
+        assert_eq!(item.value(), &value(i, 1)[..], "key {i}");
+    }
+}
+
+#[test]
+fn the_start_scan_reads_each_page_a_bounded_number_of_times() {
+    let f = TempFile::new("persist-bound");
+    let pages = 64;
+    let used = {
+        let s = persist(&f, pages);
+        // Eight times the flash: every page in use, the oldest dropped.
+        fill(&s, 16_000, 1);
+        s.flash_sync();
+        let st = s.flash_stats().expect("a tier");
+        assert!(st.page_evictions > 0, "{st:?}");
+        st.objects_used
+    };
+    let s = persist(&f, pages);
+    let st = s.flash_stats().expect("a tier");
+    assert_eq!(st.rebuild_records, used);
+    // Each chunk of a write buffer read once, plus one read again where a
+    // record straddles two chunks.
+    let bound = pages * 2 * PAGE.div_ceil(WBUF);
+    assert!(st.rebuild_reads <= bound, "{} > {bound}", st.rebuild_reads);
+}
+
+#[test]
+fn keys_of_dropped_pages_stay_gone_after_a_restart() {
+    let f = TempFile::new("persist-dropped");
+    let n = 16_000;
+    let before: Vec<bool> = {
+        let s = persist(&f, 8);
+        fill(&s, n, 1);
+        s.flash_sync();
+        (0..n).map(|i| s.get(&key(i)).is_some()).collect()
+    };
+    assert!(before.iter().any(|&b| !b), "pages were dropped");
+    let s = persist(&f, 8);
+    for (i, was) in before.iter().enumerate() {
+        let now = s.get(&key(i));
+        if let Some(item) = &now {
+            assert!(*was, "key {i} missed before the stop and came back");
+            assert_eq!(item.value(), &value(i, 1)[..]);
+        }
+    }
+}
+
+#[test]
+fn get_or_read_answers_ram_at_once_and_flash_from_a_reader_thread() {
+    let f = TempFile::new("nonblocking");
+    let s = store(&f, 32, |c| c.threads = 2);
+    let n = 3_000;
+    fill(&s, n, 1);
+    s.flash_sync();
+    let flashed = on_flash(&s, n);
+    let in_ram = (0..n).find(|&i| s.contains(&key(i))).expect("a key in RAM");
+    assert!(
+        matches!(s.get_or_read(&key(in_ram)), Got::Hit(h) if h.item.value() == &value(in_ram, 1)[..])
+    );
+    let before = s.flash_stats().expect("a tier").get_extstore;
+    assert!(matches!(s.get_or_read(b"never-stored"), Got::Miss));
+    assert_eq!(s.flash_stats().expect("a tier").get_extstore, before);
+    let reads: Vec<_> = flashed
+        .iter()
+        .take(200)
+        .map(|&i| match s.get_or_read(&key(i)) {
+            Got::Flash(read) => (i, read),
+            other => panic!("key {i}: {other:?}"),
+        })
+        .collect();
+    for (i, read) in reads {
+        let hit = read.wait().unwrap_or_else(|| panic!("key {i} lost"));
+        assert_eq!(hit.item.value(), &value(i, 1)[..], "key {i}");
+    }
+    let st = s.flash_stats().expect("a tier");
+    assert_eq!(st.get_extstore, before + 200);
+    assert_eq!(st.read_queue_full, 0);
+}

@@ -1,0 +1,103 @@
+//! Gets that never wait on the flash device: [`Store::get_or_read`] answers
+//! from RAM at once, as [`Store::get`] does, and a key whose value is on
+//! flash comes back as a [`FlashRead`] that one of the tier's reader threads
+//! completes (`flash/pool.rs`). kura http awaits it on its tokio workers.
+//!
+//! The RAM side is `get_in`'s without the flash step; a miss whose key has
+//! no record on flash stays a plain miss, with no thread hop.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use crate::api::{GetOptions, Hit};
+use crate::changes::Report;
+use crate::flash::pool::Slot;
+use crate::flash::FlashRead;
+use crate::shard::{Shard, SharedRead};
+
+use super::flash::Back;
+use super::sink::report_get;
+use super::Store;
+
+/// What [`Store::get_or_read`] found.
+#[derive(Debug)]
+pub enum Got {
+    /// In RAM: here it is.
+    Hit(Hit),
+    /// Nowhere.
+    Miss,
+    /// On flash: being read by a reader thread.
+    Flash(FlashRead),
+}
+
+/// Whether the shard holds a flash record for `hash`.
+fn on_flash(shard: &Shard, hash: u64) -> bool {
+    shard
+        .flash
+        .as_ref()
+        .is_some_and(|f| f.map.contains_key(&hash))
+}
+
+impl Store {
+    /// Looks up `key` as [`Store::get_with`] with default options does,
+    /// but without reading the flash device on the calling thread: a value
+    /// on flash is read by the tier's reader threads ([`Got::Flash`]). When
+    /// `read_queue` reads are already waiting, the key is a miss.
+    pub fn get_or_read(self: &Arc<Self>, key: &[u8]) -> Got {
+        let hash = self.hasher.hash_one(key);
+        let now = self.clock.now();
+        let mut flash = false;
+        let mut done = false;
+        {
+            let shard = self.cell(hash).read();
+            if !self.flush_due(&shard, now) {
+                match shard.get_shared(hash, key, now) {
+                    SharedRead::Hit(hit) => return Got::Hit(hit),
+                    SharedRead::Miss => {
+                        flash = on_flash(&shard, hash);
+                        done = true;
+                    }
+                    SharedRead::Exclusive => {}
+                }
+            }
+        }
+        if !done {
+            let r = Report::default();
+            let opts = GetOptions::default();
+            let (mut shard, hash, now) = self.shard(key, &r);
+            let hit = shard.get(hash, key, &opts, now);
+            if let Some(sink) = self.sink() {
+                report_get(&mut shard, sink, &r, hash, key, &opts, hit.as_ref());
+            }
+            if let Some(hit) = hit {
+                return Got::Hit(hit);
+            }
+            flash = on_flash(&shard, hash);
+        }
+        if !flash {
+            return Got::Miss;
+        }
+        self.read_in_pool(key)
+    }
+
+    /// Hands the read of `key`'s flash record to a reader thread.
+    #[cold]
+    #[inline(never)]
+    fn read_in_pool(self: &Arc<Self>, key: &[u8]) -> Got {
+        let Some(tier) = self.flash.get() else {
+            return Got::Miss;
+        };
+        let slot = Arc::new(Slot::default());
+        let (store, filled, key) = (Arc::clone(self), Arc::clone(&slot), key.to_vec());
+        let job = Box::new(move || {
+            let hit = store.read_flash(&key, Back::Read, &Report::default());
+            filled.fill(hit);
+        });
+        if !tier.pool.submit(job) {
+            tier.counters.read_queue_full.fetch_add(1, Relaxed);
+            return Got::Miss;
+        }
+        Got::Flash(FlashRead { slot })
+    }
+}
