@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 use common::TestServer;
 use kura_server::tls::{MinVersion, VerifyMode};
 use kura_server::{Server, ServerConfig, TlsConfig};
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use kura_testkit::pki::Ca;
+use rcgen::{ExtendedKeyUsagePurpose, KeyPair};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{self, ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
@@ -38,23 +36,11 @@ struct Pki {
     stranger: Identity,
 }
 
-fn new_ca(name: &str) -> (rcgen::Certificate, Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let cert = params.self_signed(&key).unwrap();
-    (cert, Issuer::new(params, key))
-}
-
-fn client_identity(issuer: &Issuer<'static, KeyPair>) -> Identity {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(vec!["kura-test-client".to_string()]).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, issuer).unwrap();
+fn client_identity(ca: &Ca) -> Identity {
+    let (cert, key) = ca.sign(
+        &["kura-test-client"],
+        Some(ExtendedKeyUsagePurpose::ClientAuth),
+    );
     Identity {
         cert: cert.der().clone(),
         key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
@@ -62,15 +48,10 @@ fn client_identity(issuer: &Issuer<'static, KeyPair>) -> Identity {
 }
 
 /// Writes `server.pem` and `server-key.pem` into `dir`: a certificate for
-/// 127.0.0.1 and localhost signed by `issuer`.
-fn write_server_files(dir: &std::path::Path, issuer: &Issuer<'static, KeyPair>) {
-    let server_key = KeyPair::generate().unwrap();
-    let mut params =
-        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let server = params.signed_by(&server_key, issuer).unwrap();
-    std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
-    std::fs::write(dir.join("server-key.pem"), server_key.serialize_pem()).unwrap();
+/// 127.0.0.1 and localhost signed by `ca`.
+fn write_server_files(dir: &std::path::Path, ca: &Ca) {
+    let names = ["127.0.0.1", "localhost"];
+    ca.write_leaf(dir, "server", &names, ExtendedKeyUsagePurpose::ServerAuth);
 }
 
 impl Pki {
@@ -82,15 +63,14 @@ impl Pki {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let (ca, issuer) = new_ca("kura test CA");
-        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-        write_server_files(&dir, &issuer);
-        let client = client_identity(&issuer);
-        let (_, other) = new_ca("some other CA");
-        let stranger = client_identity(&other);
+        let ca = Ca::new("kura test CA");
+        ca.write(&dir.join("ca.pem"));
+        write_server_files(&dir, &ca);
+        let client = client_identity(&ca);
+        let stranger = client_identity(&Ca::new("some other CA"));
         Pki {
             dir,
-            ca: ca.der().clone(),
+            ca: ca.cert().der().clone(),
             client,
             stranger,
         }
@@ -515,9 +495,9 @@ fn a_client_that_stops_reading_does_not_hold_up_shutdown() {
 }
 
 /// A client that trusts only `ca`.
-fn trusting(ca: &rcgen::Certificate) -> Arc<ClientConfig> {
+fn trusting(ca: &Ca) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
-    roots.add(ca.der().clone()).unwrap();
+    roots.add(ca.cert().der().clone()).unwrap();
     Arc::new(
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
@@ -539,8 +519,8 @@ fn refresh_certs_and_a_reload_put_new_certificates_in_use() {
     before.roundtrip(b"set k 0 0 1\r\na\r\n", b"STORED\r\n");
 
     // The certificate is replaced by one from another CA.
-    let (ca2, issuer2) = new_ca("kura test CA, renewed");
-    write_server_files(&pki.dir, &issuer2);
+    let ca2 = Ca::new("kura test CA, renewed");
+    write_server_files(&pki.dir, &ca2);
     let mut admin = common::Client::connect(plain);
     admin.roundtrip(b"refresh_certs\r\n", b"OK\r\n");
     admin.send(b"refresh_certs noreply\r\nmn\r\n");
@@ -578,8 +558,8 @@ fn refresh_certs_and_a_reload_put_new_certificates_in_use() {
     let kept = kura_server::reload::reload(shared);
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(kept[0].outcome.is_err(), "{kept:?}");
-    let (ca3, issuer3) = new_ca("kura test CA, third");
-    write_server_files(&pki.dir, &issuer3);
+    let ca3 = Ca::new("kura test CA, third");
+    write_server_files(&pki.dir, &ca3);
     let done = kura_server::reload::reload(shared);
     assert!(done[0].outcome.is_ok(), "{done:?}");
     assert!(refused(addr, trusting(&ca2)));
