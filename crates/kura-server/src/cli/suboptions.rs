@@ -95,6 +95,13 @@ impl ServerArgs {
     }
 }
 
+/// `-o NAME=VALUE`'s value as a `T`, or the sub-option refused as bad.
+fn parsed<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, CliError> {
+    value
+        .parse()
+        .map_err(|_| CliError::BadSuboption(name.into(), value.into()))
+}
+
 /// Applies one `-o NAME=VALUE`.
 fn suboption(
     c: &mut ServerConfig,
@@ -104,7 +111,7 @@ fn suboption(
 ) -> Result<(), CliError> {
     let bad = || CliError::BadSuboption(name.into(), value.into());
     match name {
-        "idle_timeout" => c.idle_timeout = value.parse().map_err(|_| bad())?,
+        "idle_timeout" => c.idle_timeout = parsed(name, value)?,
         "worker_loop" => {
             c.worker_loop = match value {
                 "direct" => crate::config::WorkerLoop::Direct,
@@ -112,7 +119,7 @@ fn suboption(
                 _ => return Err(bad()),
             };
         }
-        "log_format" => c.log_format = value.parse().map_err(|_| bad())?,
+        "log_format" => c.log_format = parsed(name, value)?,
         "worker_cpulist" => {
             c.worker_cpulist = kura_sched::parse_cpulist(value).map_err(|_| bad())?;
         }
@@ -152,11 +159,11 @@ fn ssl_suboption(
         "ssl_key" => c.tls.key = path()?,
         "ssl_ca_cert" => c.tls.ca_cert = path()?,
         "ssl_verify_mode" => {
-            let n: u8 = value.parse().map_err(|_| bad())?;
+            let n: u8 = parsed(name, value)?;
             c.tls.verify_mode = VerifyMode::try_from(n).map_err(|_| bad())?;
         }
         "ssl_min_version" => {
-            let n: u8 = value.parse().map_err(|_| bad())?;
+            let n: u8 = parsed(name, value)?;
             c.tls.min_version = MinVersion::try_from(n).map_err(|_| bad())?;
             if n < 2 {
                 warnings.push(format!(
@@ -169,7 +176,7 @@ fn ssl_suboption(
         // rustls always keeps a server-side session cache.
         "ssl_session_cache" => {}
         "ssl_wbuf_size" => {
-            value.parse::<u32>().map_err(|_| bad())?;
+            parsed::<u32>(name, value)?;
             warnings.push("-o ssl_wbuf_size tunes memcached's TLS buffers; kura ignores it".into());
         }
         other => return Err(CliError::UnsupportedSsl(other.to_string())),
@@ -185,24 +192,23 @@ fn ext_suboption(
     value: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(), CliError> {
-    let bad = || CliError::BadSuboption(name.into(), value.into());
     let f = &mut c.flash;
     match name {
         "ext_path" => {
             crate::config::parse_ext_path(value).map_err(CliError::ExtPath)?;
             f.paths.push(value.to_string());
         }
-        "ext_item_size" => f.item_size = value.parse().map_err(|_| bad())?,
-        "ext_page_size" => f.page_size_mb = value.parse().map_err(|_| bad())?,
-        "ext_wbuf_size" => f.wbuf_size_mb = value.parse().map_err(|_| bad())?,
-        "ext_compact_under" => f.compact_under = value.parse().map_err(|_| bad())?,
-        "ext_drop_under" => f.drop_under = value.parse().map_err(|_| bad())?,
-        "ext_max_frag" => f.max_frag = value.parse().map_err(|_| bad())?,
-        "ext_recache_rate" => f.recache_rate = value.parse().map_err(|_| bad())?,
+        "ext_item_size" => f.item_size = parsed(name, value)?,
+        "ext_page_size" => f.page_size_mb = parsed(name, value)?,
+        "ext_wbuf_size" => f.wbuf_size_mb = parsed(name, value)?,
+        "ext_compact_under" => f.compact_under = parsed(name, value)?,
+        "ext_drop_under" => f.drop_under = parsed(name, value)?,
+        "ext_max_frag" => f.max_frag = parsed(name, value)?,
+        "ext_recache_rate" => f.recache_rate = parsed(name, value)?,
         // memcached takes the flag alone (and ignores a value).
         "ext_drop_unread" => f.drop_unread = true,
         "ext_threads" | "ext_io_depth" | "ext_max_sleep" => {
-            value.parse::<u32>().map_err(|_| bad())?;
+            parsed::<u32>(name, value)?;
             warnings.push(format!(
                 "-o {name} tunes memcached's extstore threads; kura reads a value from flash on the worker that needs it (one pread) and ignores it"
             ));
