@@ -124,80 +124,8 @@ fn latencies(out: &mut String, router: &crate::router::Router) {
 
 /// The whole page.
 pub fn render(ctx: &Ctx) -> String {
-    let s = &ctx.stats;
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let mut out = String::with_capacity(4096);
-    family(
-        &mut out,
-        "memcached_up",
-        "gauge",
-        "Could the memcached server be reached.",
-    );
-    out.push_str("memcached_up 1\n");
-    family(
-        &mut out,
-        "memcached_current_connections",
-        "gauge",
-        "Current number of open connections.",
-    );
-    let _ = writeln!(
-        out,
-        "memcached_current_connections {}",
-        n(&s.curr_connections)
-    );
-    family(
-        &mut out,
-        "memcached_connections_total",
-        "counter",
-        "Total number of connections opened since the server started running.",
-    );
-    let _ = writeln!(
-        out,
-        "memcached_connections_total {}",
-        n(&s.total_connections)
-    );
-    family(
-        &mut out,
-        "memcached_commands_total",
-        "counter",
-        "Total number of all requests broken down by command (get, set, etc.) and status.",
-    );
-    let _ = writeln!(
-        out,
-        "memcached_commands_total{{command=\"get\",status=\"hit\"}} {}",
-        n(&s.get_hits)
-    );
-    let _ = writeln!(
-        out,
-        "memcached_commands_total{{command=\"get\",status=\"miss\"}} {}",
-        n(&s.get_misses)
-    );
-    let _ = writeln!(
-        out,
-        "memcached_commands_total{{command=\"set\",status=\"hit\"}} {}",
-        n(&s.cmd_set)
-    );
-    let _ = writeln!(
-        out,
-        "memcached_commands_total{{command=\"flush\",status=\"hit\"}} {}",
-        n(&s.cmd_flush)
-    );
-    let _ = writeln!(
-        out,
-        "memcached_commands_total{{command=\"touch\",status=\"hit\"}} {}",
-        n(&s.cmd_touch)
-    );
-    family(
-        &mut out,
-        "kura_proxy_ssl_handshake_errors_total",
-        "counter",
-        "Client TLS handshakes that failed or timed out (stats' ssl_handshake_errors).",
-    );
-    let _ = writeln!(
-        out,
-        "kura_proxy_ssl_handshake_errors_total {}",
-        n(&s.ssl_handshake_errors)
-    );
+    server_families(&mut out, &ctx.stats);
     let router = ctx.router();
     let rows: [Row; 9] = [
         (
@@ -283,6 +211,60 @@ pub fn render(ctx: &Ctx) -> String {
     }
     pool_counters(&mut out, &router);
     out
+}
+
+/// A family of the proxy's own: name, type, help and its (labels, value) samples.
+type Family = (&'static str, &'static str, &'static str, Vec<(String, u64)>);
+
+/// The proxy's own families: memcached_exporter's names where the figure
+/// means the same, then kura's.
+fn server_families(out: &mut String, s: &crate::counters::Stats) {
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let command = |cmd: &str, status: &str| format!("{{command=\"{cmd}\",status=\"{status}\"}}");
+    let families: [Family; 5] = [
+        (
+            "memcached_up",
+            "gauge",
+            "Could the memcached server be reached.",
+            vec![(String::new(), 1)],
+        ),
+        (
+            "memcached_current_connections",
+            "gauge",
+            "Current number of open connections.",
+            vec![(String::new(), n(&s.curr_connections))],
+        ),
+        (
+            "memcached_connections_total",
+            "counter",
+            "Total number of connections opened since the server started running.",
+            vec![(String::new(), n(&s.total_connections))],
+        ),
+        (
+            "memcached_commands_total",
+            "counter",
+            "Total number of all requests broken down by command (get, set, etc.) and status.",
+            vec![
+                (command("get", "hit"), n(&s.get_hits)),
+                (command("get", "miss"), n(&s.get_misses)),
+                (command("set", "hit"), n(&s.cmd_set)),
+                (command("flush", "hit"), n(&s.cmd_flush)),
+                (command("touch", "hit"), n(&s.cmd_touch)),
+            ],
+        ),
+        (
+            "kura_proxy_ssl_handshake_errors_total",
+            "counter",
+            "Client TLS handshakes that failed or timed out (stats' ssl_handshake_errors).",
+            vec![(String::new(), n(&s.ssl_handshake_errors))],
+        ),
+    ];
+    for (name, kind, help, samples) in families {
+        family(out, name, kind, help);
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    }
 }
 
 /// Each pool's routing counters (rate limit, miss failover, writes not

@@ -291,57 +291,15 @@ impl Config {
             .map_or(0, |rule| rule.route)
     }
 
-    fn merge(args: &HttpArgs, file: FileConfig, src: Source<'_>) -> Result<Config, ConfigError> {
-        let mut listen = args.listen.clone();
-        if listen.is_empty() {
-            listen = file.listen.unwrap_or_default();
-        }
-        let tls = file.tls.unwrap_or_default();
-        let listen_unix = file.listen_unix.unwrap_or_default();
-        let (listen_proxy, trusted_proxies) =
-            clients::clients(file.listen_proxy, file.trusted_proxies, src)?;
-        if tls.iter().any(|t| t.proxy_protocol) && trusted_proxies.is_empty() {
-            return Err(ConfigError::Invalid(
-                "[[tls]] proxy_protocol: list the load balancers' addresses in trusted_proxies (only they may send a PROXY header)".into(),
-            ));
-        }
-        if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() && listen_proxy.is_empty()
-        {
-            listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
-        }
-        let mut policy = CachePolicy::default();
+    fn merge(
+        args: &HttpArgs,
+        mut file: FileConfig,
+        src: Source<'_>,
+    ) -> Result<Config, ConfigError> {
+        let (listen, listen_unix, listen_proxy, trusted_proxies, tls) =
+            listeners(args, &mut file, src)?;
+        let policy = cache_policy(args, &file, src)?;
         let secs = Duration::from_secs;
-        if let Some(ttl) = args.default_ttl.or(file.default_ttl) {
-            policy.default_ttl = secs(ttl);
-        }
-        if let Some(grace) = args.grace.or(file.grace) {
-            policy.grace = secs(grace);
-        }
-        if let Some(sie) = args.stale_if_error.or(file.stale_if_error) {
-            policy.stale_if_error = secs(sie);
-        }
-        if file.honour_client_directives == Some(true) {
-            policy.client_directives = ClientDirectives::Honour;
-        }
-        if let Some(value) = &file.set_cookie {
-            policy.set_cookie = match value.get_ref().as_str() {
-                "pass" => SetCookie::Pass,
-                "strip" => SetCookie::Strip,
-                "store" => SetCookie::Store,
-                other => {
-                    return Err(ConfigError::Invalid(format!(
-                        "{}set_cookie: {other:?} is not pass, strip or store",
-                        src.at(Some(value.span().start))
-                    )))
-                }
-            };
-        }
-        if file.cdn_cache_control == Some(true) {
-            policy = policy.with_cdn_cache_control();
-        }
-        if let Some(read) = file.surrogate_control {
-            policy.surrogate_control = read;
-        }
         let cache_status = cache_status::read(file.cache_status.as_ref(), src)?;
         let memory = args.memory.or(file.memory_mb).unwrap_or(256);
         if memory == 0 {
@@ -457,6 +415,85 @@ impl Config {
             cache_status,
         })
     }
+}
+
+/// The top level's cache policy: TTLs, grace, client directives and the
+/// response headers that steer storage.
+fn cache_policy(
+    args: &HttpArgs,
+    file: &FileConfig,
+    src: Source<'_>,
+) -> Result<CachePolicy, ConfigError> {
+    let mut policy = CachePolicy::default();
+    let secs = Duration::from_secs;
+    if let Some(ttl) = args.default_ttl.or(file.default_ttl) {
+        policy.default_ttl = secs(ttl);
+    }
+    if let Some(grace) = args.grace.or(file.grace) {
+        policy.grace = secs(grace);
+    }
+    if let Some(sie) = args.stale_if_error.or(file.stale_if_error) {
+        policy.stale_if_error = secs(sie);
+    }
+    if file.honour_client_directives == Some(true) {
+        policy.client_directives = ClientDirectives::Honour;
+    }
+    if let Some(value) = &file.set_cookie {
+        policy.set_cookie = match value.get_ref().as_str() {
+            "pass" => SetCookie::Pass,
+            "strip" => SetCookie::Strip,
+            "store" => SetCookie::Store,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "{}set_cookie: {other:?} is not pass, strip or store",
+                    src.at(Some(value.span().start))
+                )))
+            }
+        };
+    }
+    if file.cdn_cache_control == Some(true) {
+        policy = policy.with_cdn_cache_control();
+    }
+    if let Some(read) = file.surrogate_control {
+        policy.surrogate_control = read;
+    }
+    Ok(policy)
+}
+
+/// TCP, Unix, PROXY-protocol listeners, trusted proxies, TLS listeners.
+type Listeners = (
+    Vec<SocketAddr>,
+    Vec<std::path::PathBuf>,
+    Vec<SocketAddr>,
+    Vec<Cidr>,
+    Vec<TlsListener>,
+);
+
+/// Where to listen: TCP, TLS, Unix sockets and PROXY-protocol listeners
+/// (127.0.0.1:6081 when none is given), and the proxies trusted to send
+/// PROXY headers.
+fn listeners(
+    args: &HttpArgs,
+    file: &mut FileConfig,
+    src: Source<'_>,
+) -> Result<Listeners, ConfigError> {
+    let mut listen = args.listen.clone();
+    if listen.is_empty() {
+        listen = file.listen.take().unwrap_or_default();
+    }
+    let tls = file.tls.take().unwrap_or_default();
+    let listen_unix = file.listen_unix.take().unwrap_or_default();
+    let (listen_proxy, trusted_proxies) =
+        clients::clients(file.listen_proxy.take(), file.trusted_proxies.take(), src)?;
+    if tls.iter().any(|t| t.proxy_protocol) && trusted_proxies.is_empty() {
+        return Err(ConfigError::Invalid(
+            "[[tls]] proxy_protocol: list the load balancers' addresses in trusted_proxies (only they may send a PROXY header)".into(),
+        ));
+    }
+    if listen.is_empty() && tls.is_empty() && listen_unix.is_empty() && listen_proxy.is_empty() {
+        listen.push(SocketAddr::from(([127, 0, 0, 1], 6081)));
+    }
+    Ok((listen, listen_unix, listen_proxy, trusted_proxies, tls))
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {

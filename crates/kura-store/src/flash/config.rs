@@ -1,0 +1,64 @@
+//! The flash tier's settings.
+
+use std::path::PathBuf;
+
+/// The flash tier's settings, memcached's `ext_*` options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlashConfig {
+    /// Files and their sizes in bytes (`ext_path=FILE:SIZE`, repeatable).
+    pub files: Vec<(PathBuf, u64)>,
+    /// Bytes a page (`ext_page_size`, memcached's default 64 MiB).
+    pub page_size: u64,
+    /// Bytes a write buffer (`ext_wbuf_size`, default 4 MiB): the largest
+    /// record the tier takes, and the unit of writes.
+    pub wbuf_size: usize,
+    /// Values at least this long go to flash (`ext_item_size`, 512).
+    pub item_size: usize,
+    /// Reader threads (`ext_threads`, 1).
+    pub threads: usize,
+    /// Compact when fewer pages than this are free (`ext_compact_under`;
+    /// 0: 1% of the pages, at least 1).
+    pub compact_under: usize,
+    /// Under this many free pages, compaction drops records never read
+    /// instead of rewriting them, when `drop_unread` is on
+    /// (`ext_drop_under`; 0: as `compact_under`).
+    pub drop_under: usize,
+    /// Compact only pages whose live bytes are under this fraction of the
+    /// page (`ext_max_frag`, 0.8).
+    pub max_frag: f64,
+    /// `ext_drop_unread`: see `drop_under`.
+    pub drop_unread: bool,
+    /// Full write buffers at most waiting for the writer thread (kura's;
+    /// default 4): a value evicted while they are all waiting is dropped,
+    /// not waited for.
+    pub write_queue: usize,
+    /// Read back into RAM one in this many repeated hits
+    /// (`ext_recache_rate`, 2000; a record must have been hit before).
+    pub recache_rate: u32,
+    /// Keep the files' records across a restart (re-indexed when opened)
+    /// instead of emptying them (kura's; default false).
+    pub persist: bool,
+    /// Reads at most waiting for a reader thread ([`FlashRead`]); a read
+    /// asked while they are all waiting is a miss (kura's; default 1024).
+    pub read_queue: usize,
+}
+
+impl Default for FlashConfig {
+    fn default() -> Self {
+        FlashConfig {
+            files: Vec::new(),
+            page_size: 64 << 20,
+            wbuf_size: 4 << 20,
+            item_size: 512,
+            threads: 1,
+            compact_under: 0,
+            drop_under: 0,
+            max_frag: 0.8,
+            drop_unread: false,
+            recache_rate: 2000,
+            write_queue: 4,
+            persist: false,
+            read_queue: 1024,
+        }
+    }
+}
