@@ -327,6 +327,7 @@ fn field(name: &str) -> Result<Field, ExprError> {
 }
 
 mod build;
+mod persist;
 pub use build::Target;
 
 #[cfg(test)]

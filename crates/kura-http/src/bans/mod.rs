@@ -14,6 +14,8 @@
 
 pub mod census;
 pub mod expr;
+pub mod journal;
+pub mod kept;
 pub mod lurker;
 
 use std::collections::VecDeque;
@@ -28,7 +30,7 @@ pub use census::{Census, Hold, UNCHECKED};
 pub use expr::{Expr, ExprError, Subject, Target};
 
 /// One ban in the list.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ban {
     /// Its sequence number (1, 2, ...).
     pub seq: u32,
@@ -62,6 +64,11 @@ pub struct Bans {
     tag_fields: Vec<HeaderName>,
     /// Stored objects per sequence, told by the store.
     census: Arc<Census>,
+    /// The newest sequence up to which bans were completed: an object older than it can only
+    /// have come back from the disk tier, and is checked against the bans kept for the disk.
+    completed_upto: AtomicU32,
+    /// With a disk tier: every ban, completed or not, for objects on disk (`kept.rs`).
+    disk: Option<kept::DiskBans>,
     /// Counters, shown on /stats and /metrics.
     pub counters: Counters,
 }
@@ -117,8 +124,34 @@ impl Bans {
             listed: AtomicUsize::new(0),
             tag_fields,
             census: Arc::default(),
+            completed_upto: AtomicU32::new(0),
+            disk: None,
             counters: Counters::default(),
         }
+    }
+
+    /// An empty list for a cache with a disk tier, the bans kept for its objects read back
+    /// from `loaded` and journalled at `path` from now on (`kept.rs`, `journal.rs`). No ban is listed:
+    /// the objects on disk are checked against the kept ones.
+    ///
+    /// # Errors
+    /// The journal cannot be written.
+    pub fn with_journal(
+        tag_fields: Vec<HeaderName>,
+        path: &std::path::Path,
+        loaded: journal::Loaded,
+    ) -> std::io::Result<Bans> {
+        let head = loaded.head();
+        let mut bans = Bans::new(tag_fields);
+        bans.head = AtomicU32::new(head);
+        bans.completed_upto = AtomicU32::new(head);
+        bans.disk = Some(kept::DiskBans::open(path, loaded)?);
+        Ok(bans)
+    }
+
+    /// The bans kept for the disk tier, if the cache has one.
+    pub fn disk(&self) -> Option<&kept::DiskBans> {
+        self.disk.as_ref()
     }
 
     /// The newest sequence number: what an object stored now records.
@@ -186,12 +219,17 @@ impl Bans {
             .completed_superseded
             .fetch_add(superseded, Ordering::Relaxed);
         let seq = self.head.load(Ordering::Relaxed).wrapping_add(1).max(1);
-        list.push_back(Arc::new(Ban {
+        let ban = Arc::new(Ban {
             seq,
             expr,
             soft,
             added: SystemTime::now(),
-        }));
+        });
+        if let Some(disk) = &self.disk {
+            // Journalled before any lookup can see it in force.
+            disk.added(&ban);
+        }
+        list.push_back(ban);
         self.head.store(seq, Ordering::Release);
         self.listed.store(list.len(), Ordering::Release);
         self.counters.added.fetch_add(1, Ordering::Relaxed);
@@ -217,6 +255,9 @@ impl Bans {
     pub(crate) fn complete(&self, upto: u32) -> usize {
         let mut list = self.list.write();
         let before = list.len();
+        if list.front().is_some_and(|ban| ban.seq <= upto) {
+            self.completed_upto.fetch_max(upto, Ordering::AcqRel);
+        }
         list.retain(|ban| ban.seq > upto);
         self.listed.store(list.len(), Ordering::Release);
         before - list.len()
@@ -229,21 +270,20 @@ impl Bans {
             return Verdict::Keep;
         }
         let list = self.list.read();
-        let mut verdict = Verdict::Keep;
-        let mut tests = 0;
-        // Newest first: a hard ban ends the search.
-        for ban in list.iter().rev().take_while(|ban| ban.seq > seq) {
-            tests += 1;
-            if !ban.expr.matches(subject) {
-                continue;
+        // Read under the list's lock: a completion changes both under its write lock.
+        let completed = self.completed_upto.load(Ordering::Acquire);
+        let (verdict, tests) = match &self.disk {
+            Some(disk) if seq < completed => {
+                drop(list);
+                if seq < disk.floor() {
+                    // Older than a ban no longer kept: it cannot be checked.
+                    (Verdict::Drop, 0)
+                } else {
+                    disk.with_kept(|kept| verdict(kept, seq, subject))
+                }
             }
-            if !ban.soft {
-                verdict = Verdict::Drop;
-                break;
-            }
-            // The oldest soft ban that matches: stale from then on.
-            verdict = Verdict::StaleSince(ban.added);
-        }
+            _ => verdict(&list, seq, subject),
+        };
         if lookup {
             self.counters
                 .lookup_tests
@@ -277,6 +317,27 @@ impl Bans {
         };
         self.check(seq, &subject, lookup)
     }
+}
+
+/// What the bans of `list` (oldest first) newer than `seq` decide for `subject`, and how many
+/// were evaluated.
+fn verdict(list: &VecDeque<Arc<Ban>>, seq: u32, subject: &Subject<'_>) -> (Verdict, u64) {
+    let mut verdict = Verdict::Keep;
+    let mut tests = 0;
+    // Newest first: a hard ban ends the search.
+    for ban in list.iter().rev().take_while(|ban| ban.seq > seq) {
+        tests += 1;
+        if !ban.expr.matches(subject) {
+            continue;
+        }
+        if !ban.soft {
+            verdict = Verdict::Drop;
+            break;
+        }
+        // The oldest soft ban that matches: stale from then on.
+        verdict = Verdict::StaleSince(ban.added);
+    }
+    (verdict, tests)
 }
 
 /// Makes `freshness` stale from `at` on: its lifetime ends at the age it had then, so grace

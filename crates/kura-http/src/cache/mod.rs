@@ -8,6 +8,7 @@
 //! end of their freshness plus the longest time they may still be served stale (grace,
 //! stale-if-error, the response's own `stale-*`) plus `keep` when they have validators.
 
+pub mod disk;
 pub mod object;
 pub mod page;
 
@@ -40,7 +41,7 @@ const ADVANCE_MAX: usize = 256 * 1024;
 
 /// Times a lookup looks again when the entry it checked changed meanwhile, before it answers
 /// a miss.
-const LOOKUP_RETRIES: usize = 4;
+pub(crate) const LOOKUP_RETRIES: usize = 4;
 
 /// Times an insert rereads a page that changed under it before it gives up.
 const PAGE_RETRIES: usize = 4;
@@ -76,6 +77,8 @@ pub struct Cache {
     store: Arc<Store>,
     bans: Bans,
     _reaper: Reaper,
+    /// The disk tier's directory, locked (`disk.rs`).
+    disk: Option<disk::Disk>,
 }
 
 impl Cache {
@@ -100,6 +103,7 @@ impl Cache {
             store,
             bans,
             _reaper: reaper,
+            disk: None,
         }
     }
 
@@ -165,18 +169,19 @@ impl Cache {
     /// hit while the list is not empty).
     pub fn lookup(&self, primary: &[u8], request: &HeaderMap) -> Lookup {
         for _ in 0..LOOKUP_RETRIES {
-            if let Some(found) = self.lookup_once(primary, request) {
+            if let Some(found) = self.lookup_once(primary, request, self.get(primary)) {
                 return found;
             }
         }
         Lookup::Miss
     }
 
-    /// One try of [`Cache::lookup`]; `None` when the entry it checked against the bans left
-    /// the store before it was stored again: another lookup or the lurker may have dropped it
-    /// for a ban, which may be complete since (and so no longer listed for this check to see).
-    fn lookup_once(&self, primary: &[u8], request: &HeaderMap) -> Option<Lookup> {
-        let Some(hit) = self.get(primary) else {
+    /// One try of [`Cache::lookup`] with what the store held, `hit`; `None` when the entry it
+    /// checked against the bans left the store before it was stored again: another lookup or
+    /// the lurker may have dropped it for a ban, which may be complete since (and so no longer
+    /// listed for this check to see).
+    fn lookup_once(&self, primary: &[u8], request: &HeaderMap, hit: Option<Hit>) -> Option<Lookup> {
+        let Some(hit) = hit else {
             return Some(Lookup::Miss);
         };
         let head = self.bans.head();
@@ -452,6 +457,12 @@ impl Cache {
     /// Invalidates every stored response for `primary` (all its variants).
     pub fn invalidate(&self, primary: &[u8]) -> bool {
         self.store.delete(primary)
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.close_disk();
     }
 }
 

@@ -24,6 +24,7 @@ pub(super) struct FileConfig {
     pub(super) trusted_proxies: Option<Vec<Spanned<String>>>,
     pub(super) tls: Option<Vec<TlsListener>>,
     pub(super) memory_mb: Option<usize>,
+    pub(super) disk_cache: Option<Spanned<String>>,
     pub(super) admin_listen: Option<SocketAddr>,
     pub(super) access_log: Option<String>,
     pub(super) access_log_format: Option<Spanned<String>>,

@@ -9,6 +9,7 @@ mod cache_status;
 mod clients;
 mod compression;
 pub mod directors;
+mod disk;
 mod edits;
 mod esi_logs;
 mod file;
@@ -31,6 +32,7 @@ pub use backend_tls::{BackendTls, CaFile};
 pub use bans::{BansConfig, Cidr, PurgeConfig};
 pub use cache_status::CacheStatus;
 pub use directors::{HashKey, Policy, ServerSpec, Timeouts, Wait};
+pub use disk::{parse_disk_cache, DiskCache, DISK_MAX, DISK_PAGE_MIN};
 pub use edits::{Edits, HeaderEdits, Synthetic};
 use file::{FileConfig, Source};
 pub use route::{parse_backend, BackendAddr, BackendSpec, HostMatch, PathMatch, Route, Rule};
@@ -73,6 +75,10 @@ pub struct HttpArgs {
     /// Seconds a stale object may be served while the backend fails (default 10).
     #[arg(long, value_name = "SECONDS")]
     pub stale_if_error: Option<u64>,
+    /// A disk tier in directory DIR of SIZE bytes (K, M, G, T suffixes): objects evicted from
+    /// memory are kept there, and served again after a restart.
+    #[arg(long, value_name = "DIR:SIZE")]
+    pub disk_cache: Option<String>,
 }
 
 /// Seconds an object with validators is kept past its last permitted use, to be revalidated
@@ -143,6 +149,8 @@ pub struct Config {
     pub tls: Vec<TlsListener>,
     /// Cache memory in bytes.
     pub memory: usize,
+    /// The disk tier (`--disk-cache`), if any.
+    pub disk_cache: Option<DiskCache>,
     /// Admin listener.
     pub admin_listen: Option<SocketAddr>,
     /// Access log destination.
@@ -368,6 +376,7 @@ impl Config {
             trusted_proxies,
             tls,
             memory,
+            disk_cache: disk::read(args.disk_cache.as_ref(), file.disk_cache.as_ref(), src)?,
             admin_listen: args.admin_listen.or(file.admin_listen),
             access_log: args.access_log.clone().or(file.access_log),
             access_log_format: esi_logs::log_format(file.access_log_format.as_ref(), src)?,

@@ -9,8 +9,8 @@
 //! and the access log's file is opened again (what logrotate's `postrotate` wants; SIGUSR1
 //! does only that). What a listener or
 //! the cache's size depends on (listen addresses, TLS listeners, the admin address, memory,
-//! threads, max_connections) changes only on restart: a reload that changes it says so and
-//! applies the rest. A file that cannot be read or is not valid leaves everything as it was.
+//! the disk tier, threads, max_connections) changes only on restart: a reload that changes it
+//! says so and applies the rest. A file that cannot be read or is not valid leaves everything as it was.
 
 use std::sync::{Arc, Mutex};
 
@@ -97,6 +97,7 @@ fn next(old: &Proxy, mut config: Config) -> Result<Proxy, StartError> {
     config.tls.clone_from(&was.tls);
     config.admin_listen = was.admin_listen;
     config.memory = was.memory;
+    config.disk_cache.clone_from(&was.disk_cache);
     config.threads = was.threads;
     config.max_connections = was.max_connections;
     config.max_pipes = was.max_pipes;
@@ -194,6 +195,9 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.memory != new.memory {
         out.push("memory_mb");
+    }
+    if old.disk_cache != new.disk_cache {
+        out.push("disk_cache");
     }
     if old.threads != new.threads {
         out.push("threads");

@@ -40,6 +40,7 @@ use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
 use crate::bans::{lurker, Bans};
+use crate::cache::disk::Disk;
 use crate::cache::Cache;
 use crate::coalesce::Flights;
 use crate::config::Config;
@@ -91,12 +92,20 @@ impl Server {
         stats
             .threads
             .store(config.threads as u64, Ordering::Relaxed);
-        let proxy = Proxy {
-            cache: Arc::new(Cache::with_bans(
+        let cache = match &config.disk_cache {
+            Some(disk) => {
+                let tags = config.bans.tag_headers.clone();
+                let (disk, bans, reopened) = Disk::open(disk, config.threads, tags)?;
+                Cache::with_disk(config.memory, shards, bans, disk, reopened)?.0
+            }
+            None => Cache::with_bans(
                 config.memory,
                 shards,
                 Bans::new(config.bans.tag_headers.clone()),
-            )),
+            ),
+        };
+        let proxy = Proxy {
+            cache: Arc::new(cache),
             flights: Arc::new(Flights::new(config.max_in_flight, config.max_object)),
             backends,
             stats,

@@ -321,7 +321,7 @@ pub(crate) async fn route(
     proxy.config.compression.normalise_request(parts);
     let parts = &*parts;
     let now = SystemTime::now();
-    let lookup = proxy.cache.lookup(&key, &parts.headers);
+    let lookup = proxy.cache.lookup_nonblocking(&key, &parts.headers).await;
     if !matches!(lookup, Lookup::Hit(_))
         && RequestDirectives::from_headers(&parts.headers).only_if_cached
     {

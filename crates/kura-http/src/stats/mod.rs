@@ -3,6 +3,7 @@
 //! additions carry `kura_`; latency histograms, `histogram.rs`; and the figures that mean what
 //! varnish_exporter's `varnish_main_*` names mean, under those names, `varnish.rs`).
 
+mod disk;
 mod histogram;
 mod varnish;
 
@@ -251,6 +252,7 @@ pub fn snapshot(
             stats.started.0.elapsed().as_secs(),
         ),
     ]);
+    figures.extend(disk::figures(cache));
     let backends = backends
         .iter()
         .map(|b| {

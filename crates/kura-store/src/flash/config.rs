@@ -1,6 +1,7 @@
 //! The flash tier's settings.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The flash tier's settings, memcached's `ext_*` options.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,8 +34,17 @@ pub struct FlashConfig {
     /// not waited for.
     pub write_queue: usize,
     /// Read back into RAM one in this many repeated hits
-    /// (`ext_recache_rate`, 2000; a record must have been hit before).
+    /// (`ext_recache_rate`, 2000; a record must have been read
+    /// `recache_after` times).
     pub recache_rate: u32,
+    /// Reads of a record before `recache_rate` applies to it (kura's;
+    /// default 2, memcached's: a record is brought back on a repeated hit;
+    /// kura http's disk tier: 1, every read brings it back into RAM).
+    pub recache_after: u32,
+    /// Hand the open page's buffer to the writer once it has held records
+    /// this long without filling (kura's; `None`, the default: only when
+    /// full). A persistent tier bounds what a SIGKILL loses with it.
+    pub flush_after: Option<Duration>,
     /// Keep the files' records across a restart (re-indexed when opened)
     /// instead of emptying them (kura's; default false).
     pub persist: bool,
@@ -56,6 +66,8 @@ impl Default for FlashConfig {
             max_frag: 0.8,
             drop_unread: false,
             recache_rate: 2000,
+            recache_after: 2,
+            flush_after: None,
             write_queue: 4,
             persist: false,
             read_queue: 1024,

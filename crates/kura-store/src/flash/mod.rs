@@ -111,6 +111,8 @@ struct WriteState {
     /// Records to mark dead once the buffer the writer is writing is
     /// written (persistent tiers).
     kills: Vec<Loc>,
+    /// When the open buffer took its first record (`flush_after`).
+    open_since: Option<std::time::Instant>,
 }
 
 /// Why a read from flash is a miss.
@@ -394,5 +396,4 @@ impl Tier {
         self.purge_due.store(true, Relaxed);
         self.wake_maintainer();
     }
-
 }

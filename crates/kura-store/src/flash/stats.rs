@@ -76,6 +76,9 @@ pub struct FlashStats {
     pub rebuild_reads: u64,
     /// Reads waiting for a reader thread.
     pub reads_waiting: u64,
+    /// Bytes of records in write buffers, not yet handed to the device
+    /// (what a SIGKILL now would lose).
+    pub bytes_buffered: u64,
     /// Reads answered as misses because `read_queue` reads were waiting.
     pub read_queue_full: u64,
 }
@@ -85,9 +88,12 @@ impl Tier {
     pub(crate) fn stats(&self) -> FlashStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Relaxed);
-        let (free, io_queue) = {
+        let (free, io_queue, buffered) = {
             let st = self.st.lock();
-            (st.free.len() as u64, st.pending.len() as u64)
+            let open = st.open.iter().map(|(_, b)| b.data.len());
+            let waiting = st.pending.iter().map(|b| b.data.len());
+            let buffered = open.chain(waiting).sum::<usize>() as u64;
+            (st.free.len() as u64, st.pending.len() as u64, buffered)
         };
         let n = self.pages.len() as u64;
         let (mut live, mut objects, mut filled) = (0, 0, 0);
@@ -127,6 +133,7 @@ impl Tier {
             rebuild_damaged: l(&c.rebuild_damaged),
             rebuild_reads: l(&c.rebuild_reads),
             reads_waiting: self.pool.waiting() as u64,
+            bytes_buffered: buffered,
             read_queue_full: l(&c.read_queue_full),
         }
     }

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::index::Loc;
 use super::{record, Tier, Wbuf, WriteState};
@@ -45,7 +45,11 @@ impl Tier {
             };
             let full = std::mem::replace(buf, next);
             st.pending.push_back(Arc::new(full));
+            st.open_since = None;
             self.written.notify_all();
+        }
+        if st.open_since.is_none() && self.config.flush_after.is_some() {
+            st.open_since = Some(Instant::now());
         }
         let (cursor, buf) = st.open.as_mut()?;
         let at = buf.data.len();
@@ -83,6 +87,7 @@ impl Tier {
         let Some((_, buf)) = st.open.take() else {
             return true;
         };
+        st.open_since = None;
         st.full.push_back(buf.page);
         if !buf.data.is_empty() {
             st.pending.push_back(Arc::new(buf));
@@ -145,7 +150,12 @@ impl Tier {
     /// Hands the open page's buffer to the writer even if not full
     /// (tests: so that reads go to the device).
     pub(crate) fn flush_open(&self) {
-        let mut st = self.st.lock();
+        self.hand_over_open(&mut self.st.lock());
+    }
+
+    /// [`Tier::flush_open`] under the state lock.
+    fn hand_over_open(&self, st: &mut WriteState) {
+        st.open_since = None;
         let Some((cursor, buf)) = st.open.as_mut() else {
             return;
         };
@@ -200,6 +210,11 @@ pub(super) fn writer(tier: Weak<Tier>) {
             let mut st = t.st.lock();
             if st.pending.is_empty() {
                 t.written.wait_for(&mut st, Duration::from_millis(100));
+            }
+            let due = t.config.flush_after.zip(st.open_since);
+            if st.pending.is_empty() && due.is_some_and(|(after, since)| since.elapsed() >= after) {
+                // Records waited long enough in a buffer that is not filling.
+                t.hand_over_open(&mut st);
             }
             st.pending.front().cloned()
         };

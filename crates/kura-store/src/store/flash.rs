@@ -235,7 +235,7 @@ impl Store {
         };
         let recache = match back {
             Back::ForChange => true,
-            Back::Read => loc.hits >= 2 && tier.recache_tick(),
+            Back::Read => loc.hits >= tier.config.recache_after && tier.recache_tick(),
         };
         if recache {
             let parts = [rec.value];

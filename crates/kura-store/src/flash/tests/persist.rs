@@ -245,3 +245,40 @@ fn get_or_read_answers_ram_at_once_and_flash_from_a_reader_thread() {
     assert_eq!(st.get_extstore, before + 200);
     assert_eq!(st.read_queue_full, 0);
 }
+
+#[test]
+fn flush_after_writes_a_buffer_that_is_not_filling_and_recache_after_one_read() {
+    let f = TempFile::new("flush-after");
+    let s = store(&f, 32, |c| {
+        c.flush_after = Some(std::time::Duration::from_millis(50));
+        c.recache_after = 1;
+        c.recache_rate = 1;
+        c.persist = true;
+    });
+    let n = 3_000;
+    fill(&s, n, 1);
+    let flashed = on_flash(&s, n);
+    // No flush_sync: the writer hands the open buffer over by itself.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.flash_stats().expect("a tier").bytes_buffered > 0 {
+        assert!(std::time::Instant::now() < deadline, "never written");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let i = *flashed.last().expect("a key on flash");
+    let hit = match s.get_or_read(&key(i)) {
+        Got::Flash(read) => read.wait().expect("read back"),
+        other => panic!("key {i}: {other:?}"),
+    };
+    assert_eq!(hit.item.value(), &value(i, 1)[..]);
+    // Read once: back in RAM.
+    assert!(s.contains(&key(i)));
+    assert_eq!(s.flash_stats().expect("a tier").recache_from_extstore, 1);
+    drop(s);
+    // What the writer wrote is there for the next store.
+    let s = persist(&f, 32);
+    let back = flashed
+        .iter()
+        .filter(|&&k| k != i)
+        .all(|&k| s.get(&key(k)).is_some());
+    assert!(back, "records written by flush_after read back");
+}
