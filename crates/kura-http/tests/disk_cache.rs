@@ -1,7 +1,7 @@
 //! The disk tier (`--disk-cache DIR:SIZE`): objects evicted from a small memory served from
-//! disk, and again after a clean stop and after SIGKILL (bodies compared by checksum, the
-//! backend's requests counted), damaged records read as misses, bans issued before a restart
-//! applied after it, and bad settings refused. The restarts run the proxy in a child process
+//! disk, and again after a clean stop (memory's objects too) and after SIGKILL (bodies
+//! compared by checksum, the backend's requests counted), damaged records read as misses, bans
+//! issued before a restart applied after it, and bad settings refused. The restarts run the proxy in a child process
 //! (this test binary again, running `child_proxy`), so a SIGKILL is a real one.
 
 mod common;
@@ -299,7 +299,13 @@ async fn objects_on_disk_survive_a_clean_stop() {
     let dir = dir("clean");
     fill(&backend, &dir).await.stop().await;
     assert_eq!(last_journal_line(&dir), "C", "a clean stop is marked");
-    after_restart(&backend, &dir).await.stop().await;
+    // The objects in memory at the stop were written too: none is fetched again.
+    let child = after_restart(&backend, &dir).await;
+    assert_eq!(
+        figure(&stats_at(child.admin).await, "disk_rebuilt_objects"),
+        OBJECTS as u64
+    );
+    child.stop().await;
 }
 
 fn last_journal_line(dir: &Path) -> String {

@@ -204,13 +204,20 @@ impl Cache {
         Lookup::Miss
     }
 
-    /// A clean stop of the disk tier: every write buffer written, the objects file synced,
-    /// then the journal marked clean (so a machine restart before the next start keeps it).
+    /// A clean stop of the disk tier: the objects in memory written to it too, every write
+    /// buffer written, the objects file synced, then the journal marked clean (so a machine
+    /// restart before the next start keeps it).
     pub(super) fn close_disk(&self) {
         let Some(disk) = &self.disk else {
             return;
         };
-        self.store.flash_sync();
+        let started = Instant::now();
+        let moved = self.store.flash_spill_all();
+        tracing::info!(
+            "disk cache {}: {moved} objects written from memory in {} ms",
+            disk.dir.display(),
+            started.elapsed().as_millis()
+        );
         let synced = File::open(disk.dir.join("objects")).and_then(|f| f.sync_all());
         match synced {
             Ok(()) => {

@@ -144,6 +144,11 @@ pub(crate) struct Tier {
     next_gen: AtomicU32,
     /// The reader threads of non-blocking reads.
     pub(crate) pool: Pool,
+    /// Appends wait for the writer instead of dropping records when
+    /// `write_queue` buffers are waiting ([`Store::flash_spill_all`]).
+    ///
+    /// [`Store::flash_spill_all`]: crate::Store::flash_spill_all
+    pub(crate) patient: AtomicBool,
 }
 
 impl std::fmt::Debug for Tier {
@@ -200,6 +205,7 @@ impl Tier {
             maintainer: Mutex::new(None),
             next_gen: AtomicU32::new(1),
             pool,
+            patient: AtomicBool::new(false),
         });
         tier.pool.start(tier.config.threads)?;
         let weak = Arc::downgrade(&tier);

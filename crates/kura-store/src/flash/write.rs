@@ -21,6 +21,10 @@ impl Tier {
             return None;
         }
         let mut st = self.st.lock();
+        while self.patient.load(Relaxed) && st.pending.len() >= self.config.write_queue {
+            // A spill at a stop: every record is wanted, the writer is waited for.
+            self.written.wait_for(&mut st, Duration::from_millis(50));
+        }
         let fits = |st: &WriteState| {
             st.open
                 .as_ref()

@@ -325,6 +325,34 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// Moves every live entry the flash tier takes (see [`spill`]) out of
+    /// RAM to flash, as an eviction would: how many. Entries it does not
+    /// take stay.
+    pub(crate) fn spill_all(&mut self, now: u32) -> usize {
+        let offs: Vec<u32> = (0..self.index.positions())
+            .filter_map(|pos| self.index.at(pos))
+            .collect();
+        let mut moved = 0;
+        for off in offs {
+            let m = meta(&self.arena, off);
+            if m.marks() & LINKED == 0 || is_expired(m.exptime(), now) {
+                continue;
+            }
+            let Some(loc) = self.flash.as_deref().and_then(|f| spill(f, m)) else {
+                continue;
+            };
+            let hash = self.hash_of(off);
+            self.unlink(hash, off);
+            if let Some(f) = self.flash.as_deref_mut() {
+                f.insert(hash, loc);
+            }
+            moved += 1;
+        }
+        moved
+    }
+}
+
 /// Writes the value of `m`, an entry being evicted, to the flash tier
 /// (out of line: a shard without a tier tests an `Option` per eviction).
 #[cold]

@@ -144,6 +144,28 @@ impl Store {
         }
     }
 
+    /// Moves every entry of RAM the flash tier takes to flash, waiting for
+    /// the writer rather than dropping any, and waits until all is written:
+    /// how many moved. For a clean stop of a persistent tier, so that the
+    /// next store on its files finds RAM's contents too (if they fit: pages
+    /// are dropped oldest first as ever). The store stays usable.
+    pub fn flash_spill_all(&self) -> usize {
+        let Some(tier) = self.flash.get() else {
+            return 0;
+        };
+        tier.patient.store(true, Relaxed);
+        let now = self.clock.now();
+        let moved = self
+            .shards
+            .iter()
+            .map(|cell| cell.0.write().spill_all(now))
+            .sum();
+        tier.patient.store(false, Relaxed);
+        tier.flush_open();
+        tier.drain();
+        moved
+    }
+
     /// Runs the maintenance thread's work once, now (tests).
     #[doc(hidden)]
     pub fn flash_maintain(&self) {

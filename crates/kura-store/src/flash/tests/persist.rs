@@ -282,3 +282,33 @@ fn flush_after_writes_a_buffer_that_is_not_filling_and_recache_after_one_read() 
         .all(|&k| s.get(&key(k)).is_some());
     assert!(back, "records written by flush_after read back");
 }
+
+#[test]
+fn a_spill_at_a_stop_brings_ram_back_after_the_restart() {
+    let f = TempFile::new("spill-all");
+    let n = 3_000;
+    let kept;
+    {
+        // Few write buffers may wait: the spill waits for the writer rather than drop.
+        let s = store(&f, 32, |c| {
+            c.persist = true;
+            c.write_queue = 1;
+        });
+        fill(&s, n, 1);
+        let in_ram = n - on_flash(&s, n).len();
+        assert!(in_ram > 100, "RAM holds part of them: {in_ram}");
+        let dropped = s.flash_stats().expect("a tier").writes_dropped;
+        assert_eq!(s.flash_spill_all(), in_ram);
+        assert_eq!(on_flash(&s, n).len(), n, "all moved to flash");
+        assert_eq!(s.flash_stats().expect("a tier").writes_dropped, dropped);
+        // Still usable, from flash: all but what the fill dropped (one buffer waiting).
+        assert_eq!(check(&s, n, 1), n - dropped as usize);
+        kept = n - dropped as usize;
+    }
+    let s = persist(&f, 32);
+    assert_eq!(
+        s.flash_stats().expect("a tier").rebuild_records as usize,
+        kept
+    );
+    assert_eq!(check(&s, n, 1), kept);
+}
