@@ -195,7 +195,15 @@ impl Cache {
             let hit = match self.store.get_or_read(primary) {
                 Got::Hit(hit) => Some(hit),
                 Got::Miss => None,
-                Got::Flash(read) => read.await,
+                Got::Flash(read) => match read.await {
+                    Some(hit) => Some(hit),
+                    // Read back into memory by a concurrent lookup meanwhile (its read wins,
+                    // this one answers none), or gone: memory says which.
+                    None => match self.store.get_or_read(primary) {
+                        Got::Hit(hit) => Some(hit),
+                        Got::Miss | Got::Flash(_) => None,
+                    },
+                },
             };
             if let Some(found) = self.lookup_once(primary, request, hit) {
                 return found;
