@@ -8,7 +8,7 @@ use kura_record::{Hooks, Kind, Record};
 use serde::{Deserialize, Serialize};
 use support::{item, servers, Item, Setup};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct ItemV2 {
     id: i64,
     user_id: i64,

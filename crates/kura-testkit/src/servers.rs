@@ -40,8 +40,18 @@ pub fn kura_bin() -> PathBuf {
         // change and rebuild the server's dependencies at every run.
         for (name, _) in std::env::vars_os() {
             let name_str = name.to_string_lossy();
-            let keep = ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_INCREMENTAL"];
-            if (name_str.starts_with("CARGO_") && !keep.contains(&name_str.as_ref()))
+            // Cargo's own settings stay (a profile set by environment, as CI's
+            // CARGO_PROFILE_DEV_DEBUG, must build what the tests were built with).
+            let keep = ["CARGO_HOME", "CARGO_INCREMENTAL"];
+            let setting = [
+                "CARGO_PROFILE_",
+                "CARGO_BUILD_",
+                "CARGO_TARGET_",
+                "CARGO_TERM_",
+            ]
+            .iter()
+            .any(|p| name_str.starts_with(p));
+            if (name_str.starts_with("CARGO_") && !setting && !keep.contains(&name_str.as_ref()))
                 || name_str == "LD_LIBRARY_PATH"
                 || name_str == "OUT_DIR"
             {

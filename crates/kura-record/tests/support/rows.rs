@@ -45,7 +45,7 @@ impl Record for MyRow {
 
 /// The same row read by sqlx's MySQL driver (DECIMAL and UUID cast to
 /// text, which sqlx does not read into a String).
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct MyDirect {
     pub id: i64,
     pub ti: Option<i8>,
@@ -74,6 +74,35 @@ pub struct MyDirect {
     pub en: Option<String>,
     pub uid: Option<String>,
 }
+
+crate::from_row!(sqlx::mysql::MySqlRow => MyDirect {
+    id,
+    ti,
+    si,
+    mi,
+    i,
+    bi,
+    tu,
+    su,
+    iu,
+    bu,
+    flag,
+    price,
+    f,
+    d,
+    c,
+    vc,
+    txt,
+    vb,
+    bl,
+    day,
+    tm,
+    dt,
+    ts,
+    js,
+    en,
+    uid
+});
 
 impl From<MyDirect> for MyRow {
     fn from(r: MyDirect) -> MyRow {
@@ -142,7 +171,7 @@ impl Record for PgRow {
 
 /// The same row read by sqlx's PostgreSQL driver (NUMERIC and the enum
 /// cast to text).
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct PgDirect {
     pub id: i64,
     pub si: Option<i16>,
@@ -166,6 +195,30 @@ pub struct PgDirect {
     pub uid: Option<uuid::Uuid>,
     pub en: Option<String>,
 }
+
+crate::from_row!(sqlx::postgres::PgRow => PgDirect {
+    id,
+    si,
+    i,
+    bi,
+    flag,
+    price,
+    big,
+    f,
+    d,
+    c,
+    vc,
+    txt,
+    bl,
+    day,
+    tm,
+    ts,
+    tz,
+    js,
+    jb,
+    uid,
+    en
+});
 
 impl From<PgDirect> for PgRow {
     fn from(r: PgDirect) -> PgRow {
