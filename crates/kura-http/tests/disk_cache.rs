@@ -1,8 +1,9 @@
 //! The disk tier (`--disk-cache DIR:SIZE`): objects evicted from a small memory served from
 //! disk, and again after a clean stop (memory's objects too) and after SIGKILL (bodies
 //! compared by checksum, the backend's requests counted), damaged records read as misses, bans
-//! issued before a restart applied after it, and bad settings refused. The restarts run the proxy in a child process
-//! (this test binary again, running `child_proxy`), so a SIGKILL is a real one.
+//! issued before a restart applied after it, and bad settings refused. The restarts run the
+//! proxy in a child process (this test binary again, running `child_proxy`), so a SIGKILL is
+//! a real one.
 
 mod common;
 

@@ -131,8 +131,8 @@ impl Bans {
     }
 
     /// An empty list for a cache with a disk tier, the bans kept for its objects read back
-    /// from `loaded` and journalled at `path` from now on (`kept.rs`, `journal.rs`). No ban is listed:
-    /// the objects on disk are checked against the kept ones.
+    /// from `loaded` and journalled at `path` from now on (`kept.rs`, `journal.rs`). No ban
+    /// is listed: the objects on disk are checked against the kept ones.
     ///
     /// # Errors
     /// The journal cannot be written.

@@ -171,7 +171,8 @@ impl Cache {
             reopened.damaged = stats.rebuild_damaged;
         }
         tracing::info!(
-            "disk cache {}: {} objects indexed in {} ms ({} damaged records skipped, {} bans kept{})",
+            "disk cache {}: {} objects indexed in {} ms \
+             ({} damaged records skipped, {} bans kept{})",
             disk.dir.display(),
             reopened.objects,
             reopened.took.as_millis(),

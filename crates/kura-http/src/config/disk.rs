@@ -41,7 +41,10 @@ pub fn parse_disk_cache(text: &str) -> Result<DiskCache, String> {
         ));
     }
     let size = parse_size(size).ok_or_else(|| {
-        format!("disk cache {text:?}: size {size:?} is not a number of bytes with an optional K, M, G or T suffix")
+        format!(
+            "disk cache {text:?}: size {size:?} is not a number of bytes \
+             with an optional K, M, G or T suffix"
+        )
     })?;
     if size == 0 {
         return Err(format!("disk cache {text:?}: size is 0"));

@@ -10,7 +10,8 @@
 //! does only that). What a listener or
 //! the cache's size depends on (listen addresses, TLS listeners, the admin address, memory,
 //! the disk tier, threads, max_connections) changes only on restart: a reload that changes it
-//! says so and applies the rest. A file that cannot be read or is not valid leaves everything as it was.
+//! says so and applies the rest. A file that cannot be read or is not valid leaves everything
+//! as it was.
 
 use std::sync::{Arc, Mutex};
 
