@@ -222,8 +222,9 @@ fn concurrent_rotations_keep_whole_records_each_at_most_once() {
                     let mut req = b"rotate visits 0 0 8 480\r\n".to_vec();
                     req.extend_from_slice(&rec);
                     req.extend_from_slice(b"\r\n");
-                    c.roundtrip(&req, b"STORED\r\n");
+                    c.reply_is(&req, b"STORED\r\n");
                 }
+                c.expect_silence(std::time::Duration::from_millis(30));
             })
         })
         .collect();
