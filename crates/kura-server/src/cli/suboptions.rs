@@ -210,7 +210,7 @@ fn ext_suboption(
         "ext_threads" | "ext_io_depth" | "ext_max_sleep" => {
             parsed::<u32>(name, value)?;
             warnings.push(format!(
-                "-o {name} tunes memcached's extstore threads; kura reads a value from flash on the worker that needs it (one pread) and ignores it"
+                "-o {name} tunes memcached's extstore threads; kura's flash tier reads with one reader thread of its own and ignores it"
             ));
         }
         // memcached's default is "no age limit".

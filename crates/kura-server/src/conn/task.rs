@@ -112,6 +112,7 @@ impl<'a> TaskConn<'a> {
     fn new(shared: &'a Shared, stats: &'a ThreadStats, conn: &'a ConnGuard) -> Self {
         let mut session = Session::new(shared, stats);
         session.cfd = conn.id() as i64;
+        session.park = parks(shared);
         let keyspace = &*shared.keyspace;
         TaskConn {
             shared,
@@ -152,6 +153,7 @@ impl<'a> TaskConn<'a> {
         F: Future<Output = ()>,
     {
         self.session = r.session.attach(self.shared, self.stats);
+        self.session.park = parks(self.shared);
         self.rbuf = r.rbuf;
         self.swallow = r.swallow;
         self.wire = r.wire;
@@ -322,6 +324,8 @@ impl<'a> TaskConn<'a> {
         };
         // Each request's time runs from here or from the previous one's end.
         let mut clock = now_ns();
+        // The request at `pos` waited for reads from flash.
+        let mut unparked = false;
         while pos < self.rbuf.len() {
             // A request refused for lack of room is framed as if its value
             // were too large: answered at once, its value skipped.
@@ -340,6 +344,11 @@ impl<'a> TaskConn<'a> {
                 &conn.info.addr,
             );
             self.session.no_room = false;
+            if unparked {
+                // It ran on the values read: they are done with.
+                self.session.parked_done();
+                unparked = false;
+            }
             let (len, next) = match step {
                 Step::More { needed } => {
                     let have = self.rbuf.len() - pos;
@@ -361,6 +370,14 @@ impl<'a> TaskConn<'a> {
                 Step::Garbage => {
                     ran.end = Some(End::Garbage);
                     break;
+                }
+                Step::Parked => {
+                    // The replies before it go out; then it runs again,
+                    // with the values read.
+                    self.write_out(stream, stop.as_mut()).await?;
+                    self.unpark(stop.as_mut()).await?;
+                    unparked = true;
+                    continue;
                 }
                 Step::Done { len, next } => {
                     ran.shrink |= self.room.release();
@@ -403,6 +420,20 @@ impl<'a> TaskConn<'a> {
         Ok(ran)
     }
 
+    /// Waits for the reads from flash the request at the front waits for
+    /// (the connection's state says so), or the stop.
+    async fn unpark<F>(&mut self, stop: Pin<&mut F>) -> Result<(), End>
+    where
+        F: Future<Output = ()>,
+    {
+        self.conn.info.set_state(ConnState::Waiting);
+        tokio::select! {
+            biased;
+            _ = stop => Err(End::Stopping),
+            () = self.session.unpark() => Ok(()),
+        }
+    }
+
     /// After a request: with `--min-replicas-ack`, a write is acknowledged
     /// once its replicas have it (its reply, since `mark`, waits, or is
     /// taken back for an error); with `--data-dir`, its record is noted for
@@ -443,6 +474,12 @@ impl<'a> TaskConn<'a> {
         }
         Ok(())
     }
+}
+
+/// Whether this server's gets wait for reads from flash in their task
+/// rather than read the device on the worker (exec/flash.rs).
+fn parks(shared: &Shared) -> bool {
+    shared.store.flash_config().is_some()
 }
 
 /// Ends a connection whose replies are written: a replica's `replicate`

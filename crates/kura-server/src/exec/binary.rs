@@ -38,6 +38,11 @@ fn allowed_before_auth(op: u8) -> bool {
 impl Session<'_> {
     /// Answers one binary frame.
     pub fn step_binary(&mut self, frame: BinFrame<'_>) -> Step {
+        if self.park && self.parked.is_empty() && self.authenticated {
+            if let Some(parked) = self.park_binary(&frame) {
+                return parked;
+            }
+        }
         match frame {
             BinFrame::Incomplete { needed } => Step::More { needed },
             BinFrame::Close => Step::Garbage,
@@ -223,7 +228,10 @@ fn get(
         touch: touch.map(expiry),
         ..Default::default()
     };
-    let hit = s.writes().get_with(key, &opts);
+    let hit = match s.prefetched(key) {
+        Some(read) => read,
+        None => s.writes().get_with(key, &opts),
+    };
     super::get::count(s.stats, touch.is_some(), hit.is_some());
     super::inspect::fetched(s, key, hit.as_ref());
     match hit {

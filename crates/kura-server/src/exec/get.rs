@@ -41,7 +41,10 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
 /// One key of a retrieval: its `VALUE` block on a hit.
 pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) {
     let fresh = super::track::before_read(s, key);
-    let hit = s.writes().get_with(key, opts);
+    let hit = match s.prefetched(key) {
+        Some(read) => read,
+        None => s.writes().get_with(key, opts),
+    };
     super::track::after_read(s, key, fresh, hit.is_some());
     count(s.stats, opts.touch.is_some(), hit.is_some());
     super::inspect::fetched(s, key, hit.as_ref());

@@ -34,7 +34,10 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     };
     let touching = opts.touch.is_some();
     let fresh = super::track::before_read(s, &m.key.bytes);
-    let hit = s.writes().get_with(&m.key.bytes, &opts);
+    let hit = match s.prefetched(&m.key.bytes) {
+        Some(read) => read,
+        None => s.writes().get_with(&m.key.bytes, &opts),
+    };
     super::track::after_read(s, &m.key.bytes, fresh, hit.is_some());
     super::inspect::fetched(s, &m.key.bytes, hit.as_ref());
     let st = s.stats;

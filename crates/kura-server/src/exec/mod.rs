@@ -8,6 +8,7 @@ mod arith;
 mod ascii_auth;
 mod binary;
 mod delete;
+mod flash;
 mod get;
 mod inspect;
 mod meta_arith;
@@ -60,6 +61,9 @@ pub enum Step {
     Garbage,
     /// The frame's `len` bytes are done; then `next`.
     Done { len: usize, next: Next },
+    /// The request waits for reads from the flash tier
+    /// ([`Session::unpark`]); then it is framed and run again.
+    Parked,
 }
 
 /// A connection's view of the server while it executes requests.
@@ -97,6 +101,12 @@ pub struct Session<'a> {
     /// (kura-keyspace's ticket.rs). Every loop that runs sessions ends its
     /// batches in `Keyspace::batch_done`.
     pub report: Report,
+    /// Retrievals whose values are on flash wait for the reads
+    /// ([`Step::Parked`]; exec/flash.rs): set by the task loop of a server
+    /// with a flash tier.
+    pub park: bool,
+    /// The reads the request under way waits for, or took its values from.
+    parked: Vec<flash::Parked>,
 }
 
 /// A [`Session`]'s own state, detached from the server it ran on.
@@ -129,6 +139,8 @@ impl Detached {
             cfd: self.cfd,
             now: shared.store.now(),
             report: self.report,
+            park: false,
+            parked: Vec::new(),
         }
     }
 }
@@ -149,6 +161,8 @@ impl<'a> Session<'a> {
             cfd: -1,
             now: shared.store.now(),
             report: Report::batched(),
+            park: false,
+            parked: Vec::new(),
         }
     }
 
@@ -189,6 +203,11 @@ impl<'a> Session<'a> {
     /// Answers one frame: runs a request, or appends the error reply of a
     /// bad one (unless it was quiet) and says what payload to skip.
     pub fn step(&mut self, frame: &Frame<'_>) -> Step {
+        if self.park && self.parked.is_empty() && self.authenticated {
+            if let Some(parked) = self.park_text(frame) {
+                return parked;
+            }
+        }
         // Taken and matched by reference: moving the frame or the request
         // out of it copied it whole (a memcpy a request).
         match frame {

@@ -20,6 +20,9 @@ pub struct Faults {
     pub short_reads: AtomicU32,
     /// This many of the next device reads return a byte flipped.
     pub corrupt_reads: AtomicU32,
+    /// Device reads wait while set: a read stays under way for as long as
+    /// a test needs (a slow device).
+    pub hold_reads: AtomicBool,
 }
 
 fn take_one(n: &AtomicU32) -> bool {
@@ -99,6 +102,9 @@ impl Device {
     pub(crate) fn read(&self, page: u32, off: u64, buf: &mut [u8]) -> io::Result<usize> {
         let (file, base) = self.pages[page as usize];
         let mut want = buf.len();
+        while self.faults.hold_reads.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if take_one(&self.faults.short_reads) {
             want /= 2;
         }

@@ -81,23 +81,57 @@ impl Store {
         self.read_in_pool(key)
     }
 
+    /// Whether `key`'s value is on flash and not in RAM: a get of it would
+    /// read the device. Changes nothing (the shard's lock is taken shared).
+    /// A caller that must not wait on the device (kura server's connection
+    /// loop) asks this first, then [`Store::read_later`].
+    pub fn on_flash_only(&self, key: &[u8]) -> bool {
+        if self.flash.get().is_none() {
+            return false;
+        }
+        let hash = self.hasher.hash_one(key);
+        let shard = self.cell(hash).read();
+        shard.find(hash, key).is_none() && on_flash(&shard, hash)
+    }
+
+    /// Starts reading `key`'s flash record on a reader thread: its answer
+    /// is [`Store::get`]'s (`for_change` false), or, with `for_change`, the
+    /// record is first taken back into RAM (or forgotten if it cannot be),
+    /// as before a get that touches or otherwise changes the entry, which
+    /// then finds it in RAM. `None` when there is no tier, or `read_queue`
+    /// reads are already waiting (counted in `read_queue_full`): the key is
+    /// then a miss.
+    pub fn read_later(self: &Arc<Self>, key: &[u8], for_change: bool) -> Option<FlashRead> {
+        let back = if for_change {
+            Back::ForChange
+        } else {
+            Back::Read
+        };
+        self.submit_read(key, back)
+    }
+
     /// Hands the read of `key`'s flash record to a reader thread.
     #[cold]
     #[inline(never)]
     fn read_in_pool(self: &Arc<Self>, key: &[u8]) -> Got {
-        let Some(tier) = self.flash.get() else {
-            return Got::Miss;
-        };
+        match self.submit_read(key, Back::Read) {
+            Some(read) => Got::Flash(read),
+            None => Got::Miss,
+        }
+    }
+
+    fn submit_read(self: &Arc<Self>, key: &[u8], back: Back) -> Option<FlashRead> {
+        let tier = self.flash.get()?;
         let slot = Arc::new(Slot::default());
         let (store, filled, key) = (Arc::clone(self), Arc::clone(&slot), key.to_vec());
         let job = Box::new(move || {
-            let hit = store.read_flash(&key, Back::Read, &Report::default());
+            let hit = store.read_flash(&key, back, &Report::default());
             filled.fill(hit);
         });
         if !tier.pool.submit(job) {
             tier.counters.read_queue_full.fetch_add(1, Relaxed);
-            return Got::Miss;
+            return None;
         }
-        Got::Flash(FlashRead { slot })
+        Some(FlashRead { slot })
     }
 }

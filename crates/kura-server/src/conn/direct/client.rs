@@ -316,6 +316,9 @@ impl<'a> Client<'a> {
                     break Outcome::Wait;
                 }
                 Step::Garbage => break Outcome::End(End::Garbage),
+                // Not here (`enabled` leaves servers with a flash tier to
+                // tasks); were it, the request would run again in a task.
+                Step::Parked => break Outcome::Task(None),
                 Step::Done { len, next } => {
                     shrink |= self.room.release();
                     clock = stats.latency.record_since(family, clock);
