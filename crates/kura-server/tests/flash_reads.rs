@@ -298,3 +298,22 @@ fn a_client_that_leaves_while_its_read_is_held_harms_nothing() {
     b.send(&get_line(&[f[2]]));
     assert!(b.read_exact(get_reply(&[f[2]]).len()) == get_reply(&[f[2]]));
 }
+
+#[test]
+fn a_client_that_shuts_down_its_side_while_its_read_is_held_gets_its_reply() {
+    let l = loaded("half-close");
+    let (f, r) = (&l.flash, &l.ram);
+    let held = l.hold();
+    let mut a = l.server.connect();
+    a.send(&get_line(&[f[0], r[0]]));
+    a.stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    // The request and the end of file may come in one read or two: either
+    // way the request parks before the end is read.
+    a.expect_silence(Duration::from_millis(50));
+    drop(held);
+    let want = get_reply(&[f[0], r[0]]);
+    assert!(a.read_exact(want.len()) == want);
+    assert!(a.is_closed(), "closed after the reply");
+}

@@ -18,6 +18,7 @@ use kura_keyspace::{Keyspace, Replicated, Ticket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
+use super::park::{parks, unpark};
 use super::step::{configured_wire, step_one, wire_of};
 use super::{End, PlainTcp, Resume, Wire, KEEP_CAPACITY, READ_CHUNK};
 use crate::budget::Room;
@@ -375,7 +376,8 @@ impl<'a> TaskConn<'a> {
                     // The replies before it go out; then it runs again,
                     // with the values read.
                     self.write_out(stream, stop.as_mut()).await?;
-                    self.unpark(stop.as_mut()).await?;
+                    self.conn.info.set_state(ConnState::Waiting);
+                    unpark(&mut self.session, stop.as_mut()).await?;
                     unparked = true;
                     continue;
                 }
@@ -420,20 +422,6 @@ impl<'a> TaskConn<'a> {
         Ok(ran)
     }
 
-    /// Waits for the reads from flash the request at the front waits for
-    /// (the connection's state says so), or the stop.
-    async fn unpark<F>(&mut self, stop: Pin<&mut F>) -> Result<(), End>
-    where
-        F: Future<Output = ()>,
-    {
-        self.conn.info.set_state(ConnState::Waiting);
-        tokio::select! {
-            biased;
-            _ = stop => Err(End::Stopping),
-            () = self.session.unpark() => Ok(()),
-        }
-    }
-
     /// After a request: with `--min-replicas-ack`, a write is acknowledged
     /// once its replicas have it (its reply, since `mark`, waits, or is
     /// taken back for an error); with `--data-dir`, its record is noted for
@@ -474,12 +462,6 @@ impl<'a> TaskConn<'a> {
         }
         Ok(())
     }
-}
-
-/// Whether this server's gets wait for reads from flash in their task
-/// rather than read the device on the worker (exec/flash.rs).
-fn parks(shared: &Shared) -> bool {
-    shared.store.flash_config().is_some()
 }
 
 /// Ends a connection whose replies are written: a replica's `replicate`
