@@ -207,10 +207,11 @@ fn ext_suboption(
         "ext_recache_rate" => f.recache_rate = parsed(name, value)?,
         // memcached takes the flag alone (and ignores a value).
         "ext_drop_unread" => f.drop_unread = true,
-        "ext_threads" | "ext_io_depth" | "ext_max_sleep" => {
+        "ext_threads" => f.threads = parsed(name, value)?,
+        "ext_io_depth" | "ext_max_sleep" => {
             parsed::<u32>(name, value)?;
             warnings.push(format!(
-                "-o {name} tunes memcached's extstore threads; kura's flash tier reads with one reader thread of its own and ignores it"
+                "-o {name} tunes memcached's extstore threads; kura's flash tier has reader threads (ext_threads) and a maintenance thread of its own and ignores it"
             ));
         }
         // memcached's default is "no age limit".

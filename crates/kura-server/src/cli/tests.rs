@@ -346,6 +346,7 @@ fn flash_tier_options_with_memcacheds_meanings() {
     assert_eq!(store.files.len(), 2);
     assert_eq!(store.files[0], (PathBuf::from("/a/f"), 1 << 30));
     assert_eq!((store.wbuf_size, store.page_size), (8 << 20, 32 << 20));
+    assert_eq!((f.threads, store.threads), (4, 4));
     // Without a path there is no tier.
     assert!(parse(&[]).unwrap().flash_config().is_none());
     // Refused, each with its reason.

@@ -34,6 +34,9 @@ pub struct FlashSettings {
     /// Read a value back into RAM one in this many repeated hits
     /// (`ext_recache_rate`).
     pub recache_rate: u32,
+    /// Reader threads: gets of values on flash wait for them, not the
+    /// workers (`ext_threads`).
+    pub threads: usize,
 }
 
 impl Default for FlashSettings {
@@ -48,6 +51,7 @@ impl Default for FlashSettings {
             max_frag: 0.8,
             drop_unread: false,
             recache_rate: 2000,
+            threads: 1,
         }
     }
 }
@@ -125,6 +129,9 @@ impl ServerConfig {
                 f.wbuf_size_mb << 20
             ));
         }
+        if f.threads == 0 {
+            return bad("ext_threads 0: at least 1".into());
+        }
         if !(0.0..=1.0).contains(&f.max_frag) {
             return bad(format!("ext_max_frag {}: 0 to 1", f.max_frag));
         }
@@ -151,6 +158,7 @@ impl ServerConfig {
             max_frag: f.max_frag,
             drop_unread: f.drop_unread,
             recache_rate: f.recache_rate,
+            threads: f.threads,
             ..Default::default()
         })
     }
@@ -198,6 +206,10 @@ mod tests {
             "{e}"
         );
         c.item_size_max = 1 << 20;
+        c.flash.threads = 0;
+        let e = c.validate_flash().expect_err("no reader thread");
+        assert!(e.to_string().contains("ext_threads"), "{e}");
+        c.flash.threads = 1;
         c.flash.paths = vec!["/tmp/x:32m".into()];
         assert!(c.validate_flash().is_err(), "less than a 64 MB page");
     }
