@@ -39,9 +39,19 @@ const N: usize = 12_000; // about 24 MB of values: three times -m 8
 /// only and those in RAM.
 struct Loaded {
     server: TestServer,
-    _dir: PathBuf,
+    /// Removed once the server (declared before it) has stopped.
+    _dir: TempDir,
     flash: Vec<usize>,
     ram: Vec<usize>,
+}
+
+/// The test's directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn loaded(name: &str) -> Loaded {
@@ -49,6 +59,7 @@ fn loaded(name: &str) -> Loaded {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("extstore");
+    let dir = TempDir(dir);
     let server = TestServer::with(|c| {
         c.threads = 1;
         c.memory_limit = 8;
