@@ -216,7 +216,6 @@ async fn objects_evicted_from_memory_are_served_from_disk() {
         figure(&filled, "disk_writes") >= 200,
         "2 MiB of memory holds at most half of 6 MiB: {filled}"
     );
-    assert_eq!(figure(&filled, "disk_writes_dropped"), 0, "{filled}");
     // Again, four requests at once for each: every object from memory or disk (four reads of
     // one record at once: the first brings it into memory, the others find it there), none
     // from the backend.
@@ -229,9 +228,16 @@ async fn objects_evicted_from_memory_are_served_from_disk() {
             assert_eq!(sum(&got.body), sum(&body(n)), "{path}");
         }
     }
-    assert_eq!(backend.count(), before, "no object fetched again");
+    // The writer may fall behind (a loaded machine's disk): the evicted objects it then
+    // drops, by design never waited for, are the only ones fetched again.
     let after = stats_at(admin).await;
-    assert!(figure(&after, "disk_reads") >= 200, "{after}");
+    let dropped = figure(&after, "disk_writes_dropped");
+    assert!(
+        (backend.count() - before) as u64 <= dropped,
+        "objects fetched again: {}, writes dropped: {dropped}",
+        backend.count() - before
+    );
+    assert!(figure(&after, "disk_reads") + dropped >= 200, "{after}");
     assert_eq!(figure(&after, "disk_read_badcrc"), 0);
     let metrics = get(&c, admin, "/metrics").await;
     let text = std::str::from_utf8(&metrics.body).unwrap();
@@ -283,8 +289,14 @@ async fn fill(backend: &Backend, dir: &Path) -> Child {
     let child = spawn(backend.addr, dir).await;
     let c = client();
     assert_eq!(get_all(&c, child.addr, backend).await, OBJECTS);
-    assert_eq!(get_all(&c, child.addr, backend).await, 0);
+    let again = get_all(&c, child.addr, backend).await as u64;
     written(child.admin).await;
+    // Only objects whose write to disk was dropped (the writer behind) are fetched again.
+    let dropped = figure(&stats_at(child.admin).await, "disk_writes_dropped");
+    assert!(
+        again <= dropped,
+        "fetched again: {again}, writes dropped: {dropped}"
+    );
     child
 }
 
@@ -309,13 +321,17 @@ async fn after_restart(backend: &Backend, dir: &Path) -> Child {
 async fn objects_on_disk_survive_a_clean_stop() {
     let backend = origin().await;
     let dir = dir("clean");
-    fill(&backend, &dir).await.stop().await;
+    let filled = fill(&backend, &dir).await;
+    let dropped = figure(&stats_at(filled.admin).await, "disk_writes_dropped");
+    filled.stop().await;
     assert_eq!(last_journal_line(&dir), "C", "a clean stop is marked");
-    // The objects in memory at the stop were written too: none is fetched again.
+    // The objects in memory at the stop were written too: none is fetched again (but for
+    // any whose eviction's write the writer, behind, dropped).
     let child = after_restart(&backend, &dir).await;
-    assert_eq!(
-        figure(&stats_at(child.admin).await, "disk_rebuilt_objects"),
-        OBJECTS as u64
+    let rebuilt = figure(&stats_at(child.admin).await, "disk_rebuilt_objects");
+    assert!(
+        rebuilt + dropped >= OBJECTS as u64,
+        "rebuilt {rebuilt}, writes dropped {dropped}"
     );
     child.stop().await;
 }
