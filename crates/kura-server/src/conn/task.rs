@@ -99,6 +99,9 @@ struct TaskConn<'a> {
     unsettled: Ticket,
     /// With `--min-replicas-ack`, each write waits for its replicas.
     min_acks: usize,
+    /// The request at the front waited for reads from flash: its values
+    /// are let go once it has run.
+    unparked: bool,
 }
 
 /// How the requests of a batch ended.
@@ -138,16 +141,18 @@ impl<'a> TaskConn<'a> {
             durable: keyspace.durable().is_some(),
             unsettled: Ticket::NONE,
             min_acks: shared.config.min_replicas_ack as usize,
+            unparked: false,
         }
     }
 
     /// Takes over a connection from the worker's readiness loop: writes
-    /// what it left, ends it or carries its dump or watch if it asked.
+    /// what it left, ends it or carries its dump or watch if it asked, or
+    /// waits for the reads from flash its next request started.
     async fn resume<S, F>(
         &mut self,
         r: Resume,
         stream: &mut S,
-        stop: Pin<&mut F>,
+        mut stop: Pin<&mut F>,
     ) -> Result<(), End>
     where
         S: AsyncRead + AsyncWrite + Unpin + PlainTcp,
@@ -159,7 +164,11 @@ impl<'a> TaskConn<'a> {
         self.swallow = r.swallow;
         self.wire = r.wire;
         self.buffered = !self.rbuf.is_empty();
-        self.reply_then(stream, stop, r.then).await?;
+        self.reply_then(stream, stop.as_mut(), r.then).await?;
+        if self.session.is_parked() {
+            unpark(&mut self.session, stop).await?;
+            self.unparked = true;
+        }
         Ok(())
     }
 
@@ -325,8 +334,6 @@ impl<'a> TaskConn<'a> {
         };
         // Each request's time runs from here or from the previous one's end.
         let mut clock = now_ns();
-        // The request at `pos` waited for reads from flash.
-        let mut unparked = false;
         while pos < self.rbuf.len() {
             // A request refused for lack of room is framed as if its value
             // were too large: answered at once, its value skipped.
@@ -345,10 +352,10 @@ impl<'a> TaskConn<'a> {
                 &conn.info.addr,
             );
             self.session.no_room = false;
-            if unparked {
+            if self.unparked {
                 // It ran on the values read: they are done with.
                 self.session.parked_done();
-                unparked = false;
+                self.unparked = false;
             }
             let (len, next) = match step {
                 Step::More { needed } => {
@@ -378,7 +385,7 @@ impl<'a> TaskConn<'a> {
                     self.write_out(stream, stop.as_mut()).await?;
                     self.conn.info.set_state(ConnState::Waiting);
                     unpark(&mut self.session, stop.as_mut()).await?;
-                    unparked = true;
+                    self.unparked = true;
                     continue;
                 }
                 Step::Done { len, next } => {

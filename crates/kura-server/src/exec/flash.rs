@@ -14,8 +14,8 @@
 //! stale-token semantics) has its record taken back into RAM by the reader
 //! thread first, as the blocking path did, and then runs on RAM. A read the
 //! queue refused, or a damaged record, is a miss (`miss_from_extstore`).
-//! Only the task loop parks (`park` set): the worker's readiness loop is
-//! not used with a flash tier (conn/direct/), and UDP reads as before.
+//! The worker's readiness loop (conn/direct/) moves a connection whose
+//! request parks to a task, reads under way and all; UDP reads as before.
 
 use kura_proto::binary::{BinFrame, Command};
 use kura_proto::{Frame, Request};
@@ -99,6 +99,11 @@ impl Session<'_> {
                 };
             }
         }
+    }
+
+    /// Whether reads were started for the request at the front.
+    pub fn is_parked(&self) -> bool {
+        !self.parked.is_empty()
     }
 
     /// The request that waited has run: its reads are done with.

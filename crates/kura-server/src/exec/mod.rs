@@ -120,6 +120,7 @@ pub struct Detached {
     stream: Option<Box<crate::inspect::Stream>>,
     cfd: i64,
     report: Report,
+    parked: Vec<flash::Parked>,
 }
 
 impl Detached {
@@ -140,7 +141,7 @@ impl Detached {
             now: shared.store.now(),
             report: self.report,
             park: false,
-            parked: Vec::new(),
+            parked: self.parked,
         }
     }
 }
@@ -179,6 +180,7 @@ impl<'a> Session<'a> {
             stream: self.stream,
             cfd: self.cfd,
             report: self.report,
+            parked: self.parked,
         }
     }
 

@@ -171,6 +171,7 @@ impl<'a> Client<'a> {
     ) -> Self {
         let mut session = Session::new(shared, stats);
         session.cfd = guard.id() as i64;
+        session.park = crate::conn::park::parks(shared);
         Client {
             sock,
             guard,
@@ -316,8 +317,8 @@ impl<'a> Client<'a> {
                     break Outcome::Wait;
                 }
                 Step::Garbage => break Outcome::End(End::Garbage),
-                // Not here (`enabled` leaves servers with a flash tier to
-                // tasks); were it, the request would run again in a task.
+                // Its reads from flash started: its task waits for them,
+                // then runs it (conn/task.rs's `resume`).
                 Step::Parked => break Outcome::Task(None),
                 Step::Done { len, next } => {
                     shrink |= self.room.release();

@@ -12,10 +12,11 @@
 //! thread (`kura-wtask-N`: a current-thread tokio loop beside each worker,
 //! which also serves its TLS connections, takes its new connections from
 //! the acceptor and hears the stop, telling the worker through the set's
-//! waker). The loop is not used where every request may wait
-//! (`--data-dir`, `--min-replicas-ack`, `-o idle_timeout`), nor with a
-//! flash tier (`--ext-path`), whose gets wait for reads from the device in
-//! their task (exec/flash.rs); `-o worker_loop=tasks` turns it off.
+//! waker). A get whose values are on the flash tier moves its connection
+//! to a task too, which waits for the reads (exec/flash.rs). The loop is
+//! not used where every request may wait (`--data-dir`,
+//! `--min-replicas-ack`, `-o idle_timeout`); `-o worker_loop=tasks` turns
+//! it off.
 
 use std::io;
 use std::rc::Rc;
@@ -49,7 +50,6 @@ pub(crate) fn enabled(shared: &Shared) -> bool {
         && c.idle_timeout == 0
         && c.min_replicas_ack == 0
         && shared.keyspace.durable().is_none()
-        && shared.store.flash_config().is_none()
 }
 
 /// The connections of one worker's loop, by token.
