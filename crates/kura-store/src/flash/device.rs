@@ -23,6 +23,9 @@ pub struct Faults {
     /// Device reads wait while set: a read stays under way for as long as
     /// a test needs (a slow device).
     pub hold_reads: AtomicBool,
+    /// Device reads waiting now because of `hold_reads` (so a test knows a
+    /// read is under way).
+    pub reads_held: AtomicU32,
 }
 
 fn take_one(n: &AtomicU32) -> bool {
@@ -102,8 +105,12 @@ impl Device {
     pub(crate) fn read(&self, page: u32, off: u64, buf: &mut [u8]) -> io::Result<usize> {
         let (file, base) = self.pages[page as usize];
         let mut want = buf.len();
-        while self.faults.hold_reads.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if self.faults.hold_reads.load(Ordering::Acquire) {
+            self.faults.reads_held.fetch_add(1, Ordering::AcqRel);
+            while self.faults.hold_reads.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            self.faults.reads_held.fetch_sub(1, Ordering::AcqRel);
         }
         if take_one(&self.faults.short_reads) {
             want /= 2;

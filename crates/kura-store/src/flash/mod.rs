@@ -321,6 +321,9 @@ impl Tier {
         match record::decode(&buf, loc.gen) {
             Ok(r) if r.key == key => {}
             Err(record::Damage::Short) => return Err(ReadMiss::Short),
+            // Marked dead in place while this read was under way (a concurrent read brought
+            // it back into memory, or it was deleted): gone, not damaged.
+            Err(_) if record::is_dead(&buf) => return Err(ReadMiss::Gone),
             _ => return Err(ReadMiss::BadCrc),
         }
         self.counters.objects_read.fetch_add(1, Relaxed);

@@ -312,3 +312,35 @@ fn a_spill_at_a_stop_brings_ram_back_after_the_restart() {
     );
     assert_eq!(check(&s, n, 1), kept);
 }
+
+/// A read under way when its record is marked dead in place (a concurrent read brought the
+/// value back into RAM, or the key was deleted) is a miss counted as gone, not as damage.
+#[test]
+fn a_record_marked_dead_during_its_read_is_gone_not_damaged() {
+    use std::sync::atomic::Ordering;
+    let f = TempFile::new("dead-during-read");
+    let s = persist(&f, 32);
+    let n = 3_000;
+    fill(&s, n, 1);
+    s.flash_sync();
+    let i = *on_flash(&s, n).first().expect("a key on flash");
+    let faults = s.flash_faults().expect("a tier");
+    faults.hold_reads.store(true, Ordering::Release);
+    let Got::Flash(read) = s.get_or_read(&key(i)) else {
+        panic!("key {i} is on flash");
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while faults.reads_held.load(Ordering::Acquire) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Deleted while the read waits on the device: its record gets the dead mark there.
+    assert!(s.delete(&key(i)));
+    faults.hold_reads.store(false, Ordering::Release);
+    assert!(read.wait().is_none(), "a deleted key's read is a miss");
+    let st = s.flash_stats().expect("a tier");
+    assert_eq!(st.badcrc_from_extstore, 0, "not counted as damage: {st:?}");
+}
