@@ -67,6 +67,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub prefill: bool,
 
+    /// Pace the prefill at this many sets per second in all (open loop),
+    /// for a server that moves what it is given elsewhere in the
+    /// background (memcached's extstore) [default: as fast as it answers].
+    #[arg(long, requires = "prefill")]
+    pub prefill_rate: Option<f64>,
+
     /// Seconds to run (per rate with --sweep) [default: 10].
     #[arg(short = 'd', long, conflicts_with = "requests")]
     pub duration: Option<f64>,
@@ -281,7 +287,11 @@ impl BenchArgs {
         if self.requests == Some(0) && !self.prefill && self.overlay.is_empty() {
             return usage("--requests 0 only loads keys (--prefill) or draws reports (--overlay)");
         }
-        let rates = self.rate.iter().chain(&self.sweep);
+        let rates = self
+            .rate
+            .iter()
+            .chain(&self.sweep)
+            .chain(&self.prefill_rate);
         if rates.clone().any(|r| !(r.is_finite() && *r > 0.0)) {
             return usage("rates must be positive numbers of requests per second");
         }

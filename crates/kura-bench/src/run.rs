@@ -45,6 +45,8 @@ pub struct Plan {
     pub mix: Mix,
     pub seed: u64,
     pub progress_bar: bool,
+    /// Sets a second in all while prefilling (`--prefill-rate`).
+    pub prefill_rate: Option<f64>,
     proto: crate::args::Protocol,
 }
 
@@ -74,6 +76,7 @@ impl Plan {
             },
             seed: args.seed,
             progress_bar: std::io::stderr().is_terminal(),
+            prefill_rate: args.prefill_rate,
             proto: args.protocol,
         }
     }
@@ -242,32 +245,37 @@ impl Job<'_> {
             let count = plan.mix.keys.count();
             let source = OpSource::fill(count, plan.mix.sizes, i, n, seed);
             let window = plan.pipeline.max(PREFILL_WINDOW);
-            return (
-                source,
-                Pacing::Closed {
+            let pacing = match plan.prefill_rate {
+                Some(rate) => open_pacing(start, rate, i, n, None),
+                None => Pacing::Closed {
                     window,
                     deadline: None,
                 },
-            );
+            };
+            return (source, pacing);
         }
         let share = plan.requests.map(|r| r / n + u64::from(i < r % n));
         let source = OpSource::mix(plan.mix.clone(), share, seed);
         let end = plan.duration.map(|d| start + d);
         let pacing = match self.phase {
-            Phase::Open(rate) => {
-                let interval = Duration::from_secs_f64(n as f64 / rate);
-                Pacing::Open {
-                    start,
-                    offset: interval.mul_f64(i as f64 / n as f64),
-                    interval,
-                    end,
-                }
-            }
+            Phase::Open(rate) => open_pacing(start, rate, i, n, end),
             _ => Pacing::Closed {
                 window: plan.pipeline,
                 deadline: end,
             },
         };
         (source, pacing)
+    }
+}
+
+/// Connection `i` of `n`'s share of an open loop of `rate` requests a
+/// second in all, staggered.
+fn open_pacing(start: Instant, rate: f64, i: u64, n: u64, end: Option<Instant>) -> Pacing {
+    let interval = Duration::from_secs_f64(n as f64 / rate);
+    Pacing::Open {
+        start,
+        offset: interval.mul_f64(i as f64 / n as f64),
+        interval,
+        end,
     }
 }

@@ -16,7 +16,16 @@
 //! the suppressed ones (`noreply`, meta `q`) right behind a sent reply are
 //! dropped with it: an empty reply is sent, as one bare header with a count
 //! of 0, only when it comes first.
+//!
+//! With a flash tier, a get of a value on flash does not read the device on
+//! the thread that serves the socket: its read goes to the tier's reader
+//! threads, and the rest of its datagram waits for it in a task of its own
+//! (exec/flash.rs), which then runs the rest and answers, while the socket's
+//! next datagrams are served (their answers may go out first, as each
+//! carries its request id).
 
+use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,7 +33,8 @@ use kura_proto::binary::{self, opcode, BinFrame};
 use kura_proto::{parse, Frame, Request};
 use tokio::net::UdpSocket;
 
-use crate::exec::{Next, Session, Step};
+use crate::conn::park::parks;
+use crate::exec::{Detached, Next, Session, Step};
 use crate::latency::Family;
 use crate::metrics::{add, ThreadStats};
 use crate::output::Output;
@@ -59,73 +69,118 @@ fn flush(held: &mut Vec<Reply>, sent: &mut Vec<Vec<u8>>) {
     }
 }
 
-/// Runs the requests in one datagram payload and returns the reply
-/// messages to send, in order. A payload announced by a refused request is
-/// skipped as on TCP; an incomplete or garbled request, or one that closes
-/// a TCP connection, ends the datagram.
-pub(crate) fn handle_payload(session: &mut Session<'_>, payload: &[u8]) -> Vec<Vec<u8>> {
-    let is_binary = payload.first() == Some(&binary::REQUEST_MAGIC);
-    let mut held = Vec::new();
-    let mut sent = Vec::new();
-    let mut pos = 0;
-    let mut clock = Instant::now();
-    while pos < payload.len() {
-        let rest = &payload[pos..];
-        let limits = &session.shared.limits;
-        let family;
-        let (step, flushes) = if is_binary {
-            let frame = binary::parse(rest, limits);
-            family = Family::of_binary(&frame);
-            let noop = matches!(&frame, BinFrame::Request { request, .. } if request.opcode == opcode::NOOP);
-            (session.step_binary(frame), noop)
-        } else {
-            let frame = parse(rest, limits);
-            family = Family::of_text(&frame);
-            let flushes = matches!(
-                &frame,
-                Frame::Request {
-                    request: Request::Get(_) | Request::MetaNoop,
-                    ..
+/// How far [`Datagram::run`] got.
+enum Ran {
+    /// Every request ran: the reply messages to send, in order.
+    Done(Vec<Vec<u8>>),
+    /// A request waits for reads from the flash tier
+    /// ([`Session::unpark`]); then `run` goes on from it.
+    Parked,
+}
+
+/// The requests of one datagram payload, run in turn; a get of a value on
+/// flash stops them until its read is done (exec/flash.rs).
+struct Datagram {
+    is_binary: bool,
+    held: Vec<Reply>,
+    sent: Vec<Vec<u8>>,
+    /// The first request not yet run.
+    pos: usize,
+    clock: Instant,
+    /// The request at `pos` waited for its reads: it runs on them.
+    unparked: bool,
+}
+
+impl Datagram {
+    fn new(payload: &[u8]) -> Datagram {
+        Datagram {
+            is_binary: payload.first() == Some(&binary::REQUEST_MAGIC),
+            held: Vec::new(),
+            sent: Vec::new(),
+            pos: 0,
+            clock: Instant::now(),
+            unparked: false,
+        }
+    }
+
+    /// Runs the requests of `payload` (the one [`Datagram::new`] was given)
+    /// from the first not yet run. A payload announced by a refused request
+    /// is skipped as on TCP; an incomplete or garbled request, or one that
+    /// closes a TCP connection, ends the datagram.
+    fn run(&mut self, session: &mut Session<'_>, payload: &[u8]) -> Ran {
+        while self.pos < payload.len() {
+            let rest = &payload[self.pos..];
+            let limits = &session.shared.limits;
+            let family;
+            let (step, flushes) = if self.is_binary {
+                let frame = binary::parse(rest, limits);
+                family = Family::of_binary(&frame);
+                let noop = matches!(&frame, BinFrame::Request { request, .. } if request.opcode == opcode::NOOP);
+                (session.step_binary(frame), noop)
+            } else {
+                let frame = parse(rest, limits);
+                family = Family::of_text(&frame);
+                let flushes = matches!(
+                    &frame,
+                    Frame::Request {
+                        request: Request::Get(_) | Request::MetaNoop,
+                        ..
+                    }
+                );
+                (session.step(&frame), flushes)
+            };
+            if self.unparked {
+                // It ran on the values read: they are done with.
+                session.parked_done();
+                self.unparked = false;
+            }
+            let (len, next) = match step {
+                Step::Done { len, next } => (len, next),
+                Step::Parked => {
+                    self.unparked = true;
+                    return Ran::Parked;
                 }
-            );
-            (session.step(&frame), flushes)
-        };
-        let Step::Done { len, next } = step else {
-            break;
-        };
-        let now = Instant::now();
-        session
-            .stats
-            .latency
-            .record(family, now.duration_since(clock));
-        clock = now;
+                Step::More { .. } | Step::Garbage => break,
+            };
+            let now = Instant::now();
+            session
+                .stats
+                .latency
+                .record(family, now.duration_since(self.clock));
+            self.clock = now;
+            self.replied(session, next, flushes);
+            self.pos = match next {
+                Next::Continue => self.pos + len,
+                Next::Swallow(n) => self.pos.saturating_add(len).saturating_add(n),
+                // A stream needs a connection: over UDP it ends the datagram.
+                Next::Close | Next::Replicate => break,
+                // A dump or watch has no connection to go to: dropped unheard.
+                Next::Stream => {
+                    session.stream = None;
+                    break;
+                }
+            };
+        }
+        flush(&mut self.held, &mut self.sent);
+        Ran::Done(std::mem::take(&mut self.sent))
+    }
+
+    /// Holds the reply of the request just run, and sends what it flushes.
+    fn replied(&mut self, session: &mut Session<'_>, next: Next, flushes: bool) {
         let mut parts = session.out.take_messages();
         let last = parts.pop().unwrap_or_default();
-        held.extend(parts.into_iter().map(Reply::Bytes));
+        self.held.extend(parts.into_iter().map(Reply::Bytes));
         // A binary error status flushes like NOOP.
-        let error = is_binary && last.len() >= 8 && last[6..8] != [0, 0];
-        if last.is_empty() && !is_binary && next != Next::Close {
-            held.push(Reply::Skip);
+        let error = self.is_binary && last.len() >= 8 && last[6..8] != [0, 0];
+        if last.is_empty() && !self.is_binary && next != Next::Close {
+            self.held.push(Reply::Skip);
         } else {
-            held.push(Reply::Bytes(last));
+            self.held.push(Reply::Bytes(last));
         }
         if flushes || error || next == Next::Close {
-            flush(&mut held, &mut sent);
+            flush(&mut self.held, &mut self.sent);
         }
-        pos = match next {
-            Next::Continue => pos + len,
-            Next::Swallow(n) => pos.saturating_add(len).saturating_add(n),
-            // A stream needs a connection: over UDP it ends the datagram.
-            Next::Close | Next::Replicate => break,
-            // A dump or watch has no connection to go to: dropped unheard.
-            Next::Stream => {
-                session.stream = None;
-                break;
-            }
-        };
     }
-    flush(&mut held, &mut sent);
-    sent
 }
 
 /// Splits one reply message into datagrams for request `id`; an empty
@@ -155,11 +210,19 @@ pub(crate) fn datagrams(id: [u8; 2], reply: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Where a datagram's replies go.
+#[derive(Clone, Copy)]
+struct Peer {
+    id: [u8; 2],
+    addr: SocketAddr,
+}
+
 pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<ThreadStats>) {
+    let sock = Rc::new(sock);
     let mut rx = shared.watch();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let (n, peer) = tokio::select! {
+        let (n, addr) = tokio::select! {
             _ = rx.wait_for(|s| *s == RunState::Stopping) => return,
             r = sock.recv_from(&mut buf) => match r {
                 Ok(x) => x,
@@ -171,25 +234,75 @@ pub(crate) async fn serve(sock: UdpSocket, shared: Arc<Shared>, stats: Arc<Threa
         if n < HEADER_LEN || buf[4] != 0 || buf[5] != 1 {
             continue;
         }
-        let id = [buf[0], buf[1]];
+        let peer = Peer {
+            id: [buf[0], buf[1]],
+            addr,
+        };
+        let payload = &buf[HEADER_LEN..n];
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();
-        let messages = handle_payload(&mut session, &buf[HEADER_LEN..n]);
-        let keyspace = &shared.keyspace;
-        keyspace.batch_done(&session.report);
-        // Writes over UDP wait for a log that has fallen behind, as over
-        // TCP (`--fsync always` is refused with UDP at startup).
-        if keyspace.durable().is_some() {
-            let ticket = keyspace.take_ticket(&session.report);
-            if !ticket.is_none() && !keyspace.settle(ticket).await {
-                continue;
+        session.park = parks(&shared);
+        let mut datagram = Datagram::new(payload);
+        match datagram.run(&mut session, payload) {
+            Ran::Done(messages) => answer(&sock, &session, peer, messages).await,
+            // Its reads from flash go on in a task of its own, which
+            // answers it; the socket's next datagrams are served meanwhile.
+            Ran::Parked => {
+                let waiting = Waiting {
+                    sock: Rc::clone(&sock),
+                    shared: Arc::clone(&shared),
+                    stats: Arc::clone(&stats),
+                    payload: payload.to_vec(),
+                    peer,
+                };
+                tokio::task::spawn_local(waiting.finish(session.detach(), datagram));
             }
         }
-        for message in messages {
-            for d in datagrams(id, &message) {
-                if sock.send_to(&d, peer).await.is_ok() {
-                    add(&stats.bytes_written, d.len() as u64);
-                }
+    }
+}
+
+/// A datagram whose requests wait for reads from flash.
+struct Waiting {
+    sock: Rc<UdpSocket>,
+    shared: Arc<Shared>,
+    stats: Arc<ThreadStats>,
+    payload: Vec<u8>,
+    peer: Peer,
+}
+
+impl Waiting {
+    /// Waits for the reads, runs the rest of the datagram (which may wait
+    /// again) and answers it.
+    async fn finish(self, session: Detached, mut datagram: Datagram) {
+        let mut session = session.attach(&self.shared, &self.stats);
+        session.park = true;
+        // Bounded: each round runs at least the request that waited.
+        for _ in 0..self.payload.len() {
+            session.unpark().await;
+            if let Ran::Done(messages) = datagram.run(&mut session, &self.payload) {
+                answer(&self.sock, &session, self.peer, messages).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Sends a datagram's reply messages, once the writes it made are settled.
+async fn answer(sock: &UdpSocket, session: &Session<'_>, peer: Peer, messages: Vec<Vec<u8>>) {
+    let keyspace = &session.shared.keyspace;
+    keyspace.batch_done(&session.report);
+    // Writes over UDP wait for a log that has fallen behind, as over
+    // TCP (`--fsync always` is refused with UDP at startup).
+    if keyspace.durable().is_some() {
+        let ticket = keyspace.take_ticket(&session.report);
+        if !ticket.is_none() && !keyspace.settle(ticket).await {
+            return;
+        }
+    }
+    for message in messages {
+        for d in datagrams(peer.id, &message) {
+            if sock.send_to(&d, peer.addr).await.is_ok() {
+                add(&session.stats.bytes_written, d.len() as u64);
             }
         }
     }
@@ -207,7 +320,10 @@ mod tests {
         let stats = ThreadStats::default();
         let mut session = Session::new(&shared, &stats);
         session.out = Output::for_datagrams();
-        handle_payload(&mut session, payload)
+        match Datagram::new(payload).run(&mut session, payload) {
+            Ran::Done(messages) => messages,
+            Ran::Parked => panic!("no flash tier: nothing waits"),
+        }
     }
 
     #[test]

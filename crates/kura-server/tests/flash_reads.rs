@@ -13,19 +13,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{bin, Client, TestServer};
+use kura_server::ServerConfig;
 
 /// The value of key `i`: 1,500 to 2,500 bytes only it has.
 fn value(i: usize) -> Vec<u8> {
-    let len = 1500 + (i * 7919) % 1000;
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    kura_testkit::values::distinct(i, 1500..2500)
 }
 
 fn key(i: usize) -> String {
@@ -55,18 +47,30 @@ impl Drop for TempDir {
 }
 
 fn loaded(name: &str) -> Loaded {
+    loaded_with(name, 0)
+}
+
+/// A server of one worker, `-m 8` and 32 MiB of flash in a directory of its own (removed
+/// when the `TempDir` drops: bind it first, so the server stops before), with `more` settings.
+fn flash_server(name: &str, more: impl FnOnce(&mut ServerConfig)) -> (TempDir, TestServer) {
     let dir = std::env::temp_dir().join(format!("kura-flash-reads-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("extstore");
-    let dir = TempDir(dir);
     let server = TestServer::with(|c| {
         c.threads = 1;
         c.memory_limit = 8;
         c.flash.paths = vec![format!("{}:32m", file.display())];
         c.flash.page_size_mb = 2;
         c.flash.wbuf_size_mb = 1;
+        more(c);
     });
+    (TempDir(dir), server)
+}
+
+/// [`loaded`], also serving UDP on `udp_port` (0: none).
+fn loaded_with(name: &str, udp_port: u16) -> Loaded {
+    let (dir, server) = flash_server(name, |c| c.udp_port = udp_port);
     let mut c = server.connect();
     for batch in (0..N).collect::<Vec<_>>().chunks(200) {
         let mut req = Vec::new();
@@ -164,6 +168,13 @@ fn values_on_flash_come_back_byte_for_byte_over_text_meta_and_binary() {
     let mixed = [f[0], r[0], f[1], f[2], r[1], f[3]];
     c.send(&get_line(&mixed));
     assert!(c.read_exact(get_reply(&mixed).len()) == get_reply(&mixed));
+    // One that stops at a later key: the keys before it answered once.
+    let (gets, hits) = (stat(&mut c, "cmd_get"), stat(&mut c, "get_hits"));
+    let later = [r[3], r[4], f[10], r[5], f[11]];
+    c.send(&get_line(&later));
+    assert!(c.read_exact(get_reply(&later).len()) == get_reply(&later));
+    assert_eq!(stat(&mut c, "cmd_get") - gets, 5);
+    assert_eq!(stat(&mut c, "get_hits") - hits, 5);
     // gets and gat: the CAS and touch variants wait for their reads too.
     c.send(format!("gets {}\r\n", key(f[4])).as_bytes());
     let reply = c.read_until(b"END\r\n");
@@ -327,4 +338,130 @@ fn a_client_that_shuts_down_its_side_while_its_read_is_held_gets_its_reply() {
     let want = get_reply(&[f[0], r[0]]);
     assert!(a.read_exact(want.len()) == want);
     assert!(a.is_closed(), "closed after the reply");
+}
+
+#[test]
+fn a_held_me_parks_only_its_connection() {
+    let l = loaded("me");
+    let (f, r) = (&l.flash, &l.ram);
+    let mut a = l.server.connect();
+    let mut b = l.server.connect();
+    let held = l.hold();
+    a.send(format!("me {}\r\nmn\r\n", key(f[0])).as_bytes());
+    // The one worker serves another connection meanwhile.
+    b.send(&get_line(&[r[0]]));
+    assert!(b.read_exact(get_reply(&[r[0]]).len()) == get_reply(&[r[0]]));
+    a.expect_silence(Duration::from_millis(50));
+    drop(held);
+    let reply = String::from_utf8(a.read_until(b"MN\r\n")).expect("text");
+    let want = format!("ME {} exp=-1 la=", key(f[0]));
+    assert!(reply.starts_with(&want), "{reply}");
+    assert!(reply.contains(" cls=1 size="), "{reply}");
+    assert!(reply.ends_with("\r\nMN\r\n"), "{reply}");
+}
+
+/// A UDP request's datagram: the frame header, then `body`.
+fn datagram(id: u16, body: &[u8]) -> Vec<u8> {
+    let mut d = id.to_be_bytes().to_vec();
+    d.extend_from_slice(&[0, 0, 0, 1, 0, 0]);
+    d.extend_from_slice(body);
+    d
+}
+
+/// Reads datagrams until the replies of `want` (request id and the bytes
+/// its messages hold, in order) are all in; each id's bodies are joined.
+fn udp_replies(sock: &std::net::UdpSocket, want: &[(u16, Vec<u8>)]) -> Vec<Vec<u8>> {
+    let mut got = vec![Vec::new(); want.len()];
+    let mut buf = [0u8; 2048];
+    // Bounded: a datagram holds at least one byte of a reply.
+    let most: usize = want.iter().map(|(_, w)| w.len()).sum();
+    for _ in 0..most {
+        if got.iter().zip(want).all(|(g, (_, w))| g.len() >= w.len()) {
+            break;
+        }
+        let (n, _) = sock.recv_from(&mut buf).expect("a reply datagram");
+        let id = u16::from_be_bytes([buf[0], buf[1]]);
+        let at = want
+            .iter()
+            .position(|(i, _)| *i == id)
+            .expect("a request's id");
+        got[at].extend_from_slice(&buf[8..n]);
+    }
+    got
+}
+
+#[test]
+fn a_held_udp_get_waits_without_holding_up_the_socket() {
+    let port = {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("a free port");
+        sock.local_addr().expect("its address").port()
+    };
+    let l = loaded_with("udp", port);
+    let (f, r) = (&l.flash, &l.ram);
+    let udp = l.server.udp.expect("a UDP listener");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("a client socket");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a timeout");
+    let held = l.hold();
+    // A multi-get that stops at its second key, on flash.
+    let first = [r[0], f[0], r[1], f[1]];
+    sock.send_to(&datagram(1, &get_line(&first)), udp)
+        .expect("sent");
+    // The socket's next datagram is answered meanwhile, and the thread
+    // serving it (the acceptor) takes new connections.
+    let next = [r[2]];
+    sock.send_to(&datagram(2, &get_line(&next)), udp)
+        .expect("sent");
+    let got = udp_replies(&sock, &[(2, get_reply(&next))]);
+    assert!(got[0] == get_reply(&next));
+    let mut c = l.server.connect();
+    c.send(&get_line(&[r[3]]));
+    assert!(c.read_exact(get_reply(&[r[3]]).len()) == get_reply(&[r[3]]));
+    drop(held);
+    let got = udp_replies(&sock, &[(1, get_reply(&first))]);
+    assert!(got[0] == get_reply(&first), "the waiting datagram's reply");
+    // `mg` over UDP too.
+    let v = value(f[2]);
+    sock.send_to(
+        &datagram(3, format!("mg {} v\r\n", key(f[2])).as_bytes()),
+        udp,
+    )
+    .expect("sent");
+    let mut want = format!("VA {}\r\n", v.len()).into_bytes();
+    want.extend_from_slice(&v);
+    want.extend_from_slice(b"\r\n");
+    assert!(udp_replies(&sock, &[(3, want.clone())])[0] == want);
+}
+
+#[test]
+fn ext_item_age_moves_idle_values_to_flash_while_ram_has_room() {
+    let (_dir, server) = flash_server("age", |c| c.flash.item_age = 60);
+    let mut c = server.connect();
+    let keys: Vec<usize> = (0..40).collect();
+    for &i in &keys {
+        let v = value(i);
+        c.send(format!("set {} 5 0 {}\r\n", key(i), v.len()).as_bytes());
+        c.send(&v);
+        c.send(b"\r\n");
+        assert_eq!(c.read_exact(8), b"STORED\r\n");
+    }
+    let store = &server.handle().shared().store;
+    let on_flash = || {
+        keys.iter()
+            .filter(|&&i| store.on_flash_only(key(i).as_bytes()))
+            .count()
+    };
+    assert_eq!(on_flash(), 0, "RAM has room: nothing evicted");
+    // Half read at 30 s: idle 31 s at 61 s, the rest 61 s.
+    server.advance_clock(30);
+    c.send(&get_line(&keys[..20]));
+    assert!(c.read_exact(get_reply(&keys[..20]).len()) == get_reply(&keys[..20]));
+    server.advance_clock(31);
+    wait_for("the idle half on flash", || on_flash() == 20);
+    for &i in &keys[20..] {
+        assert!(store.on_flash_only(key(i).as_bytes()), "key {i} idle 61 s");
+    }
+    // Each comes back byte for byte.
+    c.send(&get_line(&keys));
+    assert!(c.read_exact(get_reply(&keys).len()) == get_reply(&keys));
 }

@@ -57,6 +57,6 @@ pub use item::{Item, KEY_MAX};
 pub use reaper::Reaper;
 pub use shard::classes::{class_bound, size_class, ClassStats, MAX_CLASS};
 pub use store::{
-    default_shards, EntryView, EvictionWatch, Got, Scan, ScanCursor, Store, StoreConfig,
+    default_shards, EntryView, EvictionWatch, Got, OnFlash, Scan, ScanCursor, Store, StoreConfig,
     StoreStats, Writes, FLASH_MAINTAIN_EVERY_US,
 };

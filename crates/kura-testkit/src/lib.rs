@@ -9,13 +9,13 @@
 //! * [`servers`]: `kura server` processes of this workspace, Debian's memcached and a
 //!   private redis-server, each on a free port;
 //! * [`fake`]: servers that never answer, or answer what the test says;
-//! * [`fake`]: servers that never answer, or answer what the test says;
 //! * [`relay`]: TCP relays between a test and a server: delaying (a network stand-in on
 //!   loopback), gated (lets a budget of bytes through, then holds), holding (replies held
 //!   back until opened);
 //! * [`pki`]: a throwaway CA and certificates for TLS tests;
 //! * [`netns`]: test hosts in network namespaces, with links that can be slowed, made lossy
-//!   or cut (root, iproute2 and nftables).
+//!   or cut (root, iproute2 and nftables);
+//! * [`values`]: test values that only one key has.
 
 pub mod fake;
 pub mod memcached;
@@ -26,6 +26,7 @@ pub mod process;
 pub mod relay;
 pub mod servers;
 pub mod tools;
+pub mod values;
 
 pub use ports::free_port;
 pub use process::{addrs, ChildGuard, Proc};

@@ -15,16 +15,7 @@ use common::{ask, free_port, kura, stat, stat_str, tempdir, Server};
 
 /// The value of key `i`: 1,500 to 2,500 bytes only it has.
 fn value(i: usize) -> Vec<u8> {
-    let len = 1500 + (i * 7919) % 1000;
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    kura_testkit::values::distinct(i, 1500..2500)
 }
 
 fn key(i: usize) -> String {
@@ -191,13 +182,13 @@ fn a_flash_file_that_cannot_be_opened_stops_the_start_with_the_reason() {
             "-p",
             &free_port().to_string(),
             "-o",
-            "ext_item_age=60",
+            "ext_low_ttl=60",
         ])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("ext_item_age"), "{err}");
+    assert!(err.contains("ext_low_ttl"), "{err}");
 }
 
 #[test]

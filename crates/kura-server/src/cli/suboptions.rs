@@ -214,14 +214,7 @@ fn ext_suboption(
                 "-o {name} tunes memcached's extstore threads; kura's flash tier has reader threads (ext_threads) and a maintenance thread of its own and ignores it"
             ));
         }
-        // memcached's default is "no age limit".
-        "ext_item_age" if value == u32::MAX.to_string() => {}
-        "ext_item_age" => {
-            return Err(CliError::UnsupportedExt(
-                name.into(),
-                "kura moves a value to flash when the cache evicts it (memcached's behaviour when memory is low); it does not move idle values earlier",
-            ))
-        }
+        "ext_item_age" => f.item_age = parsed(name, value)?,
         "ext_low_ttl" if value == "0" => {}
         "ext_low_ttl" => {
             return Err(CliError::UnsupportedExt(

@@ -347,11 +347,16 @@ fn flash_tier_options_with_memcacheds_meanings() {
     assert_eq!(store.files[0], (PathBuf::from("/a/f"), 1 << 30));
     assert_eq!((store.wbuf_size, store.page_size), (8 << 20, 32 << 20));
     assert_eq!((f.threads, store.threads), (4, 4));
+    // memcached's default age: no limit.
+    assert_eq!((f.item_age, store.item_age), (u32::MAX, None));
+    let c = parse(&["--ext-path", "/a/f:1g", "-o", "ext_item_age=3600"]).unwrap();
+    let store = c.flash_config().expect("a tier");
+    assert_eq!((c.flash.item_age, store.item_age), (3600, Some(3600)));
     // Without a path there is no tier.
     assert!(parse(&[]).unwrap().flash_config().is_none());
     // Refused, each with its reason.
     for (bad, reason) in [
-        ("ext_item_age=3600", "when the cache evicts it"),
+        ("ext_item_age=-1", "invalid value"),
         ("ext_low_ttl=60", "one pool"),
         ("ext_path=/a/f", "must supply size"),
         ("ext_path=/a/f:1g:compact", "one pool"),

@@ -17,6 +17,10 @@ pub struct FlashSettings {
     pub paths: Vec<String>,
     /// Values at least this many bytes go to flash (`ext_item_size`).
     pub item_size: usize,
+    /// Entries idle (not read or written) for more than this many seconds
+    /// go to flash before the cache needs their room (`ext_item_age`);
+    /// memcached's default, 4294967295, is no age limit: only when evicted.
+    pub item_age: u32,
     /// Megabytes a page (`ext_page_size`).
     pub page_size_mb: u64,
     /// Megabytes a write buffer (`ext_wbuf_size`).
@@ -44,6 +48,7 @@ impl Default for FlashSettings {
         FlashSettings {
             paths: Vec::new(),
             item_size: 512,
+            item_age: u32::MAX,
             page_size_mb: 64,
             wbuf_size_mb: 4,
             compact_under: 0,
@@ -153,6 +158,7 @@ impl ServerConfig {
             page_size: f.page_size_mb << 20,
             wbuf_size: usize::try_from(f.wbuf_size_mb << 20).unwrap_or(usize::MAX),
             item_size: f.item_size,
+            item_age: (f.item_age != u32::MAX).then_some(f.item_age),
             compact_under: f.compact_under,
             drop_under: f.drop_under,
             max_frag: f.max_frag,

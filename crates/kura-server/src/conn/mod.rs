@@ -21,7 +21,7 @@ use crate::shared::Shared;
 use crate::stop::StopSignal;
 
 pub(crate) mod direct;
-mod park;
+pub(crate) mod park;
 mod step;
 mod stream;
 mod task;

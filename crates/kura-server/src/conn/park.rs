@@ -17,7 +17,7 @@ use crate::shared::Shared;
 
 /// Whether this server's gets wait for reads from flash in their task
 /// rather than read the device on the worker.
-pub(super) fn parks(shared: &Shared) -> bool {
+pub(crate) fn parks(shared: &Shared) -> bool {
     shared.store.flash_config().is_some()
 }
 

@@ -38,11 +38,6 @@ fn allowed_before_auth(op: u8) -> bool {
 impl Session<'_> {
     /// Answers one binary frame.
     pub fn step_binary(&mut self, frame: BinFrame<'_>) -> Step {
-        if self.park && self.parked.is_empty() && self.authenticated {
-            if let Some(parked) = self.park_binary(&frame) {
-                return parked;
-            }
-        }
         match frame {
             BinFrame::Incomplete { needed } => Step::More { needed },
             BinFrame::Close => Step::Garbage,
@@ -50,10 +45,11 @@ impl Session<'_> {
                 if !self.authenticated && !allowed_before_auth(request.opcode) {
                     return self.refuse_unauthenticated(request.opcode, request.opaque, len);
                 }
-                Step::Done {
-                    len,
-                    next: run(self, &request),
+                let next = run(self, &request);
+                if self.parked_now() {
+                    return Step::Parked;
                 }
+                Step::Done { len, next }
             }
             BinFrame::Error {
                 opcode,
@@ -228,9 +224,8 @@ fn get(
         touch: touch.map(expiry),
         ..Default::default()
     };
-    let hit = match s.prefetched(key) {
-        Some(read) => read,
-        None => s.writes().get_with(key, &opts),
+    let Some(hit) = s.lookup(key, &opts) else {
+        return;
     };
     super::get::count(s.stats, touch.is_some(), hit.is_some());
     super::inspect::fetched(s, key, hit.as_ref());

@@ -1,12 +1,17 @@
 //! Gets whose values are on the flash tier, without a worker waiting on
-//! the device. Before a retrieval runs (`get`/`gets`/`gat`/`gats`, `mg`,
-//! binary GET and its variants), [`Session::park`] looks for its keys whose
-//! values are on flash only, hands their reads to the store's reader
-//! threads and answers [`Step::Parked`]: the connection's loop (conn/task.rs)
-//! writes the replies before it, awaits the reads while its worker serves
-//! other connections, then runs the request again, which takes the values
-//! read from here ([`Session::prefetched`]) instead of the device. Nothing
-//! after it on the connection runs meanwhile, so replies keep their order.
+//! the device. A retrieval (`get`/`gets`/`gat`/`gats`, `mg`, binary GET
+//! and its variants) looks each key up with [`Session::lookup`]: one probe
+//! of the key's shard answers from RAM, or says the value is on flash only
+//! (kura-store's `Writes::get_in_ram`). Then the read is handed to the
+//! store's reader threads, the request stops where it is and its step
+//! answers [`Step::Parked`](super::Step::Parked): the connection's loop
+//! (conn/task.rs) writes the replies so far (a multi-key get's keys before
+//! that one included), awaits the reads while its worker serves other
+//! connections, then runs the request again, from the key it stopped at,
+//! taking the values read here (`Session::looked_up_again`) instead of the
+//! device. A multi-key get that stops also starts the reads of its later
+//! keys on flash, so that they go on together. Nothing after it on the
+//! connection runs meanwhile, so replies keep their order.
 //!
 //! A get that changes nothing takes the value read (the record stays on
 //! flash, recached in RAM one in `ext_recache_rate` repeated hits, as
@@ -15,13 +20,11 @@
 //! thread first, as the blocking path did, and then runs on RAM. A read the
 //! queue refused, or a damaged record, is a miss (`miss_from_extstore`).
 //! The worker's readiness loop (conn/direct/) moves a connection whose
-//! request parks to a task, reads under way and all; UDP reads as before.
+//! request parks to a task, reads under way and all.
 
-use kura_proto::binary::{BinFrame, Command};
-use kura_proto::{Frame, Request};
-use kura_store::{FlashRead, Hit};
+use kura_store::{FlashRead, GetOptions, Hit, OnFlash};
 
-use super::{Session, Step};
+use super::Session;
 
 /// One key's read from flash, started before its request runs.
 pub struct Parked {
@@ -40,57 +43,122 @@ enum Fetch {
     InRam,
 }
 
+/// The reads the request under way waits for or took its values from,
+/// and where its run stopped to wait.
+#[derive(Default)]
+pub struct Parking {
+    reads: Vec<Parked>,
+    /// The key (its index in the request) the run stopped at: keys before
+    /// it are answered already, their replies in the output.
+    resume: usize,
+    /// A lookup just parked: the step answers [`Step::Parked`].
+    waiting: bool,
+}
+
 impl Session<'_> {
-    /// Starts the flash reads `frame`'s retrieval needs, if any: then the
-    /// request waits for them ([`Step::Parked`]) before it runs.
-    pub(super) fn park_text(&mut self, frame: &Frame<'_>) -> Option<Step> {
-        let Frame::Request { request, .. } = frame else {
-            return None;
-        };
-        match request {
-            Request::Get(g) => {
-                for key in g.keys() {
-                    self.park_key(key, g.touch.is_some());
-                }
-            }
-            // `mg` keeps its stale-token semantics: RAM's entry answers.
-            Request::MetaGet(m) => self.park_key(&m.key.bytes, true),
-            _ => {}
+    /// `key`'s value as the request's get answers it: looked up, or, when
+    /// the request runs again after its reads, the value read. `None` when
+    /// `key` is on flash only: its read is started and the request waits
+    /// ([`Session::parked_now`]); the caller stops there. (Always inlined:
+    /// a get without a flash tier costs what `get_with` does.)
+    #[inline(always)]
+    pub(super) fn lookup(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
+        if !self.parked.reads.is_empty() {
+            return Some(self.looked_up_again(key, opts));
         }
-        (!self.parked.is_empty()).then_some(Step::Parked)
+        // Without a flash tier the store never answers `OnFlash`: one path
+        // for both.
+        match self.writes().get_in_ram(key, opts) {
+            Ok(hit) => Some(hit),
+            Err(OnFlash) => self.on_flash(key, opts),
+        }
     }
 
-    /// [`Session::park_text`] for a binary frame.
-    pub(super) fn park_binary(&mut self, frame: &BinFrame<'_>) -> Option<Step> {
-        if let BinFrame::Request { request, .. } = frame {
-            if let Command::Get { key, touch, .. } = &request.command {
-                self.park_key(key, touch.is_some());
-            }
+    /// `key` is on flash only: its read starts and the request waits
+    /// (`None`); or, for a session that does not wait (`park` off), it is
+    /// read here.
+    #[cold]
+    #[inline(never)]
+    fn on_flash(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
+        if !self.park {
+            return Some(self.writes().get_with(key, opts));
         }
-        (!self.parked.is_empty()).then_some(Step::Parked)
+        self.start_read(key, *opts != GetOptions::default());
+        self.parked.waiting = true;
+        None
     }
 
-    fn park_key(&mut self, key: &[u8], for_change: bool) {
-        let store = &self.shared.store;
-        if !store.on_flash_only(key) || self.parked.iter().any(|p| p.key == key) {
+    /// The answer for `key` of a request run again after its reads: the
+    /// value read, else the store's (back in RAM; or, for a key not read
+    /// then because it moved to flash meanwhile, read here, as without
+    /// parking).
+    #[cold]
+    #[inline(never)]
+    fn looked_up_again(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
+        match self
+            .parked
+            .reads
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| &p.fetch)
+        {
+            Some(Fetch::Done(hit)) => hit.clone(),
+            _ => self.writes().get_with(key, opts),
+        }
+    }
+
+    /// Whether a lookup of this step parked (then the step is
+    /// [`Step::Parked`]).
+    #[inline]
+    pub(super) fn parked_now(&self) -> bool {
+        self.parked.waiting
+    }
+
+    /// The key a multi-key get runs again from.
+    pub(super) fn resume_at(&self) -> usize {
+        self.parked.resume
+    }
+
+    /// A multi-key get parked at its key `at`: the rest of its `keys` on
+    /// flash are read meanwhile too, and it runs again from `at`.
+    #[cold]
+    pub(super) fn park_rest<'k>(
+        &mut self,
+        at: usize,
+        keys: impl Iterator<Item = &'k [u8]>,
+        for_change: bool,
+    ) {
+        self.parked.resume = at;
+        for key in keys {
+            if self.shared.store.on_flash_only(key) {
+                self.start_read(key, for_change);
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_read(&mut self, key: &[u8], for_change: bool) {
+        if self.parked.reads.iter().any(|p| p.key == key) {
             return;
         }
-        let fetch = match store.read_later(key, for_change) {
+        let fetch = match self.shared.store.read_later(key, for_change) {
             Some(read) => Fetch::Reading(read),
             // The read queue is full: a miss.
             None => Fetch::Done(None),
         };
-        self.parked.push(Parked {
+        self.parked.reads.push(Parked {
             key: key.to_vec(),
             for_change,
             fetch,
         });
     }
 
-    /// Waits for the reads [`Session::park_text`] started (the connection's
+    /// Waits for the reads [`Session::lookup`] started (the connection's
     /// other work waits; its worker's other connections do not).
     pub async fn unpark(&mut self) {
-        for p in &mut self.parked {
+        self.parked.waiting = false;
+        for p in &mut self.parked.reads {
             if let Fetch::Reading(read) = &mut p.fetch {
                 let hit = read.await;
                 p.fetch = match hit {
@@ -103,31 +171,11 @@ impl Session<'_> {
 
     /// Whether reads were started for the request at the front.
     pub fn is_parked(&self) -> bool {
-        !self.parked.is_empty()
+        !self.parked.reads.is_empty()
     }
 
     /// The request that waited has run: its reads are done with.
     pub fn parked_done(&mut self) {
-        self.parked.clear();
-    }
-
-    /// What a read from flash answered for `key`, for the request that
-    /// waited for it: `None` when the store is to be asked (no read, or the
-    /// record is back in RAM).
-    #[inline]
-    pub(super) fn prefetched(&self, key: &[u8]) -> Option<Option<Hit>> {
-        if self.parked.is_empty() {
-            return None;
-        }
-        self.prefetched_slow(key)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn prefetched_slow(&self, key: &[u8]) -> Option<Option<Hit>> {
-        match &self.parked.iter().find(|p| p.key == key)?.fetch {
-            Fetch::Done(hit) => Some(hit.clone()),
-            Fetch::InRam | Fetch::Reading(_) => None,
-        }
+        self.parked = Parking::default();
     }
 }

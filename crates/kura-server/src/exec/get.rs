@@ -27,23 +27,48 @@ pub(super) fn run(s: &mut Session<'_>, g: &Get<'_>) {
         touch: g.touch.map(expiry),
         ..Default::default()
     };
+    let resume = s.resume_at();
+    if resume > 0 {
+        return run_from(s, g, &opts, resume);
+    }
     for (i, key) in g.keys().enumerate() {
         // Over UDP memcached answers each key in a message of its own (the
         // last with `END`).
         if i > 0 {
             s.out.end_message();
         }
-        one(s, key, &opts, g.cas);
+        if !one(s, key, &opts, g.cas) {
+            s.park_rest(i, g.keys().skip(i + 1), opts.touch.is_some());
+            return;
+        }
     }
     s.out.extend_from_slice(reply::END);
 }
 
-/// One key of a retrieval: its `VALUE` block on a hit.
-pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) {
+/// [`run`] again after waiting for flash: from the key it stopped at
+/// (`resume`), whose message is begun already.
+#[cold]
+#[inline(never)]
+fn run_from(s: &mut Session<'_>, g: &Get<'_>, opts: &GetOptions, resume: usize) {
+    for (i, key) in g.keys().enumerate().skip(resume) {
+        if i > resume {
+            s.out.end_message();
+        }
+        if !one(s, key, opts, g.cas) {
+            s.park_rest(i, g.keys().skip(i + 1), opts.touch.is_some());
+            return;
+        }
+    }
+    s.out.extend_from_slice(reply::END);
+}
+
+/// One key of a retrieval: its `VALUE` block on a hit. False when the
+/// key is on flash: the request waits for its read ([`Session::lookup`]).
+pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: bool) -> bool {
     let fresh = super::track::before_read(s, key);
-    let hit = match s.prefetched(key) {
-        Some(read) => read,
-        None => s.writes().get_with(key, opts),
+    let Some(hit) = s.lookup(key, opts) else {
+        super::track::after_read(s, key, fresh, false);
+        return false;
     };
     super::track::after_read(s, key, fresh, hit.is_some());
     count(s.stats, opts.touch.is_some(), hit.is_some());
@@ -60,4 +85,5 @@ pub(super) fn one(s: &mut Session<'_>, key: &[u8], opts: &GetOptions, with_cas: 
         s.out.push_value(&hit.item);
         s.out.extend_from_slice(b"\r\n");
     }
+    true
 }

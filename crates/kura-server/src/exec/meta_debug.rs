@@ -9,12 +9,17 @@ use super::Session;
 use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaDebug<'_>) {
-    incr(&s.stats.cmd_meta);
     let opts = GetOptions {
         no_bump: true,
         ..Default::default()
     };
-    let Some(hit) = s.writes().get_with(&m.key.bytes, &opts) else {
+    // A value on flash is read by the tier's reader threads (back into
+    // RAM) while the request waits (exec/flash.rs).
+    let Some(hit) = s.lookup(&m.key.bytes, &opts) else {
+        return;
+    };
+    incr(&s.stats.cmd_meta);
+    let Some(hit) = hit else {
         s.out.extend_from_slice(reply::EN);
         return;
     };

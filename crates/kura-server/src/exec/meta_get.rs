@@ -13,7 +13,6 @@ use crate::metrics::incr;
 
 pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     let f = &m.flags;
-    incr(&s.stats.cmd_meta);
     let (t_at, n_at, r_at) = (
         flag_position(f, b'T'),
         flag_position(f, b'N'),
@@ -34,10 +33,12 @@ pub(super) fn run(s: &mut Session<'_>, m: &MetaGet<'_>) {
     };
     let touching = opts.touch.is_some();
     let fresh = super::track::before_read(s, &m.key.bytes);
-    let hit = match s.prefetched(&m.key.bytes) {
-        Some(read) => read,
-        None => s.writes().get_with(&m.key.bytes, &opts),
+    let Some(hit) = s.lookup(&m.key.bytes, &opts) else {
+        // On flash: it runs again once read.
+        super::track::after_read(s, &m.key.bytes, fresh, false);
+        return;
     };
+    incr(&s.stats.cmd_meta);
     super::track::after_read(s, &m.key.bytes, fresh, hit.is_some());
     super::inspect::fetched(s, &m.key.bytes, hit.as_ref());
     let st = s.stats;

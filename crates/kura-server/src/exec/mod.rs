@@ -106,7 +106,7 @@ pub struct Session<'a> {
     /// with a flash tier.
     pub park: bool,
     /// The reads the request under way waits for, or took its values from.
-    parked: Vec<flash::Parked>,
+    parked: flash::Parking,
 }
 
 /// A [`Session`]'s own state, detached from the server it ran on.
@@ -120,7 +120,7 @@ pub struct Detached {
     stream: Option<Box<crate::inspect::Stream>>,
     cfd: i64,
     report: Report,
-    parked: Vec<flash::Parked>,
+    parked: flash::Parking,
 }
 
 impl Detached {
@@ -163,7 +163,7 @@ impl<'a> Session<'a> {
             now: shared.store.now(),
             report: Report::batched(),
             park: false,
-            parked: Vec::new(),
+            parked: flash::Parking::default(),
         }
     }
 
@@ -205,11 +205,6 @@ impl<'a> Session<'a> {
     /// Answers one frame: runs a request, or appends the error reply of a
     /// bad one (unless it was quiet) and says what payload to skip.
     pub fn step(&mut self, frame: &Frame<'_>) -> Step {
-        if self.park && self.parked.is_empty() && self.authenticated {
-            if let Some(parked) = self.park_text(frame) {
-                return parked;
-            }
-        }
         // Taken and matched by reference: moving the frame or the request
         // out of it copied it whole (a memcpy a request).
         match frame {
@@ -224,10 +219,13 @@ impl<'a> Session<'a> {
                     next: Next::Continue,
                 }
             }
-            Frame::Request { request, len } => Step::Done {
-                len: *len,
-                next: self.execute(request),
-            },
+            Frame::Request { request, len } => {
+                let next = self.execute(request);
+                if self.parked_now() {
+                    return Step::Parked;
+                }
+                Step::Done { len: *len, next }
+            }
             &Frame::Error {
                 ref error,
                 len,

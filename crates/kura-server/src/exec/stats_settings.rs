@@ -121,7 +121,7 @@ fn ext_settings(o: &mut Vec<u8>, shared: &crate::shared::Shared) {
         (r.compact_under, r.drop_under)
     });
     reply::stat(o, "ext_item_size", f.item_size);
-    reply::stat(o, "ext_item_age", u32::MAX);
+    reply::stat(o, "ext_item_age", f.item_age);
     reply::stat(o, "ext_low_ttl", 0);
     reply::stat(o, "ext_recache_rate", f.recache_rate);
     reply::stat(o, "ext_wbuf_size", f.wbuf_size_mb << 20);

@@ -129,9 +129,14 @@ fn get_keys(s: &mut Session<'_>, g: &kura_proto::Get<'_>) {
         ..Default::default()
     };
     let mut buf = Vec::new();
-    for key in g.keys() {
+    // Run again after waiting for flash, it goes on from the key it
+    // stopped at.
+    for (i, key) in g.keys().enumerate().skip(s.resume_at()) {
         let Some((t, rest)) = s.keyspace.tables().route(key) else {
-            get::one(s, key, &opts, g.cas);
+            if !get::one(s, key, &opts, g.cas) {
+                s.park_rest(i, g.keys().skip(i + 1), g.touch.is_some());
+                return;
+            }
             continue;
         };
         let cas = g.cas.then_some(0);

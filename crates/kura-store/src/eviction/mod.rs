@@ -24,6 +24,7 @@ mod lru;
 mod s3fifo;
 mod sieve;
 mod sketch;
+mod slots;
 mod tinylfu;
 mod vec_entries;
 
@@ -53,11 +54,6 @@ pub trait Entries {
     fn positions(&self) -> usize;
     /// The entry at index position `pos`, if one is there.
     fn at(&self, pos: usize) -> Option<u32>;
-    /// Whether `id` is a linked entry whose key hash has `low` for its low
-    /// 32 bits. Asked of ids that may be stale (the entry gone, its block
-    /// freed and maybe reused): answered from the index alone, never by
-    /// reading at `id`.
-    fn holds(&self, id: u32, low: u32) -> bool;
 }
 
 /// The contract between a shard and its eviction order.
@@ -167,13 +163,14 @@ impl EvictionKind {
     pub fn entry_bytes(self) -> usize {
         match self {
             EvictionKind::Lru | EvictionKind::Sieve => 0,
-            // Its share of the ghost queue (about 1.44 fingerprints, at 4-5
-            // bytes in its queue and 4.6-6.4 in its set) and of the small
-            // queue's ring (8-byte ids for a tenth of the entries, with the
-            // ring's slack): 15.0 to 18.5 measured, depending on where the
-            // entry count falls in the tables' growth (tests/policy_memory.rs
-            // with capacities of 14 to 19 MB).
-            EvictionKind::S3Fifo => 19,
+            // Its share of the ghost (about 1.44 fingerprints, at 4.6-6.4
+            // bytes in its one table) and of the small queue's ring (4-byte
+            // ids for a tenth of the entries, with the ring's slack): 8.1
+            // to 10.2 measured, depending on where the entry count falls in
+            // the tables' growth (tests/policy_memory.rs with capacities of
+            // 14 to 19 MB). It was 19 (15.0 to 18.5) with 8-byte ids and a
+            // ghost of a queue and a set.
+            EvictionKind::S3Fifo => 11,
             // Up to 16 sketch bytes and 2 doorkeeper bytes.
             EvictionKind::TinyLfu => 18,
         }

@@ -5,12 +5,15 @@
 //! A key that comes back while its ghost is remembered goes straight to
 //! the main queue. Reads only bump a two-bit counter in the entry's byte.
 //!
-//! The small queue is a FIFO of ids outside the entries (8 bytes for each
+//! The small queue is a FIFO of ids outside the entries (4 bytes for each
 //! of its entries). An entry deleted or replaced while in it leaves its id
-//! behind; every id carries the low 32 bits of its key's hash, and is
-//! trusted only if the index still holds that id under that hash, so a
-//! stale id is skipped without reading its block, which may be free or
-//! another entry's by then.
+//! behind, and the id is counted stale, in a table of stale ids; its block
+//! may be free or another entry's by the time it comes to the front, even
+//! an entry of the small queue with a later id in the ring. An id comes to
+//! the front before any later copy of it, so the front's id is stale
+//! exactly when the table counts that id: it is skipped, the count
+//! lowered, without reading its block. (An id carried its key hash's low
+//! half before, to be checked against the index: 8 bytes, not 4.)
 //!
 //! The main queue is a CLOCK whose hand walks the index's positions (hash
 //! order): an entry whose counter is not zero when the hand reaches it has
@@ -27,6 +30,7 @@ use std::sync::atomic::Ordering;
 
 use super::ghost::Ghost;
 use super::list::NIL;
+use super::slots::Slots;
 use super::{fingerprint, push_back_sparing, Entries, EvictionPolicy};
 
 /// The small queue's share of the entries, in percent.
@@ -63,9 +67,11 @@ const STAMP: u8 = !0 << STAMP_SHIFT;
 /// S3-FIFO eviction.
 #[derive(Debug)]
 pub struct S3Fifo {
-    /// The small queue's ids, oldest first, with their hashes' low halves;
-    /// some stale.
-    small: VecDeque<(u32, u32)>,
+    /// The small queue's ids, oldest first; some stale.
+    small: VecDeque<u32>,
+    /// The stale ids in `small`, each once for every stale copy (stored
+    /// plus one: the table holds no 0).
+    stale: Slots,
     /// Live entries in the small queue (with an id in the ring or cold),
     /// the cold ones among them, and live entries in the main queue.
     small_len: usize,
@@ -93,6 +99,7 @@ impl Default for S3Fifo {
     fn default() -> Self {
         S3Fifo {
             small: VecDeque::new(),
+            stale: Slots::new(0),
             small_len: 0,
             cold_len: 0,
             main_len: 0,
@@ -115,12 +122,10 @@ fn set_byte<E: Entries>(e: &E, id: u32, b: u8) {
     e.byte(id).store(b, Ordering::Relaxed);
 }
 
-/// Whether the ring's id `id` (with `low`, its hash's low half) is a live
-/// entry of the small queue with its id in the ring: the index must hold
-/// it under that hash before its byte may be read (a stale id's block may
-/// be free or another's).
-fn in_ring<E: Entries>(e: &E, id: u32, low: u32) -> bool {
-    e.holds(id, low) && byte(e, id) & (MAIN | STAMP) == 0
+/// Whether `id`, a live entry, is in the small queue with its id in the
+/// ring.
+fn ringed<E: Entries>(e: &E, id: u32) -> bool {
+    byte(e, id) & (MAIN | STAMP) == 0
 }
 
 impl S3Fifo {
@@ -157,19 +162,56 @@ impl S3Fifo {
 
     /// Adds an id at the ring's back (sparing: when few entries are read
     /// twice it holds an id for most entries of the cache).
-    fn ring_push(&mut self, id: u32, low: u32) {
-        push_back_sparing(&mut self.small, (id, low));
+    fn ring_push(&mut self, id: u32) {
+        push_back_sparing(&mut self.small, id);
+    }
+
+    /// Takes a stale copy of `id` off the count, if it has one.
+    fn take_stale(&mut self, id: u32) -> bool {
+        let Some(i) = self.stale.find(id.wrapping_add(1)) else {
+            return false;
+        };
+        self.stale.remove_at(i);
+        true
     }
 
     /// The oldest entry with an id in the ring, dropping stale ids.
     fn ring_front<E: Entries>(&mut self, e: &E) -> Option<u32> {
-        while let Some(&(id, low)) = self.small.front() {
-            if in_ring(e, id, low) {
+        while let Some(&id) = self.small.front() {
+            if !self.take_stale(id) {
+                debug_assert!(ringed(e, id), "{id} at the ring's front, not in it");
                 return Some(id);
             }
             self.small.pop_front();
         }
         None
+    }
+
+    /// Entry `id`, with its id in the ring, leaves it (it is removed or
+    /// replaced): off the front if it is there, else counted stale.
+    fn leave_ring(&mut self, id: u32) {
+        if self.small.front() == Some(&id) && self.stale.find(id.wrapping_add(1)).is_none() {
+            self.small.pop_front();
+        } else {
+            self.stale.insert(id.wrapping_add(1));
+        }
+    }
+
+    /// Drops every stale id from the ring: of each id's copies, the stale
+    /// ones are the first.
+    fn drop_stale(&mut self) {
+        let mut stale = std::mem::take(&mut self.stale);
+        self.small
+            .retain(|&id| match stale.find(id.wrapping_add(1)) {
+                Some(i) => {
+                    stale.remove_at(i);
+                    false
+                }
+                None => true,
+            });
+        debug_assert_eq!(stale.len(), 0, "stale ids not in the ring");
+        stale.clear();
+        self.stale = stale;
     }
 
     /// Keeps the ring's ids to the small queue's share until the first
@@ -193,7 +235,7 @@ impl S3Fifo {
         }
         let ringed = self.small_len - self.cold_len;
         if self.small.len() > 2 * (ringed + target) + 64 {
-            self.small.retain(|&(id, low)| in_ring(e, id, low));
+            self.drop_stale();
         }
         if self.small.capacity() > 4 * self.small.len().max(64) {
             self.small.shrink_to(2 * self.small.len().max(64));
@@ -274,7 +316,7 @@ impl EvictionPolicy for S3Fifo {
             return;
         }
         set_byte(e, id, 0);
-        self.ring_push(id, hash as u32);
+        self.ring_push(id);
         self.small_len += 1;
         self.trim_ring(e);
     }
@@ -296,14 +338,16 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn remove<E: Entries>(&mut self, e: &mut E, id: u32, hash: u64) {
-        // Its id stays in the ring, if it has one, until it comes round (by
-        // then the index no longer holds it, or its byte says it is not
-        // tracked).
+        // Its id leaves the ring's front, or stays in the ring, counted
+        // stale, until it comes round.
         let b = byte(e, id);
         set_byte(e, id, UNTRACKED);
         if b & MAIN != 0 {
             self.main_len -= 1;
         } else {
+            if b & STAMP == 0 {
+                self.leave_ring(id);
+            }
             self.small_len -= 1;
             if b & STAMP == COLD {
                 self.cold_len -= 1;
@@ -327,7 +371,8 @@ impl EvictionPolicy for S3Fifo {
         set_byte(e, new, b);
         set_byte(e, old, UNTRACKED);
         if b & (MAIN | STAMP) == 0 {
-            self.ring_push(new, e.hash(new) as u32);
+            self.leave_ring(old);
+            self.ring_push(new);
             self.trim_ring(e);
         }
         if self.pending == old {
@@ -368,7 +413,7 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn outside_bytes(&self) -> usize {
-        self.small.capacity() * std::mem::size_of::<(u32, u32)>() + self.ghost.bytes()
+        self.small.capacity() * std::mem::size_of::<u32>() + self.stale.bytes() + self.ghost.bytes()
     }
 }
 
@@ -500,7 +545,7 @@ mod tests {
         // version has another id, the old ones go stale in the ring.
         let h = |i: u32| u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let (mut s, mut e) = filled(100, h);
-        let key = *s.small.back().map(|(id, _)| id).unwrap();
+        let key = *s.small.back().unwrap();
         let (mut cur, mut other) = (key, 10_000);
         for _ in 0..crate::testing::size(10_000, 300) {
             e.relink(cur, other, h(key));
@@ -509,7 +554,7 @@ mod tests {
             assert!(s.small.len() <= 2 * 20 + 64 + 1, "{} ids", s.small.len());
         }
         // The key's latest version is still the one the ring holds.
-        assert!(s.small.iter().any(|&(id, _)| id == cur));
+        assert!(s.small.iter().any(|&id| id == cur));
         assert_eq!(drain(&mut s, &mut e).len(), 100);
     }
 

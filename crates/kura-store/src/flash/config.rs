@@ -15,6 +15,11 @@ pub struct FlashConfig {
     pub wbuf_size: usize,
     /// Values at least this long go to flash (`ext_item_size`, 512).
     pub item_size: usize,
+    /// Entries not read or written for more than this many seconds go to
+    /// flash before the cache needs their room (`ext_item_age`; `None`,
+    /// memcached's default: only when evicted). A background walk of the
+    /// shards looks for them, a slice of each shard every 200 ms.
+    pub item_age: Option<u32>,
     /// Reader threads (`ext_threads`, 1).
     pub threads: usize,
     /// Compact when fewer pages than this are free (`ext_compact_under`;
@@ -51,6 +56,14 @@ pub struct FlashConfig {
     /// Reads at most waiting for a reader thread ([`FlashRead`]); a read
     /// asked while they are all waiting is a miss (kura's; default 1024).
     pub read_queue: usize,
+    /// Write every value a set stores to flash at once as well, not only
+    /// when RAM evicts it (kura's; default false; kura http's
+    /// `disk_cache_all`): a key is then in RAM and on flash, the record a
+    /// copy of RAM's version. Any change to the entry forgets the copy
+    /// before the change is visible; an eviction keeps it instead of
+    /// writing the value again. With [`persist`](Self::persist), a crash
+    /// keeps what RAM held too.
+    pub write_through: bool,
 }
 
 impl Default for FlashConfig {
@@ -60,6 +73,7 @@ impl Default for FlashConfig {
             page_size: 64 << 20,
             wbuf_size: 4 << 20,
             item_size: 512,
+            item_age: None,
             threads: 1,
             compact_under: 0,
             drop_under: 0,
@@ -71,6 +85,7 @@ impl Default for FlashConfig {
             write_queue: 4,
             persist: false,
             read_queue: 1024,
+            write_through: false,
         }
     }
 }

@@ -3,7 +3,16 @@
 //! without reading the device (deadline, hits). Kept under the shard's
 //! lock, beside its index of RAM entries: a key is in one or the other,
 //! never both (a new entry for a key forgets its flash record, and a
-//! record read back into RAM leaves this map).
+//! record read back into RAM leaves this map) — unless the tier writes
+//! through ([`FlashConfig::write_through`]): then a key in RAM may also
+//! have a record here, a copy of RAM's version of it. Every change to the
+//! RAM entry (a new version, a delete, a new deadline or CAS, an
+//! invalidation) forgets the copy first, under the same lock
+//! ([`ShardFlash::drop_copy`]); an eviction keeps it as the key's record
+//! ([`ShardFlash::take_copy`]) rather than writing the value again, and a
+//! record read back into RAM stays as its copy.
+//!
+//! [`FlashConfig::write_through`]: super::FlashConfig::write_through
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -62,6 +71,9 @@ impl Hasher for HashIsKey {
 pub(crate) struct ShardFlash {
     pub(crate) tier: Arc<Tier>,
     pub(crate) map: HashMap<u64, Loc, BuildHasherDefault<HashIsKey>>,
+    /// Where the shard's next walk for idle entries (`ext_item_age`)
+    /// starts: an index position.
+    pub(crate) idle_at: usize,
 }
 
 impl ShardFlash {
@@ -69,6 +81,7 @@ impl ShardFlash {
         ShardFlash {
             tier,
             map: HashMap::default(),
+            idle_at: 0,
         }
     }
 
@@ -91,6 +104,38 @@ impl ShardFlash {
         if self.map.get(&hash).is_some_and(|l| l.same(loc)) {
             self.forget(hash);
         }
+    }
+
+    /// Whether the tier keeps copies of RAM's entries.
+    #[inline]
+    pub(crate) fn copies(&self) -> bool {
+        self.tier.config.write_through
+    }
+
+    /// Forgets the copy of the key hashing to `hash`, if the tier keeps
+    /// copies: the RAM entry is about to change.
+    #[inline]
+    pub(crate) fn drop_copy(&mut self, hash: u64) {
+        if self.copies() {
+            self.forget(hash);
+        }
+    }
+
+    /// Takes the copy of the key hashing to `hash` out of the map without
+    /// releasing it, if the tier keeps copies and the record is still on
+    /// its page: the record stands for the entry as RAM lets it go (put it
+    /// back with [`ShardFlash::insert`]). A record of another key of the
+    /// same hash is taken too: reads check the key, so that is a miss.
+    pub(crate) fn take_copy(&mut self, hash: u64) -> Option<Loc> {
+        if !self.copies() {
+            return None;
+        }
+        let loc = self.map.remove(&hash)?;
+        if self.tier.holds(&loc) {
+            return Some(loc);
+        }
+        self.tier.release(&loc);
+        None
     }
 
     /// Forgets every record (a flush).

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 mod persist;
+mod write_through;
 
 use crate::{
     ArithOutcome, ArithRequest, Expiry, FlashConfig, SetMode, SetOutcome, SetRequest, Store,
@@ -381,4 +382,31 @@ fn concurrent_writers_never_read_another_version_through_compactions() {
         st.objects_read > 0 && st.page_evictions + st.page_reclaims > 0,
         "{st:?}"
     );
+}
+
+#[test]
+fn entries_idle_longer_than_item_age_move_to_flash_before_ram_is_full() {
+    let moved = |item_age: Option<u32>| {
+        let f = TempFile::new("item-age");
+        let s = store(&f, 8, |c| c.item_age = item_age);
+        let n = 200; // about 260 KiB of values: RAM holds them all
+        fill(&s, n, 1);
+        s.clock().advance(30);
+        // Read at 30 s: idle 40 s at 70 s; the rest, written at 0, 70 s.
+        assert_eq!(check(&s, n / 2, 1), n / 2);
+        s.clock().advance(40);
+        // Bounded: 64 rounds walk 64 Ki index positions of each shard.
+        for _ in 0..64 {
+            s.flash_maintain();
+        }
+        s.flash_sync();
+        let on_flash =
+            |keys: std::ops::Range<usize>| keys.filter(|&i| s.on_flash_only(&key(i))).count();
+        let moved = (on_flash(0..n / 2), on_flash(n / 2..n));
+        assert_eq!(check(&s, n, 1), n, "every value still there");
+        moved
+    };
+    // Values under 256 bytes stay in RAM: none here.
+    assert_eq!(moved(Some(60)), (0, 100), "only those idle > 60 s move");
+    assert_eq!(moved(None), (0, 0), "memcached's default: no age limit");
 }

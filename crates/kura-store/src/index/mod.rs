@@ -96,13 +96,6 @@ impl Index {
         }
     }
 
-    /// Whether `off` is in the index under a hash whose low 32 bits are
-    /// `low`: true only for the offset of a linked entry's block.
-    #[inline]
-    pub(crate) fn holds(&self, low: u32, off: u32) -> bool {
-        self.find(u64::from(low), |o| o == off).is_some()
-    }
-
     /// A count that changes whenever entries may have changed position
     /// (see [`at`](Self::at)).
     pub(crate) fn moves(&self) -> u64 {

@@ -355,6 +355,7 @@ impl Table {
 
     /// As [`find`](Self::find), with each candidate's position (as
     /// [`at`](Self::at) numbers them) given to `eq` with its offset.
+    #[inline]
     pub(super) fn find_where(
         &self,
         hash: u64,

@@ -26,8 +26,10 @@ impl Shard {
         }
     }
 
-    /// Unlinks the entry at `off` (whose key hashes to `hash`).
+    /// Unlinks the entry at `off` (whose key hashes to `hash`), and
+    /// forgets its copy on flash if the tier keeps one.
     pub(crate) fn unlink(&mut self, hash: u64, off: u32) {
+        self.drop_copy(hash);
         let (arena, hasher) = (&self.arena, &self.hasher);
         self.index
             .remove(hash, off, |o| hasher.hash_one(meta(arena, o).key()));
@@ -72,6 +74,10 @@ impl Shard {
         marks: u8,
         now: u32,
     ) -> u32 {
+        if old.is_some() {
+            // The old version's copy on flash goes before the new is linked.
+            self.drop_copy(hash);
+        }
         let off = self.adopt(item);
         self.stamp(off, exptime, cas, marks, now);
         let (arena, hasher) = (&self.arena, &self.hasher);
@@ -97,6 +103,16 @@ impl Shard {
         self.used -= self.charge(self.arena.units(old));
         self.retire(old);
         off
+    }
+
+    /// Forgets the flash copy of the key hashing to `hash`, when the tier
+    /// keeps copies of RAM's entries (`flash/index.rs`): its entry is about
+    /// to change.
+    #[inline]
+    pub(crate) fn drop_copy(&mut self, hash: u64) {
+        if let Some(f) = self.flash.as_deref_mut() {
+            f.drop_copy(hash);
+        }
     }
 
     /// Lets go of the entry at `off`, already out of the index and the
@@ -138,6 +154,7 @@ impl Shard {
             return false;
         }
         let old_flags = m.flags();
+        self.drop_copy(hash);
         // SAFETY: as above; `off` is linked under this key and the lock is
         // held exclusively.
         if !unsafe { c.rewrite(self.arena.ptr(off), self.arena.units(off)) } {
@@ -171,6 +188,7 @@ impl Shard {
         exptime: u32,
         now: u32,
     ) -> Option<u32> {
+        self.drop_copy(hash);
         let m = meta(&self.arena, off);
         let off = if exptime != 0 && !m.has_deadline() {
             self.relocate(hash, off, now, true, m.has_wide_cas())?
@@ -185,6 +203,7 @@ impl Shard {
     /// `hash`), moving it to a block with room for an 8-byte one if it
     /// needs that: as [`Shard::set_exptime`].
     pub(crate) fn set_cas(&mut self, hash: u64, off: u32, cas: u64, now: u32) -> Option<u32> {
+        self.drop_copy(hash);
         let m = meta(&self.arena, off);
         let off = if m.fits_cas(cas) {
             off

@@ -96,9 +96,6 @@ impl Entries for Blocks<'_> {
     fn at(&self, pos: usize) -> Option<u32> {
         self.index.at(pos)
     }
-    fn holds(&self, id: u32, low: u32) -> bool {
-        self.index.holds(low, id)
-    }
 }
 
 pub(crate) mod classes;

@@ -3,6 +3,7 @@
 //! reclaiming flushed and expired entries, evicting the policy's victims, or clearing
 //! a run of neighbours when free space is too scattered.
 
+use std::ops::Range;
 use std::ptr::NonNull;
 
 use crate::arena::{Arena, UNIT};
@@ -268,16 +269,54 @@ impl Shard {
             // entry needs no record (its deadline is logged).
             evicted.push(m.handle());
         }
-        let spilled = match &self.flash {
-            Some(f) if !expired => spill(f, m),
-            _ => None,
-        };
         let hash = self.hash_of(off);
+        let spilled = match self.flash.is_some() && !expired {
+            true => self.record_for_flash(hash, off),
+            false => None,
+        };
         self.unlink(hash, off);
         if let (Some(loc), Some(f)) = (spilled, self.flash.as_deref_mut()) {
             f.insert(hash, loc);
         }
         true
+    }
+
+    /// The flash record for the entry at `off` as RAM lets it go: its copy
+    /// if the tier keeps one (taken out of the map, to be put back after
+    /// the unlink), else its value written now; `None` when the tier does
+    /// not take it.
+    #[cold]
+    #[inline(never)]
+    fn record_for_flash(&mut self, hash: u64, off: u32) -> Option<crate::flash::index::Loc> {
+        use crate::item::{STALE, TOKEN_SENT};
+        let m = meta(&self.arena, off);
+        let f = self.flash.as_deref_mut()?;
+        if m.marks() & (STALE | TOKEN_SENT) == 0 {
+            if let Some(loc) = f.take_copy(hash) {
+                return Some(crate::flash::index::Loc {
+                    last_access: m.last_access(),
+                    ..loc
+                });
+            }
+        }
+        spill(f, m)
+    }
+
+    /// Writes the entry for `key` (just stored) to flash as a copy, when
+    /// the tier keeps copies of RAM's entries and takes this one.
+    pub(crate) fn copy_to_flash(&mut self, hash: u64, key: &[u8]) {
+        if !self.flash.as_deref().is_some_and(|f| f.copies()) {
+            return;
+        }
+        let Some(off) = self.find(hash, key) else {
+            return;
+        };
+        let m = meta(&self.arena, off);
+        if let Some(f) = self.flash.as_deref_mut() {
+            if let Some(loc) = spill(f, m) {
+                f.insert(hash, loc);
+            }
+        }
     }
 
     /// When free space is too scattered for a block of `units`: evicts the
@@ -326,34 +365,61 @@ impl Shard {
 }
 
 impl Shard {
-    /// Moves every live entry the flash tier takes (see [`spill`]) out of
-    /// RAM to flash, as an eviction would: how many. Entries it does not
-    /// take stay.
-    pub(crate) fn spill_all(&mut self, now: u32) -> usize {
-        let offs: Vec<u32> = (0..self.index.positions())
+    /// Moves to flash the entries at index positions `positions` not read
+    /// or written for more than `age` seconds (memcached's
+    /// `ext_item_age`), each as [`Shard::spill_one`] does: how many.
+    pub(crate) fn spill_idle(&mut self, positions: Range<usize>, now: u32, age: u32) -> usize {
+        let end = positions.end.min(self.index.positions());
+        let idle: Vec<(u64, u32)> = (positions.start..end)
             .filter_map(|pos| self.index.at(pos))
+            .filter(|&off| {
+                let m = meta(&self.arena, off);
+                m.marks() & LINKED != 0 && now.saturating_sub(m.last_access()) > age
+            })
+            .map(|off| (self.hash_of(off), off))
             .collect();
-        let mut moved = 0;
-        for off in offs {
-            let m = meta(&self.arena, off);
-            if m.marks() & LINKED == 0 || is_expired(m.exptime(), now) {
-                continue;
-            }
-            let Some(loc) = self.flash.as_deref().and_then(|f| spill(f, m)) else {
-                continue;
-            };
-            let hash = self.hash_of(off);
-            self.unlink(hash, off);
-            if let Some(f) = self.flash.as_deref_mut() {
-                f.insert(hash, loc);
-            }
-            moved += 1;
+        idle.into_iter()
+            .filter(|&(hash, off)| self.spill_one(hash, off, now))
+            .count()
+    }
+
+    /// The live entries as (last access, key hash, offset), for
+    /// [`Shard::spill_one`] in the order the caller chooses.
+    pub(crate) fn spill_order(&self, now: u32) -> Vec<(u32, u64, u32)> {
+        (0..self.index.positions())
+            .filter_map(|pos| self.index.at(pos))
+            .filter_map(|off| {
+                let m = meta(&self.arena, off);
+                let live = m.marks() & LINKED != 0 && !is_expired(m.exptime(), now);
+                live.then(|| (m.last_access(), self.hash_of(off), off))
+            })
+            .collect()
+    }
+
+    /// Moves the entry at `off`, whose key hashes to `hash` (from
+    /// [`Shard::spill_order`]; skipped unless the index still holds it
+    /// there, live), out of RAM to flash, as an eviction would, if the
+    /// flash tier takes it (see [`spill`]): whether it moved.
+    pub(crate) fn spill_one(&mut self, hash: u64, off: u32, now: u32) -> bool {
+        // Compared by offset only: a block freed since is never read.
+        if self.index.find(hash, |o| o == off).is_none()
+            || is_expired(meta(&self.arena, off).exptime(), now)
+        {
+            return false;
         }
-        moved
+        let Some(loc) = self.record_for_flash(hash, off) else {
+            return false;
+        };
+        self.unlink(hash, off);
+        if let Some(f) = self.flash.as_deref_mut() {
+            f.insert(hash, loc);
+        }
+        true
     }
 }
 
-/// Writes the value of `m`, an entry being evicted, to the flash tier
+/// Writes the value of `m`, an entry being evicted (or stored, as a copy),
+/// to the flash tier
 /// (out of line: a shard without a tier tests an `Option` per eviction).
 #[cold]
 #[inline(never)]

@@ -29,6 +29,10 @@ use super::Store;
 /// for work when not woken (memcached's `ext_max_sleep`, as kura has it).
 pub const FLASH_MAINTAIN_EVERY_US: u64 = 200_000;
 const MAINTAIN_EVERY: Duration = Duration::from_micros(FLASH_MAINTAIN_EVERY_US);
+/// Index positions of each shard a round of maintenance looks at for
+/// entries idle longer than `ext_item_age` (the shard's lock is held
+/// meanwhile).
+const IDLE_WALK: usize = 1024;
 
 /// How one attempt to read a record back ended.
 enum Attempt {
@@ -147,19 +151,27 @@ impl Store {
     /// Moves every entry of RAM the flash tier takes to flash, waiting for
     /// the writer rather than dropping any, and waits until all is written:
     /// how many moved. For a clean stop of a persistent tier, so that the
-    /// next store on its files finds RAM's contents too (if they fit: pages
-    /// are dropped oldest first as ever). The store stays usable.
+    /// next store on its files finds RAM's contents too. Coldest first, by
+    /// last access across all shards: when they do not all fit, pages are
+    /// dropped oldest first as ever, so the ones lost are the coldest. The
+    /// store stays usable (an entry changed meanwhile is skipped or moved
+    /// as it is then).
     pub fn flash_spill_all(&self) -> usize {
         let Some(tier) = self.flash.get() else {
             return 0;
         };
         tier.patient.store(true, Relaxed);
         let now = self.clock.now();
-        let moved = self
-            .shards
-            .iter()
-            .map(|cell| cell.0.write().spill_all(now))
-            .sum();
+        let mut order: Vec<(u32, usize, u64, u32)> = Vec::new();
+        for (i, cell) in self.shards.iter().enumerate() {
+            let entries = cell.0.read().spill_order(now);
+            order.extend(entries.into_iter().map(|(at, h, off)| (at, i, h, off)));
+        }
+        order.sort_unstable();
+        let moved = order
+            .into_iter()
+            .filter(|&(_, i, h, off)| self.shards[i].0.write().spill_one(h, off, now))
+            .count();
         tier.patient.store(false, Relaxed);
         tier.flush_open();
         tier.drain();
@@ -266,7 +278,9 @@ impl Store {
             match shard.alloc(&contents, now, None) {
                 Some(item) => {
                     shard.observe_cas(rec.fields.cas);
-                    // `put` forgets the flash record.
+                    // `put` forgets the flash record; a tier that keeps
+                    // copies keeps it as the copy of this same version.
+                    let copy = shard.flash.as_deref_mut().and_then(|f| f.take_copy(hash));
                     shard.put(
                         hash,
                         None,
@@ -276,6 +290,9 @@ impl Store {
                         marks | FETCHED,
                         now,
                     );
+                    if let (Some(loc), Some(f)) = (copy, shard.flash.as_deref_mut()) {
+                        f.insert(hash, loc);
+                    }
                     c.recache_from_extstore.fetch_add(1, Relaxed);
                 }
                 None if back == Back::ForChange => {
@@ -332,9 +349,33 @@ impl Store {
         f.tier.holds(&l) && !is_expired(l.exptime, now)
     }
 
-    /// One round of maintenance: the shards' maps purged of dropped
-    /// pages, then pages compacted while free pages are few.
+    /// Moves entries idle longer than `ext_item_age` to flash: the next
+    /// [`IDLE_WALK`] index positions of each shard (a whole walk takes
+    /// a few seconds for a million entries).
+    fn move_idle(&self, tier: &Tier) {
+        let Some(age) = tier.config.item_age else {
+            return;
+        };
+        let now = self.clock.now();
+        for cell in self.shards.iter() {
+            let mut shard = cell.0.write();
+            let Some(at) = shard.flash.as_deref().map(|f| f.idle_at) else {
+                continue;
+            };
+            let end = at + IDLE_WALK;
+            shard.spill_idle(at..end, now, age);
+            let next = if end >= shard.positions() { 0 } else { end };
+            if let Some(f) = shard.flash.as_deref_mut() {
+                f.idle_at = next;
+            }
+        }
+    }
+
+    /// One round of maintenance: entries idle too long moved to flash,
+    /// the shards' maps purged of dropped pages, then pages compacted
+    /// while free pages are few.
     fn maintain_once(&self, tier: &Tier) {
+        self.move_idle(tier);
         if tier.purge_due.swap(false, Relaxed) {
             for cell in self.shards.iter() {
                 if let Some(f) = cell.0.write().flash.as_deref_mut() {

@@ -14,10 +14,9 @@ use crate::api::{GetOptions, Hit};
 use crate::changes::Report;
 use crate::flash::pool::Slot;
 use crate::flash::FlashRead;
-use crate::shard::{Shard, SharedRead};
+use crate::shard::Shard;
 
 use super::flash::Back;
-use super::sink::report_get;
 use super::Store;
 
 /// What [`Store::get_or_read`] found.
@@ -31,8 +30,14 @@ pub enum Got {
     Flash(FlashRead),
 }
 
+/// A key whose value is on flash and not in RAM, not read
+/// ([`Writes::get_in_ram`](super::Writes::get_in_ram)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnFlash;
+
 /// Whether the shard holds a flash record for `hash`.
-fn on_flash(shard: &Shard, hash: u64) -> bool {
+#[inline]
+pub(super) fn on_flash(shard: &Shard, hash: u64) -> bool {
     shard
         .flash
         .as_ref()
@@ -45,40 +50,11 @@ impl Store {
     /// on flash is read by the tier's reader threads ([`Got::Flash`]). When
     /// `read_queue` reads are already waiting, the key is a miss.
     pub fn get_or_read(self: &Arc<Self>, key: &[u8]) -> Got {
-        let hash = self.hasher.hash_one(key);
-        let now = self.clock.now();
-        let mut flash = false;
-        let mut done = false;
-        {
-            let shard = self.cell(hash).read();
-            if !self.flush_due(&shard, now) {
-                match shard.get_shared(hash, key, now) {
-                    SharedRead::Hit(hit) => return Got::Hit(hit),
-                    SharedRead::Miss => {
-                        flash = on_flash(&shard, hash);
-                        done = true;
-                    }
-                    SharedRead::Exclusive => {}
-                }
-            }
+        match self.lookup_in(key, &GetOptions::default(), &Report::default(), true) {
+            Ok(Some(hit)) => Got::Hit(hit),
+            Ok(None) => Got::Miss,
+            Err(OnFlash) => self.read_in_pool(key),
         }
-        if !done {
-            let r = Report::default();
-            let opts = GetOptions::default();
-            let (mut shard, hash, now) = self.shard(key, &r);
-            let hit = shard.get(hash, key, &opts, now);
-            if let Some(sink) = self.sink() {
-                report_get(&mut shard, sink, &r, hash, key, &opts, hit.as_ref());
-            }
-            if let Some(hit) = hit {
-                return Got::Hit(hit);
-            }
-            flash = on_flash(&shard, hash);
-        }
-        if !flash {
-            return Got::Miss;
-        }
-        self.read_in_pool(key)
     }
 
     /// Whether `key`'s value is on flash and not in RAM: a get of it would

@@ -11,7 +11,7 @@ use crate::api::{
 use crate::changes::Report;
 use crate::expiry::Expiry;
 
-use super::Store;
+use super::{OnFlash, Store};
 
 /// The store's changing operations, reporting into one [`Report`]
 /// ([`Store::reporting`]).
@@ -38,6 +38,16 @@ impl Writes<'_> {
     #[inline]
     pub fn get_with(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
         self.store.get_in(key, opts, self.report)
+    }
+
+    /// [`Store::get_with`] without reading the flash device: a key whose
+    /// value is on flash and not in RAM is [`OnFlash`], found by the same
+    /// lookup (for a caller that hands that read to the tier's reader
+    /// threads, [`Store::read_later`]). With `opts` other than the default
+    /// the entry is left as it was then (nothing touched or created).
+    #[inline]
+    pub fn get_in_ram(&self, key: &[u8], opts: &GetOptions) -> Result<Option<Hit>, OnFlash> {
+        self.store.lookup_in(key, opts, self.report, true)
     }
 
     /// [`Store::set`].

@@ -313,6 +313,39 @@ fn a_spill_at_a_stop_brings_ram_back_after_the_restart() {
     assert_eq!(check(&s, n, 1), kept);
 }
 
+#[test]
+fn a_spill_at_a_stop_writes_the_coldest_first_so_the_hottest_stay() {
+    let f = TempFile::new("spill-coldest");
+    // 500 values (about 650 KB) in RAM, a tier of two pages (512 KiB): the spill drops its
+    // first page to write the last; what was written first is lost.
+    let n = 500;
+    let hot: Vec<usize> = (0..n).step_by(3).collect();
+    {
+        let s = store(&f, 2, |c| {
+            c.persist = true;
+            c.write_queue = 1;
+        });
+        fill(&s, n, 1);
+        assert!(on_flash(&s, n).is_empty(), "all in RAM");
+        // A third read later: the hottest, spread over every shard and place.
+        s.clock().advance(10);
+        for &i in &hot {
+            assert!(s.get(&key(i)).is_some());
+        }
+        assert_eq!(s.flash_spill_all(), n);
+        assert!(
+            s.flash_stats().expect("a tier").page_evictions > 0,
+            "not all fit"
+        );
+    }
+    let s = persist(&f, 2);
+    let back = check(&s, n, 1);
+    assert!(back < n, "the tier kept only part: {back}");
+    for &i in &hot {
+        assert!(s.get(&key(i)).is_some(), "hot key {i} lost ({back} back)");
+    }
+}
+
 /// A read under way when its record is marked dead in place (a concurrent read brought the
 /// value back into RAM, or the key was deleted) is a miss counted as gone, not as damage.
 #[test]
