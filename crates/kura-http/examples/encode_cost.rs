@@ -2,8 +2,9 @@
 //! MODE N times on the bytes of FILE and prints the coded size. MODE: `gzip-L` (compress with
 //! gzip at level L, as `[compression] level`), `br-Q` (brotli at quality Q, as `coding = "br"`,
 //! `brotli_level`), `gunzip`, `unbr` (decode what `gzip-6` and `br-5` make, as a client that
-//! does not accept the stored coding costs). Run under callgrind, the difference between two
-//! values of N gives the instructions of one page.
+//! does not accept the stored coding costs), `unbr-gzip-L` (decode what `br-5` makes and gzip
+//! it at level L, as a gzip-only client of a br object costs). Run under callgrind, the
+//! difference between two values of N gives the instructions of one page.
 
 use kura_http::compress::codec::Encoder;
 use kura_http::compress::decode::decode_all;
@@ -30,11 +31,17 @@ fn main() {
     let coded = match mode.as_str() {
         "gunzip" => Some((Coding::Gzip, encode(Encoder::new(6), &page))),
         "unbr" => Some((Coding::Br, encode(Encoder::brotli(5), &page))),
+        m if m.starts_with("unbr-gzip-") => Some((Coding::Br, encode(Encoder::brotli(5), &page))),
         _ => None,
     };
     let mut size = 0;
     for _ in 0..n {
         size = match (mode.split_once('-'), &coded) {
+            (Some(("unbr", to)), Some((coding, coded))) => {
+                let level = to.strip_prefix("gzip-").and_then(|l| l.parse().ok());
+                let decoded = decode_all(*coding, coded, u64::MAX).unwrap_or_default();
+                encode(Encoder::new(level.unwrap_or(1)), &decoded).len()
+            }
             (_, Some((coding, coded))) => {
                 decode_all(*coding, coded, u64::MAX).map_or(0, |d| d.len())
             }

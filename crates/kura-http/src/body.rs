@@ -66,9 +66,11 @@ impl Body {
     /// This body, decoded when `decode` says so.
     pub fn decoded(self, decode: Option<Decode>) -> Body {
         match decode {
-            Some(Decode { coding, limit }) => {
-                Body::Decoded(Box::new(Decoding::new(self, coding, limit)))
-            }
+            Some(Decode {
+                coding,
+                limit,
+                gzip,
+            }) => Body::Decoded(Box::new(Decoding::new(self, coding, limit).gzip(gzip))),
             None => self,
         }
     }

@@ -1,6 +1,6 @@
 //! Backends that are pools of servers (directors): each policy with real servers stopped and
 //! started, probes per server (waited for by polling `/stats`, never by sleeping), connection
-//! limits, per-backend timeouts, and a hash key that must not let a client choose who fills a
+//! limits, per-backend and per-server timeouts, and a hash key that must not let a client choose who fills a
 //! shared object.
 
 mod common;
@@ -278,6 +278,47 @@ async fn timeouts_are_per_backend() {
         (patient.status.as_u16(), &patient.body[..]),
         (200, &b"late"[..])
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_are_per_server_in_a_pool() {
+    // Both servers answer after 1.5 s; a's own first_byte_timeout is 0.2 s, b has the pool's
+    // 30 s. Round-robin gives each one of two requests.
+    let slow = |name: &'static str| {
+        Backend::start(Duration::from_millis(1500), move |_| {
+            reply(200, &[("cache-control", "no-store")], name)
+        })
+    };
+    let (a, b) = (slow("a").await, slow("b").await);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nfirst_byte_timeout = 0.1\n[backends.default]\n\
+         servers = [{{ url = \"http://{}\", first_byte_timeout = 0.2 }}, \"http://{}\"]\n\
+         first_byte_timeout = 30\nbetween_bytes_timeout = 30\n",
+        a.addr, b.addr
+    );
+    let config = Config::from_toml(&text).unwrap();
+    let servers = &config.backends[0].servers;
+    assert_eq!(
+        servers[0].timeouts.first_byte,
+        Some(Duration::from_millis(200))
+    );
+    assert_eq!(
+        servers[1].timeouts,
+        Default::default(),
+        "b takes the pool's"
+    );
+    let server = Server::start(config).await.unwrap();
+    let (addr, c) = (server.http[0], client());
+    let mut got = Vec::new();
+    for i in 0..2 {
+        let answer = get(&c, addr, &format!("/r/{i}")).await;
+        got.push((answer.status.as_u16(), answer.body.to_vec()));
+    }
+    got.sort();
+    assert_eq!(got[0], (200, b"b".to_vec()), "b waited: {got:?}");
+    assert_eq!(got[1].0, 503, "a timed out: {got:?}");
+    assert_eq!((a.count(), b.count()), (1, 1));
     server.shutdown().await;
 }
 

@@ -1,6 +1,8 @@
 //! The disk tier (`--disk-cache DIR:SIZE`): objects evicted from a small memory served from
 //! disk, and again after a clean stop (memory's objects too) and after SIGKILL (bodies
-//! compared by checksum, the backend's requests counted), damaged records read as misses, bans
+//! compared by checksum, the backend's requests counted; with `disk_cache_all`, memory's
+//! objects too, and none replaced or purged before the kill back old), damaged records read as
+//! misses, bans
 //! issued before a restart applied after it, and bad settings refused. The restarts run the
 //! proxy in a child process (this test binary again, running `child_proxy`), so a SIGKILL is
 //! a real one.
@@ -11,6 +13,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,14 +42,28 @@ fn sum(bytes: &[u8]) -> [u8; 20] {
 
 /// A backend answering `/obj/N` with [`body`]`(N)`, cacheable for an hour, tagged `tN%2`.
 async fn origin() -> Backend {
-    Backend::start(Duration::ZERO, |seen| {
+    origin_versioned(Arc::default()).await
+}
+
+/// The body of object `n` once `version` is set: objects with `n % 10 < 2` change.
+fn body_now(n: usize, version: u32) -> Vec<u8> {
+    match n % 10 < 2 {
+        true => body(n + OBJECTS * version as usize),
+        false => body(n),
+    }
+}
+
+/// [`origin`], serving [`body_now`] of the version `version` holds when asked.
+async fn origin_versioned(version: Arc<AtomicU32>) -> Backend {
+    Backend::start(Duration::ZERO, move |seen| {
         let n: usize = seen
             .uri
             .path()
             .strip_prefix("/obj/")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        let mut response = Response::new(Full::new(Bytes::from(body(n))));
+        let v = version.load(Relaxed);
+        let mut response = Response::new(Full::new(Bytes::from(body_now(n, v))));
         let h = response.headers_mut();
         h.insert("cache-control", "max-age=3600".parse().unwrap());
         h.insert("content-type", "application/octet-stream".parse().unwrap());
@@ -108,11 +126,12 @@ async fn written(admin: SocketAddr) {
     panic!("the disk tier's buffers were never written");
 }
 
-fn toml(backend: SocketAddr, port: u16, admin: u16, dir: &Path) -> String {
+fn toml(backend: SocketAddr, port: u16, admin: u16, dir: &Path, all: bool) -> String {
     format!(
         "backend = \"http://{backend}\"\nlisten = [\"127.0.0.1:{port}\"]\n\
          admin_listen = \"127.0.0.1:{admin}\"\nthreads = 2\nmemory_mb = 2\n\
-         disk_cache = \"{}:64M\"\n[bans]\ntoken = \"{TOKEN}\"\n",
+         disk_cache = \"{}:64M\"\ndisk_cache_all = {all}\n[bans]\ntoken = \"{TOKEN}\"\n\
+         [purge]\nallow = [\"127.0.0.0/8\"]\n",
         dir.display()
     )
 }
@@ -125,8 +144,13 @@ struct Child {
 }
 
 async fn spawn(backend: SocketAddr, dir: &Path) -> Child {
+    spawn_with(backend, dir, false).await
+}
+
+/// [`spawn`], with `disk_cache_all` set to `all`.
+async fn spawn_with(backend: SocketAddr, dir: &Path, all: bool) -> Child {
     let (port, admin) = (free_port(), free_port());
-    let text = toml(backend, port, admin, dir);
+    let text = toml(backend, port, admin, dir, all);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let guard = tokio::task::spawn_blocking(move || {
         let child = Command::new(std::env::current_exe().unwrap())
@@ -373,6 +397,58 @@ async fn objects_on_disk_survive_sigkill() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_disk_cache_all_sigkill_loses_nothing_and_brings_nothing_back_old() {
+    let version = Arc::new(AtomicU32::new(0));
+    let backend = origin_versioned(Arc::clone(&version)).await;
+    let dir = dir("all");
+    let child = spawn_with(backend.addr, &dir, true).await;
+    let c = client();
+    assert_eq!(get_all(&c, child.addr, &backend).await, OBJECTS);
+    // Objects with n % 10 == 0 are replaced (purged, fetched in their new version), those
+    // with n % 10 == 1 purged: most of them from memory, some from disk.
+    version.store(1, Relaxed);
+    for n in (0..OBJECTS).filter(|n| n % 10 < 2) {
+        let path = format!("/obj/{n}");
+        let purged = send(&c, child.addr, "PURGE", &path, &[("host", "cache.test")]).await;
+        assert_eq!(purged.status, 200, "{path}");
+        if n % 10 == 0 {
+            let got = send(&c, child.addr, "GET", &path, &[("host", "cache.test")]).await;
+            assert_eq!(sum(&got.body), sum(&body_now(n, 1)), "{path}");
+        }
+    }
+    written(child.admin).await;
+    let stats = stats_at(child.admin).await;
+    let dropped = figure(&stats, "disk_writes_dropped");
+    child.kill();
+    let child = spawn_with(backend.addr, &dir, true).await;
+    let before = origin_counts(&backend);
+    for n in 0..OBJECTS {
+        let path = format!("/obj/{n}");
+        let got = send(&c, child.addr, "GET", &path, &[("host", "cache.test")]).await;
+        assert_eq!(got.status, 200, "{path}");
+        assert_eq!(
+            sum(&got.body),
+            sum(&body_now(n, 1)),
+            "{path}: old or other bytes"
+        );
+    }
+    let after = origin_counts(&backend);
+    let fetched: Vec<usize> = (0..OBJECTS)
+        .filter(|n| after.get(&format!("/obj/{n}")) > before.get(&format!("/obj/{n}")))
+        .collect();
+    let purged: Vec<usize> = (0..OBJECTS).filter(|n| n % 10 == 1).collect();
+    // Every purged object is fetched again; of the rest (memory's objects at the kill among
+    // them), only any whose write the writer, behind, dropped.
+    assert!(purged.iter().all(|n| fetched.contains(n)), "{fetched:?}");
+    assert!(
+        (fetched.len() - purged.len()) as u64 <= dropped,
+        "fetched again besides the purged: {}, writes dropped: {dropped} ({stats})",
+        fetched.len() - purged.len()
+    );
+    child.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_records_are_misses_fetched_again() {
     let backend = origin().await;
     let dir = dir("damaged");
@@ -459,6 +535,12 @@ fn bad_disk_cache_settings_are_refused() {
     assert!(refused(&shown.to_string()).contains("expected DIR:SIZE"));
     // /proc/self takes no new file, even from root.
     assert!(refused("/proc/self:1G").contains("not writable"));
+    let alone = "backend = \"http://127.0.0.1:1\"\ndisk_cache_all = true";
+    let e = kura_http::Config::from_toml(alone).unwrap_err().to_string();
+    assert!(
+        e.contains("line 2") && e.contains("needs a disk tier"),
+        "{e}"
+    );
     // The flag as `kura http` reads it.
     let args = kura_http::HttpArgs {
         backend: Some("http://127.0.0.1:1".into()),
@@ -473,4 +555,15 @@ fn bad_disk_cache_settings_are_refused() {
     };
     let ok = kura_http::Config::load(&args).unwrap();
     assert_eq!(ok.disk_cache.unwrap().size, 64 << 20);
+    let all = kura_http::HttpArgs {
+        disk_cache_all: true,
+        ..args
+    };
+    assert!(
+        kura_http::Config::load(&all)
+            .unwrap()
+            .disk_cache
+            .unwrap()
+            .all
+    );
 }

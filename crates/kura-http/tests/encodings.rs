@@ -1,6 +1,7 @@
 //! Every encoding a backend sends (gzip, br, zstd) stored as it came and served to each client
-//! in a coding it accepts, or decoded: curl --compressed, gzip-only and identity clients, HEAD,
-//! ranges; a backend that lies about its coding, and decompression bombs.
+//! in a coding it accepts, or decoded: curl --compressed, gzip-only clients (br and zstd
+//! transcoded to gzip) and identity clients, HEAD, ranges; a backend that lies about its coding,
+//! and decompression bombs.
 
 mod common;
 
@@ -50,6 +51,14 @@ fn encode(coding: &str, data: &[u8]) -> Vec<u8> {
         }
         _ => data.to_vec(),
     }
+}
+
+/// `body` gunzipped (a gzip-only client's view), or a panic naming `what`.
+fn gunzip(body: &[u8], what: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let read = std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(body), &mut out);
+    assert!(read.is_ok(), "{what}: not gzip");
+    out
 }
 
 fn bytes_reply(headers: &[(&str, &str)], body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -140,20 +149,32 @@ async fn clients_that_do_not_accept_the_coding_get_it_decoded() {
         let backend = coding_backend(coding).await;
         let server = proxy(backend.addr, "").await;
         let (addr, c) = (server.http[0], client());
-        // Miss for a gzip-only client: streamed decoded (not transcoded to gzip).
+        // Miss for a gzip-only client: streamed transcoded to gzip.
         let miss = send(&c, addr, "GET", "/p", &[("accept-encoding", "gzip")]).await;
         assert_eq!((miss.status.as_u16(), miss.cache()), (200, "miss"));
-        assert_eq!(miss.header("content-encoding"), "", "{coding}");
-        assert!(miss.body == page(), "{coding}");
-        assert_eq!(miss.header("etag"), "W/\"p1\"", "decoded: a weak tag");
+        assert_eq!(miss.header("content-encoding"), "gzip", "{coding}");
+        assert_eq!(
+            miss.header("content-length"),
+            "",
+            "{coding}: length unknown"
+        );
+        assert!(gunzip(&miss.body, coding) == page(), "{coding}");
+        assert_eq!(miss.header("etag"), "W/\"p1\"", "transcoded: a weak tag");
         assert_eq!(miss.header("vary"), "Accept-Encoding");
-        // Hits: decoded for gzip-only and identity clients, as stored for those that accept.
-        for accept in [
-            Some("gzip"),
-            None,
-            Some("identity"),
-            Some(&format!("{coding};q=0, *")[..]),
-        ] {
+        // Hits for clients that take gzip but not the stored coding: transcoded too, a
+        // fraction of the page.
+        for accept in ["x-gzip", &format!("{coding};q=0, *")[..]] {
+            let hit = send(&c, addr, "GET", "/p", &[("accept-encoding", accept)]).await;
+            assert_eq!(
+                (hit.cache(), hit.header("content-encoding")),
+                ("hit", "gzip"),
+                "{accept}"
+            );
+            assert!(hit.body.len() * 3 < page().len(), "{}", hit.body.len());
+            assert!(gunzip(&hit.body, coding) == page(), "{coding}");
+        }
+        // Decoded for identity clients, as stored for those that accept.
+        for accept in [None, Some("identity"), Some("gzip;q=0")] {
             let headers: Vec<(&str, &str)> =
                 accept.map(|a| ("accept-encoding", a)).into_iter().collect();
             let hit = send(&c, addr, "GET", "/p", &headers).await;
@@ -305,7 +326,11 @@ async fn brotli_storage_serves_br_clients_and_decodes_for_the_others() {
     let mut decoded = Vec::new();
     brotli::BrotliDecompress(&mut &hit.body[..], &mut decoded).unwrap();
     assert!(decoded == page());
-    for accept in [Some("gzip"), None] {
+    let gzip = send(&c, addr, "GET", "/b", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzip.header("content-encoding"), "gzip");
+    assert_eq!(gzip.header("etag"), "W/\"p1\"", "transcoded: a weak tag");
+    assert!(gunzip(&gzip.body, "br storage") == page());
+    for accept in [Some("identity"), None] {
         let headers: Vec<(&str, &str)> =
             accept.map(|a| ("accept-encoding", a)).into_iter().collect();
         let plain = send(&c, addr, "GET", "/b", &headers).await;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::backend::ServerTimeouts;
 use crate::config::{parse_backend, Probe, ServerSpec};
 
 fn pool(weights: &[u32]) -> Vec<Arc<Server>> {
@@ -15,6 +16,7 @@ fn pool(weights: &[u32]) -> Vec<Arc<Server>> {
                 weight,
                 max_connections: Some(1),
                 tls: None,
+                timeouts: Default::default(),
                 probe: Some(Probe {
                     path: "/".into(),
                     interval: Duration::from_secs(1),
@@ -25,7 +27,13 @@ fn pool(weights: &[u32]) -> Vec<Arc<Server>> {
                     expected: None,
                 }),
             };
-            Arc::new(Server::new(&spec, Duration::from_secs(1), None))
+            let second = Duration::from_secs(1);
+            let timeouts = ServerTimeouts {
+                connect: second,
+                first_byte: second,
+                between_bytes: second,
+            };
+            Arc::new(Server::new(&spec, timeouts, None))
         })
         .collect()
 }

@@ -29,7 +29,7 @@ use crate::config::{BackendSpec, Config, Wait};
 use crate::rules::headers::connection_listed;
 use director::Director;
 pub use director::Pick;
-pub use server::{Lease, Server};
+pub use server::{Lease, Server, ServerTimeouts};
 
 /// Hop-by-hop fields (RFC 9110 §7.6.1), never forwarded in either direction.
 pub const HOP_BY_HOP: [&str; 8] = [
@@ -60,7 +60,7 @@ pub struct Backend {
     /// Its servers, in the configuration's order.
     pub servers: Vec<Arc<Server>>,
     director: Director,
-    first_byte_timeout: Duration,
+    /// The pool's (else the top-level) time between two reads of a body.
     between_bytes_timeout: Duration,
     /// Requests refused with 503 because every server had `max_connections` (Varnish's
     /// `busy`).
@@ -110,10 +110,16 @@ impl Queue {
 }
 
 impl Backend {
-    /// The backend `spec`, with the timeouts of `config` where it has none of its own.
+    /// The backend `spec`: each server with its own timeouts, else the pool's, else those of
+    /// `config`.
     pub fn new(spec: &BackendSpec, config: &Config) -> Backend {
-        let t = &spec.timeouts;
-        let connect = t.connect.unwrap_or(config.connect_timeout);
+        let pool = &spec.timeouts;
+        let timeouts = |own: &crate::config::Timeouts| ServerTimeouts {
+            connect: (own.connect.or(pool.connect)).unwrap_or(config.connect_timeout),
+            first_byte: (own.first_byte.or(pool.first_byte)).unwrap_or(config.first_byte_timeout),
+            between_bytes: (own.between_bytes.or(pool.between_bytes))
+                .unwrap_or(config.between_bytes_timeout),
+        };
         let queue = spec.wait.map(|wait| Queue {
             wait,
             waiting: AtomicUsize::new(0),
@@ -125,18 +131,18 @@ impl Backend {
             servers: spec
                 .servers
                 .iter()
-                .map(|server| Arc::new(Server::new(server, connect, freed.clone())))
+                .map(|s| Arc::new(Server::new(s, timeouts(&s.timeouts), freed.clone())))
                 .collect(),
             director: Director::new(spec.policy.clone(), spec.seed),
-            first_byte_timeout: t.first_byte.unwrap_or(config.first_byte_timeout),
-            between_bytes_timeout: t.between_bytes.unwrap_or(config.between_bytes_timeout),
+            between_bytes_timeout: pool.between_bytes.unwrap_or(config.between_bytes_timeout),
             busy: AtomicU64::new(0),
             via: config.via.entry.clone(),
             queue,
         }
     }
 
-    /// The time allowed between two reads of a response body.
+    /// The time allowed between two reads of a response body whose server is not known (each
+    /// server has its own: [`ServerTimeouts`]).
     pub fn between_bytes_timeout(&self) -> Duration {
         self.between_bytes_timeout
     }
@@ -284,7 +290,7 @@ impl Backend {
         *request.uri_mut() = uri;
         let head = request.method() == http::Method::HEAD;
         let sent =
-            tokio::time::timeout(self.first_byte_timeout, server.client.request(request)).await;
+            tokio::time::timeout(server.timeouts.first_byte, server.client.request(request)).await;
         let result = match sent {
             Err(_) => Err(FetchError::Timeout),
             Ok(Err(error)) if error.is_connect() => Err(FetchError::Unreachable),
@@ -343,7 +349,7 @@ impl Backend {
                 .await
                 .map_err(|_| FetchError::Garbage)
         };
-        match tokio::time::timeout(self.first_byte_timeout, exchange).await {
+        match tokio::time::timeout(server.timeouts.first_byte, exchange).await {
             Ok(result) => result,
             Err(_) => Err(FetchError::Timeout),
         }

@@ -19,6 +19,17 @@ use super::tls::TlsTarget;
 use crate::body::Body;
 use crate::config::{BackendAddr, Probe, ServerSpec};
 
+/// A server's timeouts as it runs them: its own, else its pool's, else the top-level ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerTimeouts {
+    /// Connecting (with TLS, the handshake too).
+    pub connect: Duration,
+    /// Until the response head.
+    pub first_byte: Duration,
+    /// Between two reads of the response body.
+    pub between_bytes: Duration,
+}
+
 /// A server and the client that talks to it.
 pub struct Server {
     /// Its address as configured (`host:port`, or `unix:/path`): its name in stats.
@@ -44,12 +55,15 @@ pub struct Server {
     pub(super) id: u64,
     /// Its pool's queue, told when a lease ends (with `wait_timeout`).
     freed: Option<Arc<Notify>>,
+    /// Its timeouts.
+    pub timeouts: ServerTimeouts,
 }
 
 impl Server {
-    /// The server of `spec`, connecting within `connect_timeout`; `freed` is told when a
-    /// lease ends (its pool's queue).
-    pub fn new(spec: &ServerSpec, connect_timeout: Duration, freed: Option<Arc<Notify>>) -> Server {
+    /// The server of `spec` with `timeouts`; `freed` is told when a lease ends (its pool's
+    /// queue).
+    pub fn new(spec: &ServerSpec, timeouts: ServerTimeouts, freed: Option<Arc<Notify>>) -> Server {
+        let connect_timeout = timeouts.connect;
         // Pipes speak HTTP/1.1 first: their TLS offers no h2.
         let mut pipe = None;
         let (connector, origin, name) = match &spec.addr {
@@ -106,6 +120,7 @@ impl Server {
                 .map(|max| (max, Arc::new(Semaphore::new(max)))),
             busy: AtomicU64::new(0),
             freed,
+            timeouts,
         }
     }
 

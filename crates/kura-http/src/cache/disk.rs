@@ -2,8 +2,10 @@
 //! `DIR/objects`. Objects evicted from memory are written there whole (their record holds the
 //! status, headers, freshness, `Vary` page and ban sequence: everything a hit needs), read
 //! back on the flash tier's reader threads when a lookup finds one (the tokio worker awaits,
-//! it never reads the device), and brought back into memory on that hit. A record whose CRC
-//! does not check is a miss.
+//! it never reads the device), and brought back into memory on that hit; so is an entry a new
+//! `Vary` variant or a soft purge must read to write it again ([`Cache::bring_back`]). With
+//! `disk_cache_all` every object is written when stored, not only when evicted. A record whose
+//! CRC does not check is a miss.
 //!
 //! Beside the objects: `DIR/bans`, the journal of the bans the objects on disk must still
 //! meet (`bans/journal.rs`), and `DIR/lock`, held while the directory is in use, so that two
@@ -73,6 +75,7 @@ pub fn flash_config(disk: &DiskCache, threads: usize) -> FlashConfig {
         recache_after: 1,
         flush_after: Some(FLUSH_AFTER),
         persist: true,
+        write_through: disk.all,
         ..FlashConfig::default()
     }
 }
@@ -213,6 +216,34 @@ impl Cache {
         Lookup::Miss
     }
 
+    /// Before a change that reads `primary`'s entry to write it again (a new `Vary` variant, a
+    /// soft purge): an entry on disk only is brought back into memory by the disk tier's reader
+    /// threads while this awaits, so that the change finds it in memory and the calling (tokio
+    /// worker) thread does not read the device. When the readers' queue is full, the entry on
+    /// disk is dropped instead (a plain delete reads nothing): its variants are fetched again.
+    /// (An entry evicted to disk again between this and the change is read by the change.)
+    pub async fn bring_back(&self, primary: &[u8]) {
+        if self.disk.is_none() || !self.store.on_flash_only(primary) {
+            return;
+        }
+        match self.store.read_later(primary, true) {
+            Some(read) => {
+                read.await;
+            }
+            None => {
+                self.store.delete(primary);
+            }
+        }
+    }
+
+    /// [`Cache::bring_back`] before an insert of a response with fields `headers`: only one
+    /// with `Vary` reads the stored entry (its page of variants).
+    pub async fn bring_back_for_insert(&self, primary: &[u8], headers: &HeaderMap) {
+        if self.disk.is_some() && super::joined_vary(headers).is_some() {
+            self.bring_back(primary).await;
+        }
+    }
+
     /// A clean stop of the disk tier: the objects in memory written to it too, every write
     /// buffer written, the objects file synced, then the journal marked clean (so a machine
     /// restart before the next start keeps it).
@@ -238,3 +269,7 @@ impl Cache {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "disk_tests.rs"]
+mod tests;

@@ -256,6 +256,8 @@ pub struct Decoding {
     held: Option<Frame<Bytes>>,
     /// The error that ended it, returned at the poll after the one that found it.
     failed: Option<BodyError>,
+    /// gzip-compresses what is decoded (a transcoding), until the end.
+    encoder: Option<super::codec::Encoder>,
 }
 
 impl Decoding {
@@ -268,7 +270,15 @@ impl Decoding {
             done: false,
             held: None,
             failed: None,
+            encoder: None,
         }
+    }
+
+    /// This decoding, gzip-compressed again at `level` as it goes when `level` is given (a
+    /// client that accepts gzip but not the stored coding).
+    pub fn gzip(mut self, level: Option<u32>) -> Decoding {
+        self.encoder = level.map(super::codec::Encoder::new);
+        self
     }
 
     /// Decodes the first chunk (or finds the end) and holds it for the first poll: a body whose
@@ -309,10 +319,20 @@ impl Decoding {
                 self.decoder.step()
             };
             match step {
-                Ok(Some(out)) => return Poll::Ready(Some(Ok(Frame::data(out)))),
+                Ok(Some(out)) => {
+                    let out = match &mut self.encoder {
+                        Some(encoder) => encoder.push(&out),
+                        None => out,
+                    };
+                    return Poll::Ready(Some(Ok(Frame::data(out))));
+                }
                 Ok(None) if self.ended => {
                     self.done = true;
-                    return Poll::Ready(None);
+                    // A transcoding's last bytes: gzip's trailer.
+                    return match self.encoder.take() {
+                        Some(mut encoder) => Poll::Ready(Some(Ok(Frame::data(encoder.finish())))),
+                        None => Poll::Ready(None),
+                    };
                 }
                 Ok(None) => {}
                 Err(error) => {

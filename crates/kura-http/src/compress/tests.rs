@@ -280,8 +280,8 @@ fn bad_gzip_is_an_error() {
     assert!(decode_all(Body::full(gz)).is_err());
 }
 
-// Brotli and zstd objects: as they are for clients that accept them, decoded for the others;
-// a client accepting only gzip gets a br object decoded (not gzip).
+// Brotli and zstd objects: as they are for clients that accept them, transcoded to gzip for
+// those that accept gzip only, decoded for the others.
 #[test]
 fn every_coding_is_served_or_decoded() {
     for (name, coding) in [("br", Coding::Br), ("zstd", Coding::Zstd)] {
@@ -294,9 +294,23 @@ fn every_coding_is_served_or_decoded() {
         let mut headers = stored.clone();
         let gzip_only = Some(ClientCoding::accepting(&[Coding::Gzip]));
         let decode = ClientCoding::adapt(gzip_only, &mut headers).unwrap();
-        assert_eq!(decode.coding, coding);
-        assert!(!headers.contains_key(CONTENT_ENCODING));
+        assert_eq!(
+            (decode.coding, decode.gzip),
+            (coding, Some(TRANSCODE_LEVEL))
+        );
+        assert_eq!(headers[CONTENT_ENCODING], "gzip");
         assert_eq!(headers[ETAG], "W/\"e\"");
+        let mut headers = fields(&[
+            ("content-encoding", name),
+            ("etag", "\"e\""),
+            ("kura-gzip", "30000"),
+        ]);
+        let identity = Some(ClientCoding::accepting(&[]));
+        let decode = ClientCoding::adapt(identity, &mut headers).unwrap();
+        assert_eq!((decode.coding, decode.gzip), (coding, None));
+        assert!(!headers.contains_key(CONTENT_ENCODING));
+        assert_eq!(headers[CONTENT_LENGTH], "30000");
+        assert_eq!(headers[ETAG], "\"e\"", "ours: the identity bytes' tag");
     }
     // Two codings applied, or one kura does not know: left as they are.
     for value in ["gzip, br", "deflate", "compress"] {

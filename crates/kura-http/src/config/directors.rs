@@ -1,6 +1,8 @@
 //! A backend that is a pool of servers (Varnish's directors): `[backends.NAME]` with
-//! `servers`, a `policy`, its own timeouts, connection limit and health probe. A backend given
-//! as a URL string is a pool of one server with the top-level settings.
+//! `servers`, a `policy`, its own timeouts, connection limit and health probe; a server given
+//! as a table may have its own of each (Varnish's per-backend `.connect_timeout`,
+//! `.first_byte_timeout`, `.between_bytes_timeout`, `.max_connections`, `.probe`). A backend
+//! given as a URL string is a pool of one server with the top-level settings.
 
 use std::time::Duration;
 
@@ -49,9 +51,11 @@ pub struct ServerSpec {
     pub probe: Option<Probe>,
     /// Its TLS settings, for an `https://` server.
     pub tls: Option<BackendTls>,
+    /// Its own timeouts, each instead of its pool's (then the top-level one) when given.
+    pub timeouts: Timeouts,
 }
 
-/// A pool's timeouts, each instead of the top-level one when given.
+/// A pool's or a server's timeouts, each instead of the pool's or the top-level one when given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Timeouts {
     /// Connecting (Varnish's `.connect_timeout`).
@@ -101,6 +105,9 @@ struct PoolFile {
 struct ServerFile {
     url: String,
     weight: Option<u32>,
+    connect_timeout: Option<f64>,
+    first_byte_timeout: Option<f64>,
+    between_bytes_timeout: Option<f64>,
     max_connections: Option<usize>,
     probe: Option<ProbeFile>,
     #[serde(flatten)]
@@ -158,6 +165,21 @@ pub(super) fn pool(
         return Err(bad("servers is empty".into()));
     }
     let pool_probe = file.probe.map(|p| probe(p).map_err(&bad)).transpose()?;
+    let secs = |value: Option<f64>, what: &str| {
+        value
+            .map(|v| {
+                Duration::try_from_secs_f64(v)
+                    .map_err(|_| bad(format!("{what}: {v} is not a duration in seconds")))
+            })
+            .transpose()
+    };
+    let timeouts = |connect, first_byte, between_bytes| {
+        Ok::<_, ConfigError>(Timeouts {
+            connect: secs(connect, "connect_timeout")?,
+            first_byte: secs(first_byte, "first_byte_timeout")?,
+            between_bytes: secs(between_bytes, "between_bytes_timeout")?,
+        })
+    };
     let mut servers = Vec::new();
     for server in file.servers {
         let spec = match server {
@@ -177,6 +199,11 @@ pub(super) fn pool(
                 ServerSpec {
                     tls: backend_tls::settings(is_https(&addr), &server.tls, &file.tls)
                         .map_err(&bad)?,
+                    timeouts: timeouts(
+                        server.connect_timeout,
+                        server.first_byte_timeout,
+                        server.between_bytes_timeout,
+                    )?,
                     addr,
                     weight: server.weight.unwrap_or(1),
                     max_connections: server.max_connections.or(file.max_connections),
@@ -216,14 +243,6 @@ pub(super) fn pool(
             )))
         }
     };
-    let secs = |value: Option<f64>, what: &str| {
-        value
-            .map(|v| {
-                Duration::try_from_secs_f64(v)
-                    .map_err(|_| bad(format!("{what}: {v} is not a duration in seconds")))
-            })
-            .transpose()
-    };
     let wait = match (secs(file.wait_timeout, "wait_timeout")?, file.wait_limit) {
         (Some(timeout), limit) if !timeout.is_zero() && limit != Some(0) => Some(Wait {
             timeout,
@@ -241,11 +260,11 @@ pub(super) fn pool(
         servers,
         policy,
         seed: file.seed,
-        timeouts: Timeouts {
-            connect: secs(file.connect_timeout, "connect_timeout")?,
-            first_byte: secs(file.first_byte_timeout, "first_byte_timeout")?,
-            between_bytes: secs(file.between_bytes_timeout, "between_bytes_timeout")?,
-        },
+        timeouts: timeouts(
+            file.connect_timeout,
+            file.first_byte_timeout,
+            file.between_bytes_timeout,
+        )?,
         wait,
     })
 }
@@ -269,6 +288,7 @@ fn one(addr: BackendAddr) -> ServerSpec {
         weight: 1,
         max_connections: None,
         probe: None,
+        timeouts: Timeouts::default(),
     }
 }
 

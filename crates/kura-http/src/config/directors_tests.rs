@@ -166,3 +166,33 @@ fn mistakes_name_the_line() {
     let error = load("backend = \"http://a:1\"\n[backends]\napp = 3\n").unwrap_err();
     assert!(error.contains("a URL or a table"), "{error}");
 }
+
+#[test]
+fn a_server_may_have_its_own_timeouts() {
+    let config = load(
+        "backend = \"http://a:1\"\n\
+         [backends.app]\n\
+         servers = [{ url = \"http://10.0.0.1:80\", connect_timeout = 0.5, first_byte_timeout = 2, between_bytes_timeout = 1.5 }, \"http://10.0.0.2:80\"]\n\
+         first_byte_timeout = 30\n",
+    )
+    .unwrap();
+    let servers = &config.backends[1].servers;
+    let own = &servers[0].timeouts;
+    assert_eq!(own.connect, Some(Duration::from_millis(500)));
+    assert_eq!(own.first_byte, Some(Duration::from_secs(2)));
+    assert_eq!(own.between_bytes, Some(Duration::from_millis(1500)));
+    assert_eq!(servers[1].timeouts, Default::default());
+    assert_eq!(
+        config.backends[1].timeouts.first_byte,
+        Some(Duration::from_secs(30))
+    );
+    let bad = load(
+        "backend = \"http://a:1\"\n[backends.app]\n\
+         servers = [{ url = \"http://10.0.0.1:80\", first_byte_timeout = -1 }]\n",
+    )
+    .unwrap_err();
+    assert!(
+        bad.contains("line 2") && bad.contains("first_byte_timeout: -1"),
+        "{bad}"
+    );
+}

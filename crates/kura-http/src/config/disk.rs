@@ -1,7 +1,9 @@
 //! The disk tier's setting: `--disk-cache DIR:SIZE`, or `disk_cache = "DIR:SIZE"` in the file
 //! (the flag wins). The directory must exist and be
 //! writable; SIZE takes a K, M, G or T suffix (powers of 1024) and must hold at least one
-//! page of the tier ([`DISK_PAGE_MIN`]) and at most [`DISK_MAX`].
+//! page of the tier ([`DISK_PAGE_MIN`]) and at most [`DISK_MAX`]. `--disk-cache-all` (or
+//! `disk_cache_all = true`) writes every object to the tier when it is stored, not only when
+//! memory evicts it; it needs a disk tier.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +25,8 @@ pub struct DiskCache {
     pub dir: PathBuf,
     /// Bytes of the objects file.
     pub size: u64,
+    /// Every object written to disk when stored (`disk_cache_all`), not only when evicted.
+    pub all: bool,
 }
 
 /// Reads `DIR:SIZE` (the last colon separates them), checking SIZE but not the directory.
@@ -62,6 +66,7 @@ pub fn parse_disk_cache(text: &str) -> Result<DiskCache, String> {
     Ok(DiskCache {
         dir: PathBuf::from(dir),
         size,
+        all: false,
     })
 }
 
@@ -105,21 +110,31 @@ fn check_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// The disk tier of the flag (first) or the file.
+/// The disk tier of the flag (first) or the file, and `disk_cache_all` (the flag's, or the
+/// file's).
 pub(super) fn read(
     flag: Option<&String>,
     file: Option<&Spanned<String>>,
+    (all_flag, all_file): (bool, Option<&Spanned<bool>>),
     src: Source<'_>,
 ) -> Result<Option<DiskCache>, ConfigError> {
+    let all = all_flag || all_file.is_some_and(|v| *v.get_ref());
     let (text, at) = match (flag, file) {
         (Some(text), _) => (text.as_str(), None),
         (None, Some(value)) => (value.get_ref().as_str(), Some(value.span().start)),
+        (None, None) if all => {
+            let at = all_file.map(|v| v.span().start).filter(|_| !all_flag);
+            return Err(ConfigError::Invalid(format!(
+                "{}disk_cache_all: needs a disk tier (--disk-cache DIR:SIZE)",
+                src.at(at)
+            )));
+        }
         (None, None) => return Ok(None),
     };
     let invalid = |m: String| ConfigError::Invalid(format!("{}{m}", src.at(at)));
     let disk = parse_disk_cache(text).map_err(invalid)?;
     check_dir(&disk.dir).map_err(invalid)?;
-    Ok(Some(disk))
+    Ok(Some(DiskCache { all, ..disk }))
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub(super) struct FileConfig {
     pub(super) tls: Option<Vec<TlsListener>>,
     pub(super) memory_mb: Option<usize>,
     pub(super) disk_cache: Option<Spanned<String>>,
+    pub(super) disk_cache_all: Option<Spanned<bool>>,
     pub(super) admin_listen: Option<SocketAddr>,
     pub(super) access_log: Option<String>,
     pub(super) access_log_format: Option<Spanned<String>>,

@@ -169,7 +169,7 @@ fn device_rules(file: DeviceFile, src: Source<'_>) -> Result<Option<DeviceRules>
             let entry = entry.into_inner();
             let matcher = match (&entry.contains, &entry.pattern) {
                 (Some(text), None) if !text.get_ref().is_empty() => {
-                    UaMatch::Contains(text.get_ref().as_bytes().to_vec())
+                    UaMatch::contains(text.get_ref().as_bytes())
                 }
                 (None, Some(pattern)) => match regex::bytes::Regex::new(pattern.get_ref()) {
                     Ok(regex) => UaMatch::Pattern(regex),

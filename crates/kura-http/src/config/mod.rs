@@ -79,6 +79,10 @@ pub struct HttpArgs {
     /// memory are kept there, and served again after a restart.
     #[arg(long, value_name = "DIR:SIZE")]
     pub disk_cache: Option<String>,
+    /// Write every object to the disk tier when it is stored, not only when memory evicts it
+    /// (a SIGKILL then loses none of memory's objects either).
+    #[arg(long)]
+    pub disk_cache_all: bool,
 }
 
 /// Seconds an object with validators is kept past its last permitted use, to be revalidated
@@ -376,7 +380,12 @@ impl Config {
             trusted_proxies,
             tls,
             memory,
-            disk_cache: disk::read(args.disk_cache.as_ref(), file.disk_cache.as_ref(), src)?,
+            disk_cache: disk::read(
+                args.disk_cache.as_ref(),
+                file.disk_cache.as_ref(),
+                (args.disk_cache_all, file.disk_cache_all.as_ref()),
+                src,
+            )?,
             admin_listen: args.admin_listen.or(file.admin_listen),
             access_log: args.access_log.clone().or(file.access_log),
             access_log_format: esi_logs::log_format(file.access_log_format.as_ref(), src)?,

@@ -206,7 +206,11 @@ fn fragment(
         let response = super::process(&tree, &parts, route, response, outcome, depth).await;
         // Sent decoded, whatever the fragment's coding (no-transform, or compression off).
         let limit = tree.proxy.config.max_object as u64;
-        let decode = compress::coding_of(response.headers()).map(|coding| Decode { coding, limit });
+        let decode = compress::coding_of(response.headers()).map(|coding| Decode {
+            coding,
+            limit,
+            gzip: None,
+        });
         Ok(response.into_body().decoded(decode))
     })
 }

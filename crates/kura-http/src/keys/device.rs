@@ -7,21 +7,29 @@
 
 use http::header::{USER_AGENT, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue};
+use memchr::memmem::Finder;
 use regex::bytes::Regex;
 
 /// How a rule looks at the `User-Agent`.
 #[derive(Debug, Clone)]
 pub enum UaMatch {
-    /// It contains this text (case-sensitive, as seed 002's rules).
-    Contains(Vec<u8>),
+    /// It contains this text (case-sensitive, as seed 002's rules); made by
+    /// [`UaMatch::contains`], searched with memchr's substring search (every request is
+    /// classified: a byte-by-byte scan of each rule was a tenth of a hit's instructions).
+    Contains(Box<Finder<'static>>),
     /// It matches this regular expression somewhere.
     Pattern(Regex),
 }
 
 impl UaMatch {
+    /// A rule that the `User-Agent` contains `text`.
+    pub fn contains(text: &[u8]) -> UaMatch {
+        UaMatch::Contains(Box::new(Finder::new(text).into_owned()))
+    }
+
     fn matches(&self, agent: &[u8]) -> bool {
         match self {
-            UaMatch::Contains(text) => agent.windows(text.len()).any(|w| w == text.as_slice()),
+            UaMatch::Contains(text) => text.find(agent).is_some(),
             UaMatch::Pattern(regex) => regex.is_match(agent),
         }
     }
@@ -53,7 +61,7 @@ impl Default for DeviceRules {
     /// Seed 002's rules.
     fn default() -> Self {
         let rule = |text: &str, class: &'static str| DeviceRule {
-            matcher: UaMatch::Contains(text.as_bytes().to_vec()),
+            matcher: UaMatch::contains(text.as_bytes()),
             class: HeaderValue::from_static(class),
         };
         DeviceRules {
@@ -175,6 +183,17 @@ mod tests {
     }
 
     #[test]
+    fn contains_finds_its_text_anywhere_and_only_whole() {
+        let mobile = UaMatch::contains(b"Mobile");
+        for agent in [&b"Mobile"[..], b"Mobile Safari", b"x Mobile", b"aMobileb"] {
+            assert!(mobile.matches(agent), "{agent:?}");
+        }
+        for agent in [&b""[..], b"Mobil", b"mobile", b"Mob ile", b"obile"] {
+            assert!(!mobile.matches(agent), "{agent:?}");
+        }
+    }
+
+    #[test]
     fn patterns_in_order() {
         let rules = DeviceRules {
             rules: vec![
@@ -183,7 +202,7 @@ mod tests {
                     class: HeaderValue::from_static("bot"),
                 },
                 DeviceRule {
-                    matcher: UaMatch::Contains(b"Mobile".to_vec()),
+                    matcher: UaMatch::contains(b"Mobile"),
                     class: HeaderValue::from_static("sp"),
                 },
             ],

@@ -193,6 +193,12 @@ pub fn normalise_path_and_query(uri: &Uri, rules: &QueryRules) -> String {
 pub fn key_of(target: &Uri, rules: &QueryRules) -> String {
     let scheme = target.scheme_str().unwrap_or("http");
     let authority = target.authority().map_or("", |a| a.as_str());
+    key_from(scheme, authority, target, rules)
+}
+
+/// The key of `scheme`, `authority` (both lowercase) and `uri`'s path and query: the default
+/// port of the scheme dropped, path and query normalised.
+fn key_from(scheme: &str, authority: &str, uri: &Uri, rules: &QueryRules) -> String {
     let default_port = match scheme {
         "https" => ":443",
         _ => ":80",
@@ -203,8 +209,42 @@ pub fn key_of(target: &Uri, rules: &QueryRules) -> String {
         .unwrap_or(authority);
     format!(
         "{scheme}://{authority}{}",
-        normalise_path_and_query(target, rules)
+        normalise_path_and_query(uri, rules)
     )
+}
+
+/// The key of an origin-form request (`GET /path` with `Host: host`) whose connection has
+/// `scheme`: the same bytes as [`key_of`] of the absolute URI
+/// [`crate::rules::invalidation::target_uri`] makes, without making it (on a hit that URI's
+/// formatting, parsing and lowercasing were a tenth of the request's instructions). `None` when
+/// the request is not that simple case: an absolute-form target, one that is not a path, or a
+/// host that is not a whole authority by itself; the caller then takes the long way, whose
+/// answer for those is the reference.
+pub fn key_of_origin_form(
+    scheme: &str,
+    host: &str,
+    uri: &Uri,
+    rules: &QueryRules,
+) -> Option<String> {
+    const URI_MAX: usize = u16::MAX as usize - 1; // the longest URI `http` parses
+    let path_and_query = uri.path_and_query()?.as_str();
+    let host = host.trim();
+    if uri.scheme().is_some()
+        || !path_and_query.starts_with('/')
+        || scheme.len() + 3 + host.len() + path_and_query.len() > URI_MAX
+    {
+        return None;
+    }
+    // The long way's URI parser reads the same authority, and only it, when the host alone
+    // parses as one: an authority ends at the first `/`, `?` or `#`, which one that parses
+    // whole does not hold.
+    host.parse::<http::uri::Authority>().ok()?;
+    Some(key_from(
+        &scheme.to_ascii_lowercase(),
+        &host.to_ascii_lowercase(),
+        uri,
+        rules,
+    ))
 }
 
 /// `uri` with the key's path and query (for the backend when removed parameters are

@@ -84,3 +84,68 @@ fn stripped_targets_for_the_backend() {
     let absolute: Uri = "http://h:8080/p?utm_source=x".parse().unwrap();
     assert_eq!(stripped(&absolute, &rules()).unwrap(), "http://h:8080/p");
 }
+
+/// The long way to an origin-form request's key: its absolute URI, then `key_of`.
+fn long_way(scheme: &str, host: &str, target: &str) -> Option<String> {
+    let request = http::Request::builder()
+        .uri(target)
+        .header(http::header::HOST, host)
+        .body(())
+        .ok()?;
+    let (parts, ()) = request.into_parts();
+    let uri = crate::rules::invalidation::target_uri((&parts).into(), scheme)?;
+    Some(key_of(&uri, &rules()))
+}
+
+fn short_way(scheme: &str, host: &str, target: &str) -> Option<String> {
+    let uri: Uri = target.parse().ok()?;
+    key_of_origin_form(scheme, host, &uri, &rules())
+}
+
+#[test]
+fn an_origin_form_key_is_the_long_ways_key() {
+    for (scheme, host, target) in [
+        ("http", "Example.COM", "/a%7eb?utm_source=x&b=2&a=1"),
+        ("http", "example.com:80", "/"),
+        ("https", "example.com:443", "/x"),
+        ("https", "example.com:80", "/x"),
+        ("http", "example.com:", "/x"),
+        ("http", " example.com ", "/x?"),
+        ("http", "[::1]:8080", "/x"),
+        ("http", "user@example.com", "/x"),
+    ] {
+        let short = short_way(scheme, host, target);
+        assert!(short.is_some(), "{host} {target}");
+        assert_eq!(short, long_way(scheme, host, target), "{host} {target}");
+    }
+    // Not the simple case: the long way decides.
+    for (host, target) in [
+        ("example.com?x", "/a"),
+        ("example.com/x", "/a"),
+        ("example.com#x", "/a"),
+        ("", "/a"),
+        ("example.com", "*"),
+        ("example.com", "http://other.example/a"),
+    ] {
+        assert_eq!(short_way("http", host, target), None, "{host} {target}");
+    }
+}
+
+proptest::proptest! {
+    /// Hosts and targets from characters that matter to URI parsing: wherever the short way
+    /// answers, it answers the long way's key.
+    #[test]
+    fn the_short_way_never_differs(
+        host in proptest::prop_oneof![
+            "[a-zA-Z0-9.-]{1,16}(:[0-9]{0,6})?",
+            "[a-zA-Z0-9.:@\\[\\]%?/#_~ -]{0,24}",
+        ],
+        path in "/[a-zA-Z0-9%/?=&._~:@!$'()*+,;-]{0,40}",
+        https in proptest::bool::ANY,
+    ) {
+        let scheme = if https { "https" } else { "http" };
+        if let Some(short) = short_way(scheme, &host, &path) {
+            proptest::prop_assert_eq!(Some(short), long_way(scheme, &host, &path));
+        }
+    }
+}

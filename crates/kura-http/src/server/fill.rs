@@ -102,7 +102,7 @@ pub(super) async fn run(
                 request_time,
                 response_time,
             };
-            let updated = revalidated(&proxy, object, &parts.headers, &validation);
+            let updated = revalidated(&proxy, object, &parts.headers, &validation).await;
             producer.head(Head {
                 status: updated.status,
                 headers: HeaderMap::new(),
@@ -162,17 +162,14 @@ pub(super) async fn run(
     // last byte finds it stored.
     let whole = producer.whole(complete, last.as_ref());
     if let (Some(chunks), Some((mut kept, freshness))) = (whole, store) {
-        let length: usize = chunks.iter().map(Bytes::len).sum();
-        kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
-        if let Some(encoder) = &encoder {
-            kept.insert(compress::MARKER, HeaderValue::from(encoder.input));
-        }
+        complete_fields(&mut kept, &chunks, encoder.as_ref());
         if parts.status == StatusCode::OK {
             // An ESI page is stored parsed: a hit does not read it again.
             if let Some(marker) = crate::esi::marker(&proxy, origin.route, &kept, &chunks) {
                 kept.insert(crate::esi::MARKER, marker);
             }
         }
+        proxy.cache.bring_back_for_insert(&key, &kept).await;
         if proxy.cache.insert_since(
             &since,
             policy,
@@ -324,7 +321,10 @@ async fn stream_body(
     encoder: &mut Option<Encoder>,
     check: &mut Check,
 ) -> (bool, Option<Bytes>) {
-    let timeout = backend.between_bytes_timeout();
+    // The server's own: every fetched response holds its server's lease.
+    let timeout = lease.map_or(backend.between_bytes_timeout(), |l| {
+        l.server().timeouts.between_bytes
+    });
     let mut held: Option<Bytes> = None;
     loop {
         match tokio::time::timeout(timeout, body.frame()).await {
@@ -389,9 +389,24 @@ struct Validation<'a> {
     response_time: SystemTime,
 }
 
+/// The stored fields of a whole body `chunks`: its `Content-Length`, and [`compress::MARKER`]
+/// with the identity length when the proxy compressed it.
+fn complete_fields(kept: &mut HeaderMap, chunks: &[Bytes], encoder: Option<&Encoder>) {
+    let length: usize = chunks.iter().map(Bytes::len).sum();
+    kept.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    if let Some(encoder) = encoder {
+        kept.insert(compress::MARKER, HeaderValue::from(encoder.input));
+    }
+}
+
 /// The stored `object` updated by a 304 with `fields` (RFC 9111 §4.3.4), stored again when it
-/// may still be.
-fn revalidated(proxy: &Proxy, object: &Object, fields: &HeaderMap, at: &Validation<'_>) -> Object {
+/// may still be (a page of variants on disk read back off the worker first).
+async fn revalidated(
+    proxy: &Proxy,
+    object: &Object,
+    fields: &HeaderMap,
+    at: &Validation<'_>,
+) -> Object {
     let policy = &proxy.route(at.origin.route).policy;
     let mut merged = object.headers.clone();
     update_headers(policy, &mut merged, fields, at.response_time);
@@ -408,6 +423,9 @@ fn revalidated(proxy: &Proxy, object: &Object, fields: &HeaderMap, at: &Validati
     };
     let allowed = storable(policy, request, head, &control)
         .and_then(|_| credentials(policy, request, head, &control));
+    if allowed.is_ok() {
+        proxy.cache.bring_back_for_insert(at.key, &merged).await;
+    }
     if allowed.is_ok()
         && proxy.cache.insert_since(
             at.since,

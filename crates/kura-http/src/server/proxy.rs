@@ -24,7 +24,7 @@ use crate::coalesce::Flights;
 use crate::compress::ClientCoding;
 use crate::config::route::request_host;
 use crate::config::{Config, Route};
-use crate::keys::query::{key_of, normalise_percent, stripped};
+use crate::keys::query::{key_of, key_of_origin_form, normalise_percent, stripped};
 use crate::keys::{ParamCounter, QueryRules};
 use crate::rules::cache_control::RequestDirectives;
 use crate::rules::stale::{decide, Backend as BackendState, Decision};
@@ -222,6 +222,13 @@ fn refuse(proxy: &Proxy, status: StatusCode) -> (Response<Body>, CacheOutcome) {
 /// The primary cache key of a request whose route normalises queries by `rules`: its
 /// absolute URI, normalised (`keys::query`).
 pub fn primary_key(parts: &Parts, scheme: &str, rules: &QueryRules) -> Option<Vec<u8>> {
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    if let Some(key) = host.and_then(|h| key_of_origin_form(scheme, h, &parts.uri, rules)) {
+        return Some(key.into_bytes());
+    }
     let target = invalidation::target_uri(RequestHead::from(parts), scheme)?;
     Some(key_of(&target, rules).into_bytes())
 }
@@ -279,7 +286,7 @@ pub(crate) async fn route(
         return refuse(proxy, StatusCode::BAD_REQUEST);
     }
     if purge::is_purge(parts) {
-        return purge::purge(proxy, parts, peer);
+        return purge::purge(proxy, parts, peer).await;
     }
     let route = proxy.route_of(parts);
     if pipe::is_upgrade(parts) {

@@ -24,7 +24,11 @@ pub fn is_purge(parts: &Parts) -> bool {
 }
 
 /// Answers a PURGE, BAN or PURGEKEYS.
-pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>, CacheOutcome) {
+pub async fn purge(
+    proxy: &Arc<Proxy>,
+    parts: &Parts,
+    peer: &Peer,
+) -> (Response<Body>, CacheOutcome) {
     let settings = &proxy.config.purge;
     let counters = &proxy.cache.bans().counters;
     let method = parts.method.as_str();
@@ -59,7 +63,7 @@ pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>,
         .is_some_and(|v| v.as_bytes() != b"0");
     match invalidation::read(method, &parts.headers, soft) {
         Err(refusal) => refused(StatusCode::BAD_REQUEST, &refusal.to_string()),
-        Ok(Action::Url) => purge_url(proxy, parts, peer, soft),
+        Ok(Action::Url) => purge_url(proxy, parts, peer, soft).await,
         Ok(Action::Bans(bans)) => {
             let bans_list = proxy.cache.bans();
             let mut text = String::from("banned:");
@@ -76,7 +80,7 @@ pub fn purge(proxy: &Arc<Proxy>, parts: &Parts, peer: &Peer) -> (Response<Body>,
 }
 
 /// Purges the request's URL, hard or soft.
-fn purge_url(
+async fn purge_url(
     proxy: &Arc<Proxy>,
     parts: &Parts,
     peer: &Peer,
@@ -98,6 +102,8 @@ fn purge_url(
     // Every variant is in the URL's one entry: made stale there, without a ban (a deploy that
     // soft-purges thousands of URLs leaves the ban list as it was). Only a fetch in flight,
     // which began before the purge and stores after it, needs a soft ban on the URL.
+    // An entry on disk is read back off the worker first.
+    proxy.cache.bring_back(&key).await;
     let softened = proxy.cache.soften(&key, SystemTime::now());
     let in_flight = proxy.flights.busy(&key);
     if !softened && !in_flight {
