@@ -13,8 +13,9 @@
 #         a number of bytes, or lognormal:MEDIAN:SIGMA (bench/fill.py), each
 #         with enough distinct keys to fill -m MEM three times over (10 B:
 #         4,000,000; 1 KB: 300,000; 10 KB: 30,000; a log-normal mix:
-#         1,000,000), set by bench/fill.py (`kura bench` makes values of 16
-#         bytes and more, of uniform sizes) for both servers alike.
+#         1,000,000), set by bench/fill.py over 4 connections (`kura bench`
+#         makes values of 16 bytes and more, of uniform sizes) for both
+#         servers alike.
 #
 # Both with `kura bench --prefill` (keys "key:" and a zero-padded number,
 # 10 bytes for 1,000,000 keys, 11 for 2,000,000; client flags set). Each line

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Restart with a disk tier (issue 42): origin requests in the first minute after a restart of a
-# warm cache, kura http with `--disk-cache` (after a clean stop, SIGTERM, and after SIGKILL)
+# warm cache, kura http with `--disk-cache` (after a clean stop, SIGTERM, and after SIGKILL;
+# kura-all-kill: with `--disk-cache-all`, every object written to disk when stored, then SIGKILL)
 # against Debian's Varnish 7.1 (malloc storage: cold after any restart) and nginx's
 # proxy_cache (its cache on disk, warm; stopped with SIGQUIT, nginx's graceful stop), all with
 # the same memory (MEM MiB: kura -m, Varnish malloc, nginx's keys_zone holds keys only), in
@@ -16,7 +17,7 @@
 #      comparable run to run) and the answers that were not 2xx (wrk's count: should be 0).
 #
 #   bench/http-disk.sh   # ROUNDS=1 OBJECTS=10000 SIZE=16k MEM=64 DISK=512M CONNS=16 THREADS=2
-#                        # SYSTEMS="kura-disk kura-kill varnish nginx" MINUTE=60
+#                        # SYSTEMS="kura-disk kura-kill kura-all-kill varnish nginx" MINUTE=60
 #                        # KURA_BIN=target/debug/kura ORIGIN_BIN=target/debug/examples/origin
 #                        # to skip the release build
 set -euo pipefail
@@ -29,7 +30,7 @@ DISK=${DISK:-512M}
 CONNS=${CONNS:-16}
 THREADS=${THREADS:-2}
 MINUTE=${MINUTE:-60}
-SYSTEMS=${SYSTEMS:-"kura-disk kura-kill varnish nginx"}
+SYSTEMS=${SYSTEMS:-"kura-disk kura-kill kura-all-kill varnish nginx"}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 http_setup
@@ -64,8 +65,10 @@ origin_count() {
 start() {
   case $1 in
     kura*)
+      local all=()
+      [ "$1" = kura-all-kill ] && all=(--disk-cache-all)
       "$KURA" http --backend "http://127.0.0.1:$origin" -l "127.0.0.1:$port" -m "$MEM" \
-        -t "$THREADS" --disk-cache "$dir:$DISK" 2>>"$work/kura.log" &
+        -t "$THREADS" --disk-cache "$dir:$DISK" "${all[@]}" 2>>"$work/kura.log" &
       cache_pids=($!)
       wait_port "$port"
       ;;
@@ -113,7 +116,7 @@ NGINX
 halt() {
   local pid
   case $1 in
-    kura-kill) sleep 2; kill -KILL "${cache_pids[@]}" ;;
+    kura-kill | kura-all-kill) sleep 2; kill -KILL "${cache_pids[@]}" ;;
     nginx) kill -QUIT "${cache_pids[0]}" ;;
     *) kill -TERM "${cache_pids[0]}" ;;
   esac
@@ -150,7 +153,7 @@ run() {
   start "$system"
   out=$(wrk -t 1 -c "$CONNS" -d "${MINUTE}s" -s "$work/random.lua" "http://127.0.0.1:$port/")
   first=$(origin_count)
-  halt "${system/kura-kill/kura-disk}"
+  case $system in kura*) halt kura-disk ;; *) halt "$system" ;; esac
   rm -rf "$dir"
   n=$(awk '/requests in/ {print $1}' <<<"$out")
   rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out")
@@ -161,20 +164,9 @@ run() {
 
 echo "restart with a disk tier: kura http ($KURA) vs $(varnishd -V 2>&1 | head -1) vs $(nginx -v 2>&1)"
 echo "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $OBJECTS objects of $SIZE, memory ${MEM} MiB, disk $DISK, wrk -c $CONNS for ${MINUTE}s after the restart"
-echo "system round fill_origin_requests origin_requests_first_minute origin_share wrk_rps non_2xx"
-for system in $SYSTEMS; do : >"$work/disk.$system"; done
-for round in $(seq "$ROUNDS"); do
-  for system in $SYSTEMS; do
-    line=$(run "$system")
-    echo "$line" >>"$work/disk.$system"
-    echo "$system $round $line"
-  done
-done
+echo "name system round fill_origin_requests origin_requests_first_minute origin_share wrk_rps non_2xx"
+rounds_of "$SYSTEMS" disk run
 echo
 echo "medians: system fill_origin_requests origin_requests_first_minute origin_share wrk_rps non_2xx"
-for system in $SYSTEMS; do
-  cols=()
-  for col in $(seq 5); do cols+=("$(awk -v c=$col '{print $c}' "$work/disk.$system" | median)"); done
-  echo "$system ${cols[*]}"
-done
+medians_of "$SYSTEMS" disk 5
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,6 +9,7 @@
 #   bench/http-instructions.sh                 hits (one URL) and misses (a new URL each)
 #   TARGET=/path/to/target bench/http-instructions.sh   binaries of another build
 #   EXTRA='cache_status = ""' bench/http-instructions.sh   more lines for the config file
+#   KEEP=dir MODES=hit bench/http-instructions.sh   keeps callgrind's files for callgrind_annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -21,8 +22,9 @@ SERVE=$TARGET/release/examples/serve
 ORIGIN=$TARGET/release/examples/origin
 SMALL=${SMALL:-500}
 LARGE=${LARGE:-2500}
-out=$(mktemp -d)
-trap 'kill $origin_pid 2>/dev/null || true; rm -rf "$out"' EXIT
+out=${KEEP:-$(mktemp -d)}
+mkdir -p "$out"
+trap 'kill $origin_pid 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 
 origin_port=$(free_port)
 "$ORIGIN" "$origin_port" 0 2>/dev/null &

@@ -240,19 +240,8 @@ run() {
 
 echo "kura http vs $(varnishd -V 2>&1 | head -1) (FOSHttpCache ban VCL${VARNISH_ARGS:+, $VARNISH_ARGS}); $(nproc) CPUs"
 echo "$OBJECTS objects in $TAGS tag(s) purged under wrk -c $CONNS on $HOT hot objects; $ROUNDS rounds, phases of ${PHASE}s"
-echo "system round purge_ms probes_missed/$PROBES probed_ms complete_s before_rps before_cpu_us during_rps during_cpu_us after_rps after_cpu_us"
-for system in $SYSTEMS; do : >"$work/purge.$system"; done
-for round in $(seq "$ROUNDS"); do
-  for system in $SYSTEMS; do
-    line=$(run "$system")
-    echo "$line" >>"$work/purge.$system"
-    echo "$system $round $line"
-  done
-done
+echo "name system round purge_ms probes_missed/$PROBES probed_ms complete_s before_rps before_cpu_us during_rps during_cpu_us after_rps after_cpu_us"
+rounds_of "$SYSTEMS" purge run
 echo
 echo "medians: system purge_ms probes_missed probed_ms complete_s before_rps before_cpu_us during_rps during_cpu_us after_rps after_cpu_us"
-for system in $SYSTEMS; do
-  cols=()
-  for col in $(seq 10); do cols+=("$(awk -v c=$col '{print $c}' "$work/purge.$system" | median)"); done
-  echo "$system ${cols[*]}"
-done
+medians_of "$SYSTEMS" purge 10

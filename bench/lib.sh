@@ -202,21 +202,37 @@ rss_mb() {
   echo $((rss / 1024))
 }
 
-# ab_rounds NAME CMD...: runs `CMD... kura` then `CMD... varnish`, $ROUNDS times (A B A B); each
-# run's line (its figures) is echoed as "NAME SYSTEM ROUND LINE" and kept in $work/NAME.SYSTEM.
-ab_rounds() {
-  local name=$1 round system line
-  shift
-  : >"$work/$name.kura"
-  : >"$work/$name.varnish"
+# rounds_of "SYSTEMS" NAME CMD...: runs `CMD... SYSTEM` for each of SYSTEMS in turn, $ROUNDS
+# times (A B A B); each run's line (its figures) is echoed as "NAME SYSTEM ROUND LINE" and kept
+# in $work/NAME.SYSTEM.
+rounds_of() {
+  local systems=$1 name=$2 round system line
+  shift 2
+  for system in $systems; do : >"$work/$name.$system"; done
   for round in $(seq "$ROUNDS"); do
-    for system in kura varnish; do
+    for system in $systems; do
       line=$("$@" "$system")
       echo "$line" >>"$work/$name.$system"
       echo "$name $system $round $line"
     done
   done
 }
+
+# medians_of "SYSTEMS" NAME COLUMNS: a line a system, "SYSTEM" and the median of each of the
+# first COLUMNS columns of its runs in rounds_of NAME.
+medians_of() {
+  local systems=$1 name=$2 columns=$3 system col cols
+  for system in $systems; do
+    cols=()
+    for col in $(seq "$columns"); do
+      cols+=("$(awk -v c="$col" '{print $c}' "$work/$name.$system" | median)")
+    done
+    echo "$system ${cols[*]}"
+  done
+}
+
+# ab_rounds NAME CMD...: rounds_of kura and Varnish.
+ab_rounds() { rounds_of "kura varnish" "$@"; }
 
 # ab_medians NAME FORMAT...: "NAME  kura's medians | Varnish's | kura/Varnish ratios" of the
 # columns of ab_rounds NAME, one printf FORMAT a column (%d, %.3f...).
