@@ -7,9 +7,15 @@ use std::ops::Range;
 /// (spread over the range by `i`), a xorshift stream seeded by `i`, so two
 /// keys' values differ in length or bytes, and no run repeats.
 pub fn distinct(i: usize, lens: Range<usize>) -> Vec<u8> {
+    versioned(i, 0, lens)
+}
+
+/// As [`distinct`], for version `v` of key `i`: two versions of one key have
+/// the same length and different bytes.
+pub fn versioned(i: usize, v: u32, lens: Range<usize>) -> Vec<u8> {
     let span = lens.end.saturating_sub(lens.start).max(1);
     let len = lens.start + (i.wrapping_mul(7919)) % span;
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut x = ((i as u64) << 20 ^ u64::from(v) ^ 0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -22,7 +28,7 @@ pub fn distinct(i: usize, lens: Range<usize>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::distinct;
+    use super::{distinct, versioned};
 
     #[test]
     fn values_differ_by_key_and_stay_in_their_length_range() {
@@ -38,5 +44,9 @@ mod tests {
         let (x, y) = (distinct(0, 64..65), distinct(1, 64..65));
         assert_eq!(x.len(), y.len());
         assert_ne!(x, y);
+        // Versions of one key: same length, different bytes.
+        let (v1, v2) = (versioned(5, 1, 64..900), versioned(5, 2, 64..900));
+        assert_eq!(v1.len(), v2.len());
+        assert_ne!(v1, v2);
     }
 }

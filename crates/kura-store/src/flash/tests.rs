@@ -70,16 +70,7 @@ pub(super) fn key(i: usize) -> Vec<u8> {
 
 /// A value of 300..2,300 bytes that only key `i`, version `v` has.
 pub(super) fn value(i: usize, v: u32) -> Vec<u8> {
-    let len = 300 + (i * 7919) % 2000;
-    let mut x = (i as u64) << 20 ^ u64::from(v) ^ 0x9e37_79b9_7f4a_7c15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    kura_testkit::values::versioned(i, v, 300..2300)
 }
 
 pub(super) fn fill(store: &Store, n: usize, v: u32) {
