@@ -129,8 +129,9 @@ impl Datagram {
                 );
                 (session.step(&frame), flushes)
             };
-            if self.unparked {
-                // It ran on the values read: they are done with.
+            if self.unparked && !matches!(step, Step::Parked) {
+                // It ran on the values read: they are done with (unless it
+                // stopped again, at a later key on flash).
                 session.parked_done();
                 self.unparked = false;
             }

@@ -256,11 +256,12 @@ fn damaged_records_and_a_full_read_queue_are_misses_never_wrong_bytes() {
     assert_eq!(stat(&mut c, "miss_from_extstore"), 2);
     assert_eq!(stat(&mut c, "badcrc_from_extstore"), 1);
     // The reader thread held: at most `read_queue` (1,024) reads wait, the
-    // rest of 1,300 are misses at once.
+    // rest of 1,300 are misses at once (26 clients of 50 keys each: one
+    // request starts at most 64 reads at a time).
     let held = l.hold();
     let keys: Vec<usize> = f[10..1310].to_vec();
     let mut conns: Vec<Client> = keys
-        .chunks(100)
+        .chunks(50)
         .map(|chunk| {
             let mut k = l.server.connect();
             k.send(&get_line(chunk));
@@ -272,7 +273,7 @@ fn damaged_records_and_a_full_read_queue_are_misses_never_wrong_bytes() {
     });
     drop(held);
     let mut hits = 0;
-    for (k, chunk) in conns.iter_mut().zip(keys.chunks(100)) {
+    for (k, chunk) in conns.iter_mut().zip(keys.chunks(50)) {
         let reply = k.read_until(b"END\r\n");
         // Every block returned is its key's value, in request order.
         let mut want_order = chunk.iter();
@@ -464,4 +465,53 @@ fn ext_item_age_moves_idle_values_to_flash_while_ram_has_room() {
     // Each comes back byte for byte.
     c.send(&get_line(&keys));
     assert!(c.read_exact(get_reply(&keys).len()) == get_reply(&keys));
+}
+
+/// A multi-get of thousands of keys on flash (more than the reader
+/// threads' queue takes at once), each named twice, as a page's
+/// `get_multi` sends them: every value comes back, byte for byte and in
+/// order, none answered as a miss for want of room in the queue; over text
+/// and over meta (`mg` pipelined, one request a key).
+#[test]
+fn a_multi_get_of_thousands_of_keys_on_flash_gets_every_value() {
+    let l = loaded("many");
+    let f = &l.flash;
+    assert!(f.len() > 2_000, "{} keys on flash", f.len());
+    let mut c = l.server.connect();
+    let twice: Vec<usize> = f.iter().flat_map(|&i| [i, i]).collect();
+    let (misses, flash_misses) = (
+        stat(&mut c, "get_misses"),
+        stat(&mut c, "miss_from_extstore"),
+    );
+    // On a slow device: the reads wait until the request has started
+    // them all (the one worker has answered another connection since).
+    let held = l.hold();
+    c.send(&get_line(&twice));
+    wait_for("a read under way", || {
+        l.faults().reads_held.load(Ordering::Acquire) > 0
+    });
+    let mut other = l.server.connect();
+    stat(&mut other, "curr_items");
+    drop(held);
+    let want = get_reply(&twice);
+    let got = c.read_exact(want.len());
+    assert!(got == want, "the values of {} keys", twice.len());
+    assert_eq!(stat(&mut c, "get_misses"), misses, "misses");
+    assert_eq!(stat(&mut c, "miss_from_extstore"), flash_misses);
+    // The same keys again (read back, some recached), then as pipelined mg.
+    c.send(&get_line(&twice));
+    assert!(c.read_exact(want.len()) == want, "again");
+    let keys: Vec<usize> = f.iter().copied().take(3_000).collect();
+    let mut line = Vec::new();
+    let mut want = Vec::new();
+    for &i in &keys {
+        let v = value(i);
+        line.extend_from_slice(format!("mg {} v\r\n", key(i)).as_bytes());
+        want.extend_from_slice(format!("VA {}\r\n", v.len()).as_bytes());
+        want.extend_from_slice(&v);
+        want.extend_from_slice(b"\r\n");
+    }
+    c.send(&line);
+    assert!(c.read_exact(want.len()) == want, "pipelined mg");
+    assert_eq!(stat(&mut c, "get_misses"), misses, "misses");
 }

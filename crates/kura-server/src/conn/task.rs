@@ -352,8 +352,9 @@ impl<'a> TaskConn<'a> {
                 &conn.info.addr,
             );
             self.session.no_room = false;
-            if self.unparked {
-                // It ran on the values read: they are done with.
+            if self.unparked && !matches!(step, Step::Parked) {
+                // It ran on the values read: they are done with (unless it
+                // stopped again, at a later key on flash).
                 self.session.parked_done();
                 self.unparked = false;
             }

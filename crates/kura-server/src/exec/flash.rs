@@ -9,9 +9,12 @@
 //! that one included), awaits the reads while its worker serves other
 //! connections, then runs the request again, from the key it stopped at,
 //! taking the values read here (`Session::looked_up_again`) instead of the
-//! device. A multi-key get that stops also starts the reads of its later
-//! keys on flash, so that they go on together. Nothing after it on the
-//! connection runs meanwhile, so replies keep their order.
+//! device. A multi-key get that stops also starts the reads of its next
+//! keys on flash, at most [`READS_A_ROUND`] in all, so that they go on
+//! together; run again, it may stop at a later key on flash not read yet,
+//! and so on: a get of thousands of keys on flash takes rounds of reads,
+//! rather than flood the readers' queue (whose refusals are misses). Nothing
+//! after it on the connection runs meanwhile, so replies keep their order.
 //!
 //! A get that changes nothing takes the value read (the record stays on
 //! flash, recached in RAM one in `ext_recache_rate` repeated hits, as
@@ -22,13 +25,19 @@
 //! The worker's readiness loop (conn/direct/) moves a connection whose
 //! request parks to a task, reads under way and all.
 
+use std::collections::HashMap;
+
 use kura_store::{FlashRead, GetOptions, Hit, OnFlash};
 
 use super::Session;
 
+/// Reads one request starts at a time: the key it stops at and the next
+/// ones on flash. Well under the readers' queue (`FlashConfig::read_queue`,
+/// 1,024), so one request never fills it itself.
+pub const READS_A_ROUND: usize = 64;
+
 /// One key's read from flash, started before its request runs.
 pub struct Parked {
-    key: Vec<u8>,
     /// The record is taken back into RAM: the request reads RAM.
     for_change: bool,
     fetch: Fetch,
@@ -47,7 +56,11 @@ enum Fetch {
 /// and where its run stopped to wait.
 #[derive(Default)]
 pub struct Parking {
-    reads: Vec<Parked>,
+    /// By key: a request may name a key many times, and its keys run to
+    /// thousands.
+    reads: HashMap<Box<[u8]>, Parked>,
+    /// Reads started in the round under way.
+    started: usize,
     /// The key (its index in the request) the run stopped at: keys before
     /// it are answered already, their replies in the output.
     resume: usize,
@@ -64,7 +77,7 @@ impl Session<'_> {
     #[inline(always)]
     pub(super) fn lookup(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
         if !self.parked.reads.is_empty() {
-            return Some(self.looked_up_again(key, opts));
+            return self.looked_up_again(key, opts);
         }
         // Without a flash tier the store never answers `OnFlash`: one path
         // for both.
@@ -83,27 +96,28 @@ impl Session<'_> {
         if !self.park {
             return Some(self.writes().get_with(key, opts));
         }
+        self.parked.started = 0;
         self.start_read(key, *opts != GetOptions::default());
         self.parked.waiting = true;
         None
     }
 
     /// The answer for `key` of a request run again after its reads: the
-    /// value read, else the store's (back in RAM; or, for a key not read
-    /// then because it moved to flash meanwhile, read here, as without
-    /// parking).
+    /// value read; else the store's (back in RAM, or, should it have gone
+    /// back to flash meanwhile, read here: the key the run stopped at
+    /// always gets its answer, so every round makes progress). A key not
+    /// read yet is looked up as in the first run, and may stop the run
+    /// again.
     #[cold]
     #[inline(never)]
-    fn looked_up_again(&self, key: &[u8], opts: &GetOptions) -> Option<Hit> {
-        match self
-            .parked
-            .reads
-            .iter()
-            .find(|p| p.key == key)
-            .map(|p| &p.fetch)
-        {
-            Some(Fetch::Done(hit)) => hit.clone(),
-            _ => self.writes().get_with(key, opts),
+    fn looked_up_again(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
+        match self.parked.reads.get(key).map(|p| &p.fetch) {
+            Some(Fetch::Done(hit)) => Some(hit.clone()),
+            Some(_) => Some(self.writes().get_with(key, opts)),
+            None => match self.writes().get_in_ram(key, opts) {
+                Ok(hit) => Some(hit),
+                Err(OnFlash) => self.on_flash(key, opts),
+            },
         }
     }
 
@@ -119,8 +133,9 @@ impl Session<'_> {
         self.parked.resume
     }
 
-    /// A multi-key get parked at its key `at`: the rest of its `keys` on
-    /// flash are read meanwhile too, and it runs again from `at`.
+    /// A multi-key get parked at its key `at`: its next `keys` on flash
+    /// are read meanwhile too (up to [`READS_A_ROUND`] reads in the round),
+    /// and it runs again from `at`.
     #[cold]
     pub(super) fn park_rest<'k>(
         &mut self,
@@ -130,6 +145,9 @@ impl Session<'_> {
     ) {
         self.parked.resume = at;
         for key in keys {
+            if self.parked.started >= READS_A_ROUND {
+                break;
+            }
             if self.shared.store.on_flash_only(key) {
                 self.start_read(key, for_change);
             }
@@ -139,26 +157,25 @@ impl Session<'_> {
     #[cold]
     #[inline(never)]
     fn start_read(&mut self, key: &[u8], for_change: bool) {
-        if self.parked.reads.iter().any(|p| p.key == key) {
+        if self.parked.reads.contains_key(key) {
             return;
         }
+        self.parked.started += 1;
         let fetch = match self.shared.store.read_later(key, for_change) {
             Some(read) => Fetch::Reading(read),
             // The read queue is full: a miss.
             None => Fetch::Done(None),
         };
-        self.parked.reads.push(Parked {
-            key: key.to_vec(),
-            for_change,
-            fetch,
-        });
+        self.parked
+            .reads
+            .insert(key.into(), Parked { for_change, fetch });
     }
 
     /// Waits for the reads [`Session::lookup`] started (the connection's
     /// other work waits; its worker's other connections do not).
     pub async fn unpark(&mut self) {
         self.parked.waiting = false;
-        for p in &mut self.parked.reads {
+        for p in self.parked.reads.values_mut() {
             if let Fetch::Reading(read) = &mut p.fetch {
                 let hit = read.await;
                 p.fetch = match hit {
