@@ -40,7 +40,7 @@ pub struct FlashConfig {
     pub write_queue: usize,
     /// Read back into RAM one in this many repeated hits
     /// (`ext_recache_rate`, 2000; a record must have been read
-    /// `recache_after` times).
+    /// `recache_after` times; at most 3, what a record's slot counts).
     pub recache_rate: u32,
     /// Reads of a record before `recache_rate` applies to it (kura's;
     /// default 2, memcached's: a record is brought back on a repeated hit;

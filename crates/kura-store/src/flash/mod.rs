@@ -34,10 +34,12 @@
 mod config;
 mod device;
 pub(crate) mod index;
+mod packing;
 pub(crate) mod pool;
 pub(crate) mod rebuild;
 pub(crate) mod record;
 mod stats;
+pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -122,8 +124,11 @@ pub(crate) enum ReadMiss {
     Gone,
     /// Fewer bytes came back than the record's length.
     Short,
-    /// The bytes are not the record (CRC, key).
+    /// The bytes are not a record (CRC).
     BadCrc,
+    /// A sound record of another key whose hash has the same tag in the
+    /// shard's map (`table.rs`): a miss, not damage.
+    OtherKey,
 }
 
 /// The flash tier: its device, pages and writer.
@@ -149,6 +154,8 @@ pub(crate) struct Tier {
     ///
     /// [`Store::flash_spill_all`]: crate::Store::flash_spill_all
     pub(crate) patient: AtomicBool,
+    /// How the shards' maps pack a record's place.
+    pub(crate) packing: table::Packing,
 }
 
 impl std::fmt::Debug for Tier {
@@ -186,8 +193,11 @@ impl Tier {
         if config.drop_under == 0 {
             config.drop_under = config.compact_under;
         }
+        let packing = table::Packing::new(config.page_size, config.wbuf_size, n).map_err(bad)?;
         config.threads = config.threads.max(1);
         config.recache_rate = config.recache_rate.max(1);
+        // The maps count a record's hits up to this.
+        config.recache_after = config.recache_after.min(table::HITS_MAX);
         config.write_queue = config.write_queue.max(1);
         config.read_queue = config.read_queue.max(1);
         let pool = Pool::new(config.read_queue);
@@ -206,6 +216,7 @@ impl Tier {
             next_gen: AtomicU32::new(1),
             pool,
             patient: AtomicBool::new(false),
+            packing,
         });
         tier.pool.start(tier.config.threads)?;
         let weak = Arc::downgrade(&tier);
@@ -320,6 +331,7 @@ impl Tier {
         }
         match record::decode(&buf, loc.gen) {
             Ok(r) if r.key == key => {}
+            Ok(_) => return Err(ReadMiss::OtherKey),
             Err(record::Damage::Short) => return Err(ReadMiss::Short),
             // Marked dead in place while this read was under way (a concurrent read brought
             // it back into memory, or it was deleted): gone, not damaged.

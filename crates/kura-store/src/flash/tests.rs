@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+mod budget;
 mod persist;
+mod tags;
 mod write_through;
 
 use crate::{

@@ -219,6 +219,15 @@ impl Shard {
     /// Changes the byte budget (`cache_memlimit`); the arena grows with it.
     pub(crate) fn set_limit(&mut self, limit: usize) {
         self.limit = limit.min(max_limit());
+        if let Some(f) = self.flash.as_deref_mut() {
+            f.set_limit(self.limit);
+        }
+    }
+
+    /// Bytes charged besides the entries: the flash map's (`flash/index.rs`).
+    #[inline]
+    pub(crate) fn map_bytes(&self) -> usize {
+        self.flash.as_deref().map_or(0, |f| f.bytes())
     }
 
     /// The metadata of the block at `off`.

@@ -164,7 +164,7 @@ impl Shard {
         let units = (item.heap_size() / UNIT) as u32;
         (!c.deadline || item.has_deadline())
             && (!c.wide_cas || item.has_wide_cas())
-            && self.used + self.charge(units) <= self.limit + self.credit(keep)
+            && self.used + self.map_bytes() + self.charge(units) <= self.limit + self.credit(keep)
     }
 
     /// Evicts or reclaims until a block of `units` fits in the budget and
@@ -188,7 +188,8 @@ impl Shard {
                     self.arena.free(b);
                 }
             }
-            if self.used + need <= self.limit + credit {
+            // The flash map's bytes count too: evictions to flash grow it.
+            if self.used + self.map_bytes() + need <= self.limit + credit {
                 if let Some(off) = self.arena.alloc(units) {
                     break Some(off);
                 }

@@ -70,7 +70,8 @@ impl Store {
         }
         let tier = Tier::open(config)?;
         for shard in guards.iter_mut() {
-            shard.flash = Some(Box::new(ShardFlash::new(Arc::clone(&tier))));
+            let limit = shard.limit;
+            shard.flash = Some(Box::new(ShardFlash::new(Arc::clone(&tier), limit)));
         }
         if tier.config.persist {
             let now = self.clock.now();
@@ -91,7 +92,7 @@ impl Store {
                 // later page and place (a copy moved by compaction).
                 let rank = |l: &Loc, cas: u64| (cas, l.gen, l.off);
                 let new = rank(&loc, rec.fields.cas);
-                match f.map.get(&hash).copied() {
+                match f.get(hash) {
                     Some(old) if rank(&old, cas_of.get(&hash).copied().unwrap_or(0)) >= new => {
                         tier.forgo(&loc);
                     }
@@ -99,7 +100,7 @@ impl Store {
                         if let Some(old) = old {
                             tier.forgo(&old);
                         }
-                        f.map.insert(hash, loc);
+                        f.insert_rebuilt(hash, loc);
                         cas_of.insert(hash, rec.fields.cas);
                     }
                 }
@@ -178,6 +179,14 @@ impl Store {
         moved
     }
 
+    /// The shard and the flash map's tag of `key` (tests).
+    #[cfg(test)]
+    pub(crate) fn flash_slot_of(&self, key: &[u8]) -> Option<(u64, u32)> {
+        let hash = self.hasher.hash_one(key);
+        let tag = self.flash.get()?.packing.tag_of(hash);
+        Some(((hash >> 32) & self.shard_mask, tag))
+    }
+
     /// Runs the maintenance thread's work once, now (tests).
     #[doc(hidden)]
     pub fn flash_maintain(&self) {
@@ -214,20 +223,20 @@ impl Store {
             let Some(f) = shard.flash.as_deref_mut() else {
                 return Attempt::Done(None);
             };
-            let Some(l) = f.map.get_mut(&hash) else {
+            let Some(l) = f.get(hash) else {
                 return Attempt::Done(None);
             };
-            if is_expired(l.exptime, now) || !tier.holds(l) {
+            if is_expired(l.exptime, now) || !tier.holds(&l) {
                 f.forget(hash);
                 return Attempt::Done(None);
             }
-            l.hits += 1;
-            *l
+            let hit = |l: &mut Loc| l.hits = l.hits.saturating_add(1);
+            f.update(hash, hit).unwrap_or(l)
         };
         let c = &tier.counters;
         let read = tier.read(&loc, key);
         let (mut shard, hash, now) = self.shard(key, r);
-        let now_at = shard.flash.as_ref().and_then(|f| f.map.get(&hash)).copied();
+        let now_at = shard.flash.as_ref().and_then(|f| f.get(hash));
         if now_at.is_some_and(|l| !l.same(&loc)) && shard.find(hash, key).is_none() {
             // Moved (compaction) or replaced while it was read.
             return Attempt::Moved;
@@ -240,7 +249,8 @@ impl Store {
                 if miss == ReadMiss::BadCrc {
                     c.badcrc_from_extstore.fetch_add(1, Relaxed);
                 }
-                if let Some(f) = shard.flash.as_deref_mut() {
+                // Another key's record stays that key's.
+                if let (Some(f), false) = (shard.flash.as_deref_mut(), miss == ReadMiss::OtherKey) {
                     f.forget_if(hash, &loc);
                 }
                 return Attempt::Done(None);
@@ -306,12 +316,8 @@ impl Store {
                 // Evictions made for it are heard before anything else.
                 report(&mut shard, sink, r, hash, key, false);
             }
-        } else if let Some(l) = shard
-            .flash
-            .as_deref_mut()
-            .and_then(|f| f.map.get_mut(&hash))
-        {
-            l.last_access = now;
+        } else if let Some(f) = shard.flash.as_deref_mut() {
+            f.update(hash, |l| l.last_access = now);
         }
         Attempt::Done(Some(hit))
     }
@@ -342,7 +348,7 @@ impl Store {
         let Some(f) = shard.flash.as_deref_mut() else {
             return false;
         };
-        let Some(l) = f.map.get(&hash).copied() else {
+        let Some(l) = f.get(hash) else {
             return false;
         };
         f.forget(hash);
@@ -466,7 +472,7 @@ impl Store {
         let Some(f) = shard.flash.as_deref_mut() else {
             return;
         };
-        let Some(l) = f.map.get(&hash).copied() else {
+        let Some(l) = f.get(hash) else {
             return;
         };
         if (l.page, l.gen, l.off) != (page, gen, off) {

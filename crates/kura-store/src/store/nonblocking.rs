@@ -38,10 +38,7 @@ pub struct OnFlash;
 /// Whether the shard holds a flash record for `hash`.
 #[inline]
 pub(super) fn on_flash(shard: &Shard, hash: u64) -> bool {
-    shard
-        .flash
-        .as_ref()
-        .is_some_and(|f| f.map.contains_key(&hash))
+    shard.flash.as_ref().is_some_and(|f| f.contains(hash))
 }
 
 impl Store {
