@@ -2,7 +2,9 @@
 //! the device. A retrieval (`get`/`gets`/`gat`/`gats`, `mg`, binary GET
 //! and its variants) looks each key up with [`Session::lookup`]: one probe
 //! of the key's shard answers from RAM, or says the value is on flash only
-//! (kura-store's `Writes::get_in_ram`). Then the read is handed to the
+//! (kura-store's `Writes::get_in_ram`). A record whose bytes are in the
+//! page cache or a write buffer is read at once (`Store::read_now`: nothing
+//! waits on the device). Else the read is handed to the
 //! store's reader threads, the request stops where it is and its step
 //! answers [`Step::Parked`](super::Step::Parked): the connection's loop
 //! (conn/task.rs) writes the replies so far (a multi-key get's keys before
@@ -96,8 +98,20 @@ impl Session<'_> {
         if !self.park {
             return Some(self.writes().get_with(key, opts));
         }
+        // In a write buffer or the page cache: read here, nothing waits.
+        let for_change = *opts != GetOptions::default();
+        if let Some(hit) = self.shared.store.read_now(key, for_change) {
+            return Some(match (for_change, hit) {
+                (false, Some(hit)) => Some(hit),
+                // Back in RAM (or forgotten), or gone from flash as it was
+                // read (another read brought it back, or it was deleted):
+                // RAM answers.
+                (true, _) => self.writes().get_with(key, opts),
+                (false, None) => self.writes().get_in_ram(key, opts).unwrap_or(None),
+            });
+        }
         self.parked.started = 0;
-        self.start_read(key, *opts != GetOptions::default());
+        self.start_read(key, for_change);
         self.parked.waiting = true;
         None
     }

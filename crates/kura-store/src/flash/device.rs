@@ -26,6 +26,9 @@ pub struct Faults {
     /// Device reads waiting now because of `hold_reads` (so a test knows a
     /// read is under way).
     pub reads_held: AtomicU32,
+    /// The page cache never answers a read by itself (a cold device): every
+    /// read goes to a reader thread.
+    pub uncached: AtomicBool,
 }
 
 fn take_one(n: &AtomicU32) -> bool {
@@ -100,6 +103,27 @@ impl Device {
         self.files[file].write_all_at(data, base + off)
     }
 
+    /// Reads all of `buf` from `off` of `page` only if the system has those
+    /// bytes in its page cache, without waiting on the device
+    /// (`preadv2(RWF_NOWAIT)`): false when it would have to wait (or the
+    /// file system cannot say, or a fault is being injected: then the read
+    /// goes to [`Device::read`] on a reader thread, as without this).
+    pub(crate) fn read_cached(&self, page: u32, off: u64, buf: &mut [u8]) -> bool {
+        let f = &self.faults;
+        if f.hold_reads.load(Ordering::Acquire)
+            || f.uncached.load(Ordering::Relaxed)
+            || f.short_reads.load(Ordering::Relaxed) > 0
+            || f.corrupt_reads.load(Ordering::Relaxed) > 0
+        {
+            return false;
+        }
+        let (file, base) = self.pages[page as usize];
+        let Ok(at) = i64::try_from(base + off) else {
+            return false;
+        };
+        nowait_read(&self.files[file], at, buf)
+    }
+
     /// Reads into `buf` from `off` of `page`; the bytes read (fewer at the
     /// file's end or on a fault).
     pub(crate) fn read(&self, page: u32, off: u64, buf: &mut [u8]) -> io::Result<usize> {
@@ -129,4 +153,37 @@ impl Device {
         }
         Ok(got)
     }
+}
+
+/// `preadv2(fd, buf, at, RWF_NOWAIT)` until `buf` is full: false on
+/// `EAGAIN` (not all in the page cache), any error, or the file's end.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn nowait_read(file: &File, at: i64, buf: &mut [u8]) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut got = 0;
+    while got < buf.len() {
+        let rest = &mut buf[got..];
+        let iov = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        // SAFETY: `iov` describes `rest`, a live, writable slice of
+        // `rest.len()` bytes borrowed for this call only; the kernel writes
+        // at most that many bytes into it. The descriptor is `file`'s, open
+        // for the call's length (`file` is borrowed).
+        let n =
+            unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, at + got as i64, libc::RWF_NOWAIT) };
+        match n {
+            n if n > 0 => got += n as usize,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Elsewhere (and under Miri, which has no `preadv2`): never from the cache
+/// alone; every read goes to the reader threads.
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn nowait_read(_: &File, _: i64, _: &mut [u8]) -> bool {
+    false
 }

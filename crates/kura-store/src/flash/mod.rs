@@ -129,6 +129,9 @@ pub(crate) enum ReadMiss {
     /// A sound record of another key whose hash has the same tag in the
     /// shard's map (`table.rs`): a miss, not damage.
     OtherKey,
+    /// Asked not to wait on the device, and its bytes are not in the page
+    /// cache: nothing was read (read it on a reader thread).
+    WouldBlock,
 }
 
 /// The flash tier: its device, pages and writer.
@@ -303,7 +306,7 @@ impl Tier {
     }
 
     /// Reads the record at `loc` and checks it is `key`'s: its bytes.
-    pub(crate) fn read(&self, loc: &Loc, key: &[u8]) -> Result<Vec<u8>, ReadMiss> {
+    pub(crate) fn read(&self, loc: &Loc, key: &[u8], nowait: bool) -> Result<Vec<u8>, ReadMiss> {
         if !self.holds(loc) {
             return Err(ReadMiss::Gone);
         }
@@ -320,7 +323,11 @@ impl Tier {
                 None => false,
             }
         };
-        if !buffered {
+        if !buffered && nowait {
+            if !self.dev.read_cached(loc.page, u64::from(loc.off), &mut buf) {
+                return Err(ReadMiss::WouldBlock);
+            }
+        } else if !buffered {
             match self.dev.read(loc.page, u64::from(loc.off), &mut buf) {
                 Ok(n) if n == buf.len() => {}
                 _ => return Err(ReadMiss::Short),

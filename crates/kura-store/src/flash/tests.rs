@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 mod budget;
+mod cached;
 mod persist;
 mod tags;
 mod write_through;

@@ -19,6 +19,7 @@ use crate::changes::Report;
 use crate::expiry::is_expired;
 use crate::flash::index::{Loc, ShardFlash};
 use crate::flash::record::{self, Fields};
+use crate::flash::table::HITS_MAX;
 use crate::flash::{Faults, FlashConfig, FlashStats, ReadMiss, Tier};
 use crate::item::{Item, FETCHED, KEY_BINARY};
 
@@ -39,6 +40,9 @@ enum Attempt {
     Done(Option<Hit>),
     /// The key's record moved while it was read: try again.
     Moved,
+    /// Asked not to wait on the device, and the record's bytes are not in
+    /// the page cache: nothing done.
+    WouldBlock,
 }
 
 /// What to do with a record read back.
@@ -201,20 +205,36 @@ impl Store {
     #[cold]
     #[inline(never)]
     pub(super) fn read_flash(&self, key: &[u8], back: Back, r: &Report) -> Option<Hit> {
-        let tier = self.flash.get()?;
+        self.read_flash_as(key, back, r, false).flatten()
+    }
+
+    /// [`Store::read_flash`]; with `nowait`, only from the write buffers or
+    /// the page cache: `None` when the record's bytes would have to come
+    /// from the device (nothing changed then), else the answer.
+    pub(super) fn read_flash_as(
+        &self,
+        key: &[u8],
+        back: Back,
+        r: &Report,
+        nowait: bool,
+    ) -> Option<Option<Hit>> {
+        let Some(tier) = self.flash.get() else {
+            return Some(None);
+        };
         // A record moved by compaction while it was read is read again
         // where it went (a few times at most).
         for _ in 0..4 {
-            match self.read_back(tier, key, back, r) {
-                Attempt::Done(hit) => return hit,
+            match self.read_back(tier, key, back, r, nowait) {
+                Attempt::Done(hit) => return Some(hit),
                 Attempt::Moved => {}
+                Attempt::WouldBlock => return None,
             }
         }
-        None
+        Some(None)
     }
 
-    /// One attempt of [`Store::read_flash`].
-    fn read_back(&self, tier: &Tier, key: &[u8], back: Back, r: &Report) -> Attempt {
+    /// One attempt of [`Store::read_flash_as`].
+    fn read_back(&self, tier: &Tier, key: &[u8], back: Back, r: &Report, nowait: bool) -> Attempt {
         let loc = {
             let (mut shard, hash, now) = self.shard(key, r);
             if shard.find(hash, key).is_some() {
@@ -231,11 +251,27 @@ impl Store {
                 return Attempt::Done(None);
             }
             let hit = |l: &mut Loc| l.hits = l.hits.saturating_add(1);
-            f.update(hash, hit).unwrap_or(l)
+            if nowait {
+                // Counted once read (a read that would wait is not one).
+                Loc {
+                    hits: l.hits.saturating_add(1).min(HITS_MAX),
+                    ..l
+                }
+            } else {
+                f.update(hash, hit).unwrap_or(l)
+            }
         };
         let c = &tier.counters;
-        let read = tier.read(&loc, key);
+        let read = tier.read(&loc, key, nowait);
+        if read == Err(ReadMiss::WouldBlock) {
+            return Attempt::WouldBlock;
+        }
         let (mut shard, hash, now) = self.shard(key, r);
+        if nowait {
+            if let Some(f) = shard.flash.as_deref_mut() {
+                f.update_if(hash, &loc, |l| l.hits = l.hits.saturating_add(1));
+            }
+        }
         let now_at = shard.flash.as_ref().and_then(|f| f.get(hash));
         if now_at.is_some_and(|l| !l.same(&loc)) && shard.find(hash, key).is_none() {
             // Moved (compaction) or replaced while it was read.

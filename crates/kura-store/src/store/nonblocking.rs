@@ -1,7 +1,9 @@
 //! Gets that never wait on the flash device: [`Store::get_or_read`] answers
-//! from RAM at once, as [`Store::get`] does, and a key whose value is on
-//! flash comes back as a [`FlashRead`] that one of the tier's reader threads
-//! completes (`flash/pool.rs`). kura http awaits it on its tokio workers.
+//! from RAM at once, as [`Store::get`] does, and from flash at once when
+//! the record's bytes are in a write buffer or the system's page cache
+//! ([`Store::read_now`]); else a key whose value is on flash comes back as
+//! a [`FlashRead`] that one of the tier's reader threads completes
+//! (`flash/pool.rs`). kura http awaits it on its tokio workers.
 //!
 //! The RAM side is `get_in`'s without the flash step; a miss whose key has
 //! no record on flash stays a plain miss, with no thread hop.
@@ -43,9 +45,11 @@ pub(super) fn on_flash(shard: &Shard, hash: u64) -> bool {
 
 impl Store {
     /// Looks up `key` as [`Store::get_with`] with default options does,
-    /// but without reading the flash device on the calling thread: a value
-    /// on flash is read by the tier's reader threads ([`Got::Flash`]). When
-    /// `read_queue` reads are already waiting, the key is a miss.
+    /// but without waiting on the flash device on the calling thread: a
+    /// value on flash whose bytes are in a write buffer or the page cache is
+    /// read here ([`Store::read_now`]), else by the tier's reader threads
+    /// ([`Got::Flash`]). When `read_queue` reads are already waiting, the
+    /// key is a miss.
     pub fn get_or_read(self: &Arc<Self>, key: &[u8]) -> Got {
         match self.lookup_in(key, &GetOptions::default(), &Report::default(), true) {
             Ok(Some(hit)) => Got::Hit(hit),
@@ -83,10 +87,40 @@ impl Store {
         self.submit_read(key, back)
     }
 
-    /// Hands the read of `key`'s flash record to a reader thread.
+    /// Reads `key`'s flash record here if that cannot wait on the device:
+    /// its bytes in a write buffer or in the system's page cache
+    /// (`preadv2(RWF_NOWAIT)`, `flash/device.rs`), as a record read again
+    /// soon after it was written or read usually is. `None` when it would
+    /// wait (then nothing changed: hand it to [`Store::read_later`]), else
+    /// the answer [`Store::read_later`] would have given (`for_change`: the
+    /// record is back in RAM, or forgotten, and the caller reads RAM).
+    pub fn read_now(&self, key: &[u8], for_change: bool) -> Option<Option<Hit>> {
+        let back = if for_change {
+            Back::ForChange
+        } else {
+            Back::Read
+        };
+        self.read_flash_as(key, back, &Report::default(), true)
+    }
+
+    /// Reads `key`'s flash record here if that cannot wait on the device
+    /// ([`Store::read_now`]), else hands it to a reader thread.
     #[cold]
     #[inline(never)]
     fn read_in_pool(self: &Arc<Self>, key: &[u8]) -> Got {
+        match self.read_now(key, false) {
+            Some(Some(hit)) => return Got::Hit(hit),
+            // Gone from flash as it was read (another read brought it back
+            // into RAM, or it was deleted or replaced): RAM answers.
+            Some(None) => {
+                match self.lookup_in(key, &GetOptions::default(), &Report::default(), true) {
+                    Ok(Some(hit)) => return Got::Hit(hit),
+                    Ok(None) => return Got::Miss,
+                    Err(OnFlash) => {}
+                }
+            }
+            None => {}
+        }
         match self.submit_read(key, Back::Read) {
             Some(read) => Got::Flash(read),
             None => Got::Miss,

@@ -222,6 +222,11 @@ fn get_or_read_answers_ram_at_once_and_flash_from_a_reader_thread() {
     fill(&s, n, 1);
     s.flash_sync();
     let flashed = on_flash(&s, n);
+    // A cold device: no read answered from the page cache on this thread.
+    let faults = s.flash_faults().expect("a tier");
+    faults
+        .uncached
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let in_ram = (0..n).find(|&i| s.contains(&key(i))).expect("a key in RAM");
     assert!(
         matches!(s.get_or_read(&key(in_ram)), Got::Hit(h) if h.item.value() == &value(in_ram, 1)[..])
@@ -258,6 +263,10 @@ fn flush_after_writes_a_buffer_that_is_not_filling_and_recache_after_one_read() 
     let n = 3_000;
     fill(&s, n, 1);
     let flashed = on_flash(&s, n);
+    let faults = s.flash_faults().expect("a tier");
+    faults
+        .uncached
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     // No flush_sync: the writer hands the open buffer over by itself.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while s.flash_stats().expect("a tier").bytes_buffered > 0 {
