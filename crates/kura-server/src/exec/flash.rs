@@ -79,7 +79,9 @@ impl Session<'_> {
     #[inline(always)]
     pub(super) fn lookup(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
         if !self.parked.reads.is_empty() {
-            return self.looked_up_again(key, opts);
+            if let Some(hit) = self.looked_up_again(key, opts) {
+                return Some(hit);
+            }
         }
         // Without a flash tier the store never answers `OnFlash`: one path
         // for both.
@@ -119,19 +121,15 @@ impl Session<'_> {
     /// The answer for `key` of a request run again after its reads: the
     /// value read; else the store's (back in RAM, or, should it have gone
     /// back to flash meanwhile, read here: the key the run stopped at
-    /// always gets its answer, so every round makes progress). A key not
-    /// read yet is looked up as in the first run, and may stop the run
-    /// again.
+    /// always gets its answer, so every round makes progress). `None` for
+    /// a key not read in this request: it is looked up as in the first
+    /// run, and may stop the run again.
     #[cold]
     #[inline(never)]
-    fn looked_up_again(&mut self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
-        match self.parked.reads.get(key).map(|p| &p.fetch) {
-            Some(Fetch::Done(hit)) => Some(hit.clone()),
-            Some(_) => Some(self.writes().get_with(key, opts)),
-            None => match self.writes().get_in_ram(key, opts) {
-                Ok(hit) => Some(hit),
-                Err(OnFlash) => self.on_flash(key, opts),
-            },
+    fn looked_up_again(&self, key: &[u8], opts: &GetOptions) -> Option<Option<Hit>> {
+        match &self.parked.reads.get(key)?.fetch {
+            Fetch::Done(hit) => Some(hit.clone()),
+            _ => Some(self.writes().get_with(key, opts)),
         }
     }
 

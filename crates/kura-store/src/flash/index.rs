@@ -145,17 +145,22 @@ impl ShardFlash {
         }
     }
 
+    /// Whether the record of `hash` is still the one at `loc`.
+    fn still_at(&self, hash: u64, loc: &Loc) -> bool {
+        self.table.get(hash).is_some_and(|l| l.same(loc))
+    }
+
     /// Changes the record of `hash` with `f` if it is still the one at
     /// `loc`.
     pub(crate) fn update_if(&mut self, hash: u64, loc: &Loc, f: impl FnOnce(&mut Loc)) {
-        if self.table.get(hash).is_some_and(|l| l.same(loc)) {
+        if self.still_at(hash, loc) {
             self.update(hash, f);
         }
     }
 
     /// Forgets the record at `loc` if it is still the key's.
     pub(crate) fn forget_if(&mut self, hash: u64, loc: &Loc) {
-        if self.table.get(hash).is_some_and(|l| l.same(loc)) {
+        if self.still_at(hash, loc) {
             self.forget(hash);
         }
     }

@@ -235,6 +235,7 @@ impl Store {
 
     /// One attempt of [`Store::read_flash_as`].
     fn read_back(&self, tier: &Tier, key: &[u8], back: Back, r: &Report, nowait: bool) -> Attempt {
+        let hit = |l: &mut Loc| l.hits = l.hits.saturating_add(1);
         let loc = {
             let (mut shard, hash, now) = self.shard(key, r);
             if shard.find(hash, key).is_some() {
@@ -250,7 +251,6 @@ impl Store {
                 f.forget(hash);
                 return Attempt::Done(None);
             }
-            let hit = |l: &mut Loc| l.hits = l.hits.saturating_add(1);
             if nowait {
                 // Counted once read (a read that would wait is not one).
                 Loc {
@@ -269,7 +269,7 @@ impl Store {
         let (mut shard, hash, now) = self.shard(key, r);
         if nowait {
             if let Some(f) = shard.flash.as_deref_mut() {
-                f.update_if(hash, &loc, |l| l.hits = l.hits.saturating_add(1));
+                f.update_if(hash, &loc, hit);
             }
         }
         let now_at = shard.flash.as_ref().and_then(|f| f.get(hash));

@@ -51,10 +51,16 @@ impl Store {
     /// ([`Got::Flash`]). When `read_queue` reads are already waiting, the
     /// key is a miss.
     pub fn get_or_read(self: &Arc<Self>, key: &[u8]) -> Got {
+        self.ram_then_flash(key, true)
+    }
+
+    /// [`Store::get_or_read`]; `inline`: a record in the page cache may be
+    /// read here ([`Store::read_now`]).
+    fn ram_then_flash(self: &Arc<Self>, key: &[u8], inline: bool) -> Got {
         match self.lookup_in(key, &GetOptions::default(), &Report::default(), true) {
             Ok(Some(hit)) => Got::Hit(hit),
             Ok(None) => Got::Miss,
-            Err(OnFlash) => self.read_in_pool(key),
+            Err(OnFlash) => self.read_in_pool(key, inline),
         }
     }
 
@@ -103,23 +109,19 @@ impl Store {
         self.read_flash_as(key, back, &Report::default(), true)
     }
 
-    /// Reads `key`'s flash record here if that cannot wait on the device
-    /// ([`Store::read_now`]), else hands it to a reader thread.
+    /// Reads `key`'s flash record here if `inline` and that cannot wait on
+    /// the device ([`Store::read_now`]), else hands it to a reader thread.
     #[cold]
     #[inline(never)]
-    fn read_in_pool(self: &Arc<Self>, key: &[u8]) -> Got {
-        match self.read_now(key, false) {
-            Some(Some(hit)) => return Got::Hit(hit),
-            // Gone from flash as it was read (another read brought it back
-            // into RAM, or it was deleted or replaced): RAM answers.
-            Some(None) => {
-                match self.lookup_in(key, &GetOptions::default(), &Report::default(), true) {
-                    Ok(Some(hit)) => return Got::Hit(hit),
-                    Ok(None) => return Got::Miss,
-                    Err(OnFlash) => {}
-                }
+    fn read_in_pool(self: &Arc<Self>, key: &[u8], inline: bool) -> Got {
+        if inline {
+            match self.read_now(key, false) {
+                Some(Some(hit)) => return Got::Hit(hit),
+                // Gone from flash as it was read (another read brought it
+                // back into RAM, or it was deleted or replaced): RAM answers.
+                Some(None) => return self.ram_then_flash(key, false),
+                None => {}
             }
-            None => {}
         }
         match self.submit_read(key, Back::Read) {
             Some(read) => Got::Flash(read),
